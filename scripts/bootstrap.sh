@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Sourced by demo.sh and test.sh: installs what a fresh machine lacks, and nothing twice.
+#   - Java 17+ (Spark's JVM) via apt when missing and we are root;
+#   - a virtualenv at .venv (or $KCOMPACT_VENV) holding this package with its test extras,
+#     reinstalled only when pyproject.toml changed since the last install.
+set -euo pipefail
+
+KCOMPACT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KCOMPACT_VENV="${KCOMPACT_VENV:-$KCOMPACT_ROOT/.venv}"
+
+_java_major() {
+    java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1
+}
+
+ensure_java() {
+    if command -v java >/dev/null 2>&1 && [ "$(_java_major)" -ge 17 ] 2>/dev/null; then
+        return
+    fi
+    if [ "$(id -u)" != "0" ]; then
+        echo "kcompact: Java 17 or newer is required (Spark's JVM); install openjdk-17-jre-headless" >&2
+        exit 1
+    fi
+    echo "kcompact: installing Java 17 with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+}
+
+_pick_python() {
+    for candidate in "${PYTHON:-}" python3.11 python3; do
+        if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 \
+            && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+            echo "$candidate"
+            return
+        fi
+    done
+    echo "kcompact: Python 3.11 is required (set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+}
+
+ensure_venv() {
+    if [ ! -x "$KCOMPACT_VENV/bin/python" ]; then
+        "$(_pick_python)" -m venv "$KCOMPACT_VENV"
+    fi
+    local stamp="$KCOMPACT_VENV/.kcompact-installed"
+    local want
+    want="$(sha256sum "$KCOMPACT_ROOT/pyproject.toml" | cut -d' ' -f1)"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "kcompact: installing the package and its dependencies into $KCOMPACT_VENV" >&2
+        "$KCOMPACT_VENV/bin/python" -m pip install -q --upgrade pip
+        "$KCOMPACT_VENV/bin/python" -m pip install -q -e "$KCOMPACT_ROOT[test]"
+        echo "$want" > "$stamp"
+    fi
+}
+
+ensure_java
+ensure_venv
+export PATH="$KCOMPACT_VENV/bin:$PATH"

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# README command (2): set everything up, then run the whole test suite.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+cd "$KCOMPACT_ROOT"
+exec python -m pytest "$@"

@@ -1,0 +1,38 @@
+"""Shared fixtures: one real broker per test session, and uniquely named topics on it."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Mapping
+
+import pytest
+
+from streaming.broker import Broker, acquire_broker
+from streaming.topics import create_topic, unique_topic_name
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Broker]:
+    broker = acquire_broker()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(kafka_broker: Broker) -> str:
+    return kafka_broker.bootstrap_servers
+
+
+TopicFactory = Callable[..., str]
+
+
+@pytest.fixture
+def new_topic(bootstrap_servers: str) -> TopicFactory:
+    """Create a fresh topic; retention is off by default because tests use old explicit timestamps."""
+
+    def make(partitions: int = 1, config: Mapping[str, str] | None = None, prefix: str = "test") -> str:
+        return create_topic(bootstrap_servers, unique_topic_name(prefix), partitions,
+                            {"retention.ms": "-1", **(config or {})})
+
+    return make
