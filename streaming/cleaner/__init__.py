@@ -1,0 +1,11 @@
+"""The cleaner: Kafka's compaction rules plus KIP-280 strategies, in plain Python and numpy."""
+
+from streaming.cleaner.checkpoint import PartitionId, read_checkpoint, write_checkpoint
+from streaming.cleaner.cleaner import Cleaner, CleanResult, KeylessRecordError
+from streaming.cleaner.config import CompactionConfig, ConfigError, KeylessPolicy, Strategy
+from streaming.cleaner.offset_map import OffsetMap
+from streaming.cleaner.selection import LogToClean, log_to_clean
+
+__all__ = ["CleanResult", "Cleaner", "CompactionConfig", "ConfigError", "KeylessPolicy", "KeylessRecordError",
+           "LogToClean", "OffsetMap", "PartitionId", "Strategy", "log_to_clean", "read_checkpoint",
+           "write_checkpoint"]

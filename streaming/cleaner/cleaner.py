@@ -1,0 +1,254 @@
+"""One cleaning pass over one partition log (Kafka's Cleaner.doClean), with KIP-280 strategies.
+
+1. Map: scan the dirty range [first dirty, first uncleanable) into the offset map, key -> winner. When the
+   map reaches its load factor the pass ends there: the next pass continues, so every pass progresses and
+   memory stays flat.
+2. Recopy: every sealed segment below the pass's end offset, in groups of at most segment.bytes. A record
+   survives iff it is its key's winner. Clean-section records are ranked against the dirty winners as the
+   recopy meets them (they come first in offset order), so a late lower version never displaces a higher
+   one already cleaned. A group in which nothing changes is not rewritten.
+3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
+   one whose horizon has passed is removed. So a tombstone needs two passes and is never kept forever.
+
+The survivors of the newly cleaned range are what the pipeline emits: they are read back from the log
+after the swap, so emitting them costs no memory however large the range.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from streaming.cleaner.checkpoint import PartitionId, write_checkpoint
+from streaming.cleaner.config import CompactionConfig, KeylessPolicy
+from streaming.cleaner.offset_map import OffsetMap, chunk_winners, hash_keys, rank_greater
+from streaming.cleaner.selection import LogToClean
+from streaming.cleaner.strategy import VersionReader
+from streaming.cleaner.throttle import Throttler
+from streaming.log.partition_log import PartitionLog
+from streaming.log.record import LogRecord, record_size
+from streaming.log.segment import SegmentMeta
+
+log = logging.getLogger(__name__)
+
+CHUNK = 16_384
+
+
+class KeylessRecordError(RuntimeError):
+    """compaction.keyless.policy=fail met a record without a key."""
+
+    def __init__(self, partition: PartitionId, offset: int) -> None:
+        super().__init__(f"partition {partition}: record at offset {offset} has no key and cannot be compacted "
+                         f"(compaction.keyless.policy=fail; set drop or dead-letter to go on)")
+        self.partition = partition
+        self.offset = offset
+
+
+@dataclass
+class CleanResult:
+    partition: PartitionId
+    start_offset: int          # the first dirty offset this pass started from
+    end_offset: int            # the new checkpoint: everything below is clean
+    now_ms: int
+    records_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    horizons_set: int = 0
+    keyless: int = 0
+    invalid_version_headers: int = 0
+    dead_letters: list[LogRecord] = field(default_factory=list)
+    buffer_utilization: float = 0.0
+    map_full: bool = False
+    elapsed_s: float = 0.0
+    throttled_s: float = 0.0
+    _log: PartitionLog | None = field(default=None, repr=False)
+
+    def survivors(self) -> Iterator[LogRecord]:
+        """The newly cleaned range's records that survived, in offset order: what reaches the sink."""
+        assert self._log is not None
+        for r in self._log.read(self.start_offset):
+            if r["offset"] >= self.end_offset:
+                return
+            yield r
+
+
+def _chunks(records: Iterable[LogRecord], size: int = CHUNK) -> Iterator[list[LogRecord]]:
+    it = iter(records)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+class Cleaner:
+    """Holds the offset map (allocated once, like a Kafka cleaner thread's) and runs passes."""
+
+    def __init__(self, config: CompactionConfig, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config
+        self.map = OffsetMap(config.dedupe_buffer_size, config.compaction_strategy.value != "offset",
+                             config.io_buffer_load_factor)
+        self.clock = clock
+        self.sleep = sleep
+
+    def clean(self, plog: PartitionLog, target: LogToClean, now_ms: int) -> CleanResult:
+        started = self.clock()
+        throttler = Throttler(self.config.io_max_bytes_per_second, self.clock, self.sleep)
+        versions = VersionReader(self.config)
+        result = CleanResult(target.partition, target.first_dirty_offset, target.first_dirty_offset, now_ms,
+                             _log=plog)
+        self.map.clear()
+        result.end_offset = self._build_map(plog, target, versions, result, throttler)
+        result.buffer_utilization = self.map.utilization
+        self._recopy(plog, target, versions, result, throttler)
+        write_checkpoint(plog.storage, plog.dir, target.partition, result.end_offset)
+        result.invalid_version_headers = versions.invalid_headers
+        result.elapsed_s = self.clock() - started
+        result.throttled_s = throttler.slept_s
+        log.info("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "
+                 "%.2fs", target.partition, result.start_offset, result.end_offset, result.records_read,
+                 result.records_removed, result.tombstones_removed, result.keyless,
+                 100 * result.buffer_utilization, result.elapsed_s)
+        return result
+
+    # ----- phase 1: the offset map -------------------------------------------------------------------------
+
+    def _build_map(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
+                   throttler: Throttler) -> int:
+        """Map the dirty range; return the pass's end offset (first offset not mapped)."""
+        lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
+        omap = self.map
+        for chunk in _chunks(r for r in plog.read(lo) if r["offset"] < hi):
+            keyed = [r for r in chunk if r["key"] is not None]
+            if len(keyed) != len(chunk) and self.config.keyless_policy is KeylessPolicy.FAIL:
+                bad = next(r for r in chunk if r["key"] is None)
+                raise KeylessRecordError(target.partition, bad["offset"])
+            h1, h2 = hash_keys([r["key"] for r in keyed])
+            off = np.fromiter((r["offset"] for r in keyed), dtype=np.int64, count=len(keyed))
+            ver = np.array(versions.versions(keyed), dtype=np.int64) if omap.versioned else None
+            room = omap.max_entries - omap.size
+            new = np.flatnonzero(omap.new_key_positions(h1, h2))
+            cut = None
+            if len(new) > room:
+                cut = int(new[room])  # the first record whose key no longer fits
+                h1, h2, off = h1[:cut], h2[:cut], off[:cut]
+                ver = ver[:cut] if ver is not None else None
+            if len(off):
+                w = chunk_winners(h1, h2, off, ver)
+                omap.put_winners(h1[w], h2[w], off[w], None if ver is None else ver[w])
+            throttler.maybe_throttle(sum(record_size(r) for r in chunk))
+            if cut is not None:
+                result.map_full = True
+                return int(keyed[cut]["offset"])
+        return hi
+
+    # ----- phase 2: recopy ---------------------------------------------------------------------------------
+
+    def _groups(self, plog: PartitionLog, end_offset: int) -> list[list[SegmentMeta]]:
+        """Consecutive sealed segments below the end offset, grouped while their size fits segment.bytes."""
+        groups: list[list[SegmentMeta]] = []
+        size = 0
+        for seg in plog.segments[:-1]:
+            if seg.base_offset >= end_offset:
+                break
+            if groups and size + seg.size_bytes <= self.config.segment_bytes:
+                groups[-1].append(seg)
+                size += seg.size_bytes
+            else:
+                groups.append([seg])
+                size = seg.size_bytes
+        return groups
+
+    def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
+                throttler: Throttler) -> None:
+        for group in self._groups(plog, result.end_offset):
+            decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler)
+            unchanged = 0
+            for chunk, keep, horizon in decisions:
+                if keep.all() and not horizon.any():
+                    unchanged += len(chunk)
+                    continue
+                survivors = itertools.chain(
+                    itertools.islice(self._read_group(plog, group), unchanged),
+                    self._apply(chunk, keep, horizon, result),
+                    itertools.chain.from_iterable(self._apply(c, k, h, result) for c, k, h in decisions))
+                new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset)
+                result.bytes_written += new.size_bytes
+                throttler.maybe_throttle(new.size_bytes)
+                break
+
+    @staticmethod
+    def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta]) -> Iterator[LogRecord]:
+        return itertools.chain.from_iterable(plog.read_segment(s) for s in group)
+
+    def _apply(self, chunk: list[LogRecord], keep: np.ndarray, horizon: np.ndarray,
+               result: CleanResult) -> Iterator[LogRecord]:
+        new_horizon = result.now_ms + self.config.delete_retention_ms
+        for i in np.flatnonzero(keep):
+            r = chunk[i]
+            if horizon[i]:
+                r["delete_horizon_ms"] = new_horizon
+            yield r
+
+    def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
+                result: CleanResult, throttler: Throttler) -> Iterator[tuple[list[LogRecord], np.ndarray, np.ndarray]]:
+        """Per chunk of the group: which records survive, and which surviving tombstones get a horizon."""
+        omap = self.map
+        end = result.end_offset
+        now = result.now_ms
+        for chunk in _chunks(self._read_group(plog, group)):
+            n = len(chunk)
+            result.records_read += n
+            nbytes = sum(record_size(r) for r in chunk)
+            result.bytes_read += nbytes
+            off = np.fromiter((r["offset"] for r in chunk), dtype=np.int64, count=n)
+            has_key = np.fromiter((r["key"] is not None for r in chunk), dtype=bool, count=n)
+            in_pass = off < end
+            keep = np.ones(n, dtype=bool)
+
+            keyless = in_pass & ~has_key & (off >= first_dirty)
+            if keyless.any():
+                keep[keyless] = False
+                result.keyless += int(keyless.sum())
+                if self.config.keyless_policy is KeylessPolicy.DEAD_LETTER:
+                    result.dead_letters.extend(chunk[i] for i in np.flatnonzero(keyless))
+                else:
+                    log.warning("%s: dropped %d keyless records (compaction.keyless.policy=drop)",
+                                result.partition, int(keyless.sum()))
+
+            idx = np.flatnonzero(in_pass & has_key)
+            if idx.size:
+                keyed = [chunk[i] for i in idx]
+                h1, h2 = hash_keys([r["key"] for r in keyed])
+                roff = off[idx]
+                slot, moff, mver = omap.get(h1, h2)
+                found = slot >= 0
+                clean = found & (roff < first_dirty)
+                if clean.any() and omap.versioned:
+                    # A clean record that outranks the dirty winner stays the winner: record it in the map
+                    # so the dirty records of its key, met later in this pass, are dropped.
+                    cver = np.array(versions.versions([keyed[i] for i in np.flatnonzero(clean)]), dtype=np.int64)
+                    beats = rank_greater(cver, roff[clean], mver[clean], moff[clean])
+                    omap.set_at(slot[clean][beats], roff[clean][beats], cver[beats])
+                    moff[np.flatnonzero(clean)[beats]] = roff[clean][beats]
+                keep[idx] = ~found | (moff == roff)
+
+            value_none = np.fromiter((r["value"] is None for r in chunk), dtype=bool, count=n)
+            horizon = np.zeros(n, dtype=bool)
+            tomb = np.flatnonzero(keep & value_none & has_key)
+            for i in tomb:
+                h = chunk[i].get("delete_horizon_ms")
+                if h is None:
+                    if off[i] < end:
+                        horizon[i] = True
+                elif now >= h:
+                    keep[i] = False
+                    result.tombstones_removed += 1
+            result.records_removed += int(n - keep.sum())
+            throttler.maybe_throttle(nbytes)
+            yield chunk, keep, horizon
