@@ -234,8 +234,10 @@ class Cleaner:
                     # so the dirty records of its key, met later in this pass, are dropped.
                     cver = np.array(versions.versions([keyed[i] for i in np.flatnonzero(clean)]), dtype=np.int64)
                     beats = rank_greater(cver, roff[clean], mver[clean], moff[clean])
-                    omap.set_at(slot[clean][beats], roff[clean][beats], cver[beats])
-                    moff[np.flatnonzero(clean)[beats]] = roff[clean][beats]
+                    if beats.any():
+                        omap.set_at(slot[clean][beats], roff[clean][beats], cver[beats])
+                        # dirty records of the same keys may sit in this very chunk: re-read winners
+                        moff = np.where(found, omap.off[np.where(found, slot, 0)], moff)
                 keep[idx] = ~found | (moff == roff)
 
             value_none = np.fromiter((r["value"] is None for r in chunk), dtype=bool, count=n)

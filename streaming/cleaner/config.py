@@ -75,6 +75,13 @@ class CompactionConfig:
     cleaner_threads: int = 1
 
     def __post_init__(self) -> None:
+        for attr, enum, key in (("compaction_strategy", Strategy, "compaction.strategy"),
+                                ("keyless_policy", KeylessPolicy, "compaction.keyless.policy")):
+            try:
+                object.__setattr__(self, attr, enum(getattr(self, attr)))
+            except ValueError:
+                raise ConfigError(key, f"unknown value {getattr(self, attr)!r}; one of "
+                                       f"{', '.join(e.value for e in enum)}") from None
         policies = set(self.cleanup_policy.split(","))
         if not policies <= {"compact", "delete"} or "compact" not in policies:
             raise ConfigError("cleanup.policy", f"must be 'compact' or 'compact,delete' for a compactor, "
@@ -162,9 +169,9 @@ KEYS: dict[str, _Key] = {k.name: k for k in (
     _Key("min.compaction.lag.ms", "min_compaction_lag_ms", _long),
     _Key("max.compaction.lag.ms", "max_compaction_lag_ms", _long),
     _Key("delete.retention.ms", "delete_retention_ms", _long),
-    _Key("compaction.strategy", "compaction_strategy", lambda t: Strategy(t.strip().lower())),
+    _Key("compaction.strategy", "compaction_strategy", lambda t: t.strip().lower()),
     _Key("compaction.strategy.header", "compaction_strategy_header", lambda t: t.strip() or None),
-    _Key("compaction.keyless.policy", "keyless_policy", lambda t: KeylessPolicy(t.strip().lower())),
+    _Key("compaction.keyless.policy", "keyless_policy", lambda t: t.strip().lower()),
     _Key("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", _long),
     _Key("log.cleaner.io.buffer.load.factor", "io_buffer_load_factor", _ratio),
     _Key("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", _ratio),

@@ -1,0 +1,70 @@
+"""Choosing and cleaning partitions (Kafka's LogCleanerManager), with retries where Kafka gives up.
+
+A partition whose pass fails is marked uncleanable and skipped until log.cleaner.backoff.ms has passed,
+then retried; the other partitions go on. (Kafka keeps it uncleanable until the broker restarts.)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+from streaming.cleaner.checkpoint import PartitionId, read_checkpoint
+from streaming.cleaner.cleaner import Cleaner
+from streaming.cleaner.config import CompactionConfig
+from streaming.cleaner.metrics import CleanerMetrics, PartitionOutcome
+from streaming.cleaner.partition_state import PartitionCleanerState
+from streaming.cleaner.selection import LogToClean, log_to_clean
+from streaming.log.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+class LogCleanerManager:
+    def __init__(self, config: CompactionConfig, cleaner: Cleaner | None = None) -> None:
+        self.config = config
+        self.cleaner = cleaner or Cleaner(config)
+        self.last_run_ms: int | None = None
+        self.last_metrics = CleanerMetrics()
+
+    def select(self, plog: PartitionLog, pid: PartitionId, now_ms: int) -> LogToClean:
+        return log_to_clean(plog, pid, read_checkpoint(plog.storage, plog.dir), self.config, now_ms)
+
+    def clean_partition(self, pid: PartitionId, plog: PartitionLog, now_ms: int,
+                        target: LogToClean | None = None) -> PartitionOutcome:
+        """Clean one partition if it is eligible and not backing off; never raises for a failed pass."""
+        state = PartitionCleanerState.load(plog.storage, plog.dir)
+        target = target or self.select(plog, pid, now_ms)
+        if state.in_backoff(now_ms):
+            return PartitionOutcome(target, state, skipped_backoff=True)
+        if not target.eligible(self.config.min_cleanable_dirty_ratio):
+            return PartitionOutcome(target, state)
+        try:
+            result = self.cleaner.clean(plog, target, now_ms)
+        except Exception as exc:  # any failure: mark this partition, keep the others going
+            log.error("cleaning %s failed; uncleanable, retry in %d ms: %s", pid, self.config.backoff_ms, exc)
+            if state.uncleanable_since_ms is None:
+                state.uncleanable_since_ms = now_ms
+            state.uncleanable_error = f"{type(exc).__name__}: {exc}"
+            state.retry_at_ms = now_ms + self.config.backoff_ms
+            state.save(plog.storage, plog.dir)
+            return PartitionOutcome(target, state, error=state.uncleanable_error)
+        state.passes += 1
+        state.last_clean_ms = now_ms
+        state.last_clean_secs = result.elapsed_s
+        state.uncleanable_since_ms = state.uncleanable_error = state.retry_at_ms = None
+        state.keyless_records += result.keyless
+        state.dead_letter_records += len(result.dead_letters)
+        state.invalid_version_headers += result.invalid_version_headers
+        state.tombstones_removed += result.tombstones_removed
+        state.save(plog.storage, plog.dir)
+        return PartitionOutcome(target, state, result=result)
+
+    def run_round(self, logs: Mapping[PartitionId, PartitionLog], now_ms: int) -> list[PartitionOutcome]:
+        """Clean every eligible partition once, dirtiest first (the order Kafka's cleaner threads pick)."""
+        targets = sorted(((pid, self.select(plog, pid, now_ms)) for pid, plog in logs.items()),
+                         key=lambda pt: pt[1].cleanable_ratio, reverse=True)
+        outcomes = [self.clean_partition(pid, logs[pid], now_ms, target) for pid, target in targets]
+        self.last_metrics = CleanerMetrics.of(outcomes, now_ms, self.last_run_ms)
+        self.last_run_ms = now_ms
+        return outcomes

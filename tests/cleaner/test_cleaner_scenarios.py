@@ -1,0 +1,263 @@
+"""Scenarios after Kafka's LogCleanerTest and LogCleanerManagerTest, plus the KIP-280 strategy rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.cleaner import (Cleaner, CompactionConfig, KeylessRecordError, LogCleanerManager, PartitionId,
+                               read_checkpoint, write_checkpoint)
+from streaming.cleaner.throttle import Throttler
+from streaming.log import PartitionLog, make_record
+from streaming.log.segment import segment_name
+
+PID = PartitionId("t", 0)
+HOUR = 3_600_000
+
+
+def cfg(**kv) -> CompactionConfig:
+    return CompactionConfig.from_mapping({k.replace("_", "."): str(v) for k, v in kv.items()})
+
+
+def new_log(path, config: CompactionConfig) -> PartitionLog:
+    return PartitionLog(str(path), config.log_config, jitter_seed="t-0")
+
+
+def rec(offset: int, key: bytes | None, value: bytes | None, ts: int = 0, headers=None) -> dict:
+    return make_record(offset, key, value, ts, headers)
+
+
+def contents(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r["offset"], r["key"], r["value"]) for r in plog.read()]
+
+
+def test_tombstone_needs_two_passes_and_goes_at_its_horizon(tmp_path) -> None:
+    c = cfg(delete_retention_ms=1000, min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"b", b"1"), rec(2, b"a", None)])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    first = mgr.clean_partition(PID, plog, now_ms=10_000)
+    assert [(r["offset"], r["delete_horizon_ms"]) for r in first.result.survivors()] == [(1, None), (2, 11_000)]
+    assert contents(plog) == [(1, b"b", b"1"), (2, b"a", None)], "the first pass keeps the tombstone"
+    early = mgr.clean_partition(PID, plog, now_ms=10_999)
+    assert early.result is None and not early.target.tombstones_due
+    assert (2, b"a", None) in contents(plog)
+    due = mgr.clean_partition(PID, plog, now_ms=11_000)
+    assert due.target.tombstones_due and due.result.tombstones_removed == 1
+    assert contents(plog) == [(1, b"b", b"1")]
+    assert plog.log_end_offset == 3
+
+
+def test_horizon_counts_from_clean_time_not_record_time(tmp_path) -> None:
+    c = cfg(delete_retention_ms=HOUR, min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1", ts=0), rec(1, b"a", None, ts=5)])
+    plog.roll()
+    now = 1_000 * HOUR
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, now), now)
+    assert [r["delete_horizon_ms"] for r in plog.read()] == [now + HOUR]
+
+
+def test_min_lag_leaves_young_segments_untouched(tmp_path) -> None:
+    c = cfg(min_compaction_lag_ms=HOUR, min_cleanable_dirty_ratio=0, segment_ms=HOUR * 24)
+    plog = new_log(tmp_path, c)
+    now = 100 * HOUR
+    plog.append([rec(0, b"a", b"old", ts=now - 2 * HOUR), rec(1, b"a", b"old2", ts=now - 2 * HOUR)])
+    plog.roll()
+    plog.append([rec(2, b"a", b"young", ts=now - 10), rec(3, b"a", b"young2", ts=now - 5)])
+    plog.roll()
+    target = LogCleanerManager(c).select(plog, PID, now)
+    assert target.first_uncleanable_offset == 2
+    result = Cleaner(c).clean(plog, target, now)
+    assert [r["offset"] for r in result.survivors()] == [1]
+    assert contents(plog) == [(1, b"a", b"old2"), (2, b"a", b"young"), (3, b"a", b"young2")]
+
+
+def test_max_lag_forces_a_clean_below_the_dirty_ratio(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=HOUR)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(i, b"k%d" % i, b"v", ts=0) for i in range(50)])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    mgr.clean_partition(PID, plog, now_ms=2 * HOUR)  # everything clean now
+    plog.append([rec(50, b"k0", b"new", ts=10 * HOUR)])
+    plog.roll()
+    not_yet = mgr.select(plog, PID, now_ms=11 * HOUR)
+    assert not_yet.cleanable_ratio < 0.99 and not not_yet.needs_compaction_now
+    assert not not_yet.eligible(c.min_cleanable_dirty_ratio)
+    late = mgr.run_round({PID: plog}, now_ms=11 * HOUR + 1)
+    assert late[0].target.needs_compaction_now and late[0].result is not None
+    assert mgr.last_metrics.max_compaction_delay_secs == pytest.approx(0.001)
+    assert (0, b"k0", b"v") not in contents(plog) and (50, b"k0", b"new") in contents(plog)
+
+
+def test_dirtiest_partition_is_cleaned_first(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0)
+    logs = {}
+    for p, dirty in ((0, 2), (1, 10), (2, 5)):
+        plog = new_log(tmp_path / str(p), c)
+        plog.append([rec(i, b"k%d" % i, b"v") for i in range(10)])
+        plog.roll()
+        Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PartitionId("t", p), 1), 1)
+        plog.append([rec(10 + i, b"k%d" % i, b"w") for i in range(dirty)])
+        plog.roll()
+        logs[PartitionId("t", p)] = plog
+    outcomes = LogCleanerManager(c).run_round(logs, now_ms=2)
+    ratios = [o.target.cleanable_ratio for o in outcomes]
+    assert ratios == sorted(ratios, reverse=True)
+    assert [o.target.partition.partition for o in outcomes] == [1, 2, 0]
+
+
+@pytest.mark.parametrize("checkpoint", [-5, 10_000])
+def test_checkpoint_outside_the_log_resets_to_log_start(tmp_path, checkpoint: int) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(i + 100, b"k", b"v") for i in range(5)])
+    plog.roll()
+    write_checkpoint(plog.storage, plog.dir, PID, checkpoint)
+    target = LogCleanerManager(c).select(plog, PID, 0)
+    assert target.checkpoint_reset and target.first_dirty_offset == plog.log_start_offset
+
+
+def test_recopy_groups_segments_up_to_segment_bytes(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, segment_bytes=900)
+    plog = new_log(tmp_path, c)
+    for i in range(8):
+        plog.append([rec(i * 4 + j, b"key-%d-%d" % (i, j), b"x" * 40) for j in range(4)])
+        plog.roll()
+    size = plog.segments[0].size_bytes
+    assert 3 * size <= 900 < 4 * size, "three pre-clean segments fit one group (Kafka groups by size before cleaning)"
+    plog.append([rec(32 + i, b"key-%d-0" % i, None) for i in range(8)])  # one tombstone per segment
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    sealed = plog.segments[:-1]
+    assert [s.base_offset for s in sealed] == [0, 12, 24]
+    assert [s.record_count for s in sealed] == [9, 9, 6 + 8]
+    assert all(s.size_bytes <= 900 for s in sealed)
+
+
+def test_log_end_offset_survives_cleaning_away_the_last_records(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, delete_retention_ms=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(5, b"a", None)])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    mgr.clean_partition(PID, plog, 1)
+    mgr.clean_partition(PID, plog, 2)
+    assert contents(plog) == [] and plog.log_end_offset == 6
+    assert new_log(tmp_path, c).log_end_offset == 6
+
+
+def test_keyless_fail_policy_names_partition_and_offset_and_keeps_the_record(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, compaction_keyless_policy="fail")
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, None, b"no key"), rec(2, b"a", b"2")])
+    plog.roll()
+    with pytest.raises(KeylessRecordError, match=r"partition t-0: record at offset 1 has no key"):
+        Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert len(contents(plog)) == 3
+
+
+@pytest.mark.parametrize("policy", ["drop", "dead-letter"])
+def test_keyless_records_are_counted_by_policy(tmp_path, policy: str) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, compaction_keyless_policy=policy)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, None, b"x"), rec(1, b"a", b"1"), rec(2, None, b"y")])
+    plog.roll()
+    outcome = LogCleanerManager(c).clean_partition(PID, plog, 0)
+    assert outcome.result.keyless == 2 and outcome.state.keyless_records == 2
+    assert [r["offset"] for r in outcome.result.dead_letters] == ([0, 2] if policy == "dead-letter" else [])
+    assert contents(plog) == [(1, b"a", b"1")]
+
+
+def test_failed_partition_is_uncleanable_others_go_on_and_it_is_retried_after_backoff(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, log_cleaner_backoff_ms=1000)
+    good, bad = new_log(tmp_path / "good", c), new_log(tmp_path / "bad", c)
+    for plog in (good, bad):
+        plog.append([rec(i, b"k%d" % (i % 2), b"v" * 20) for i in range(10)])
+        plog.roll()
+    seg = tmp_path / "bad" / segment_name(0)
+    data = bytearray(seg.read_bytes())
+    data[-40:-20] = b"\xff" * 20  # damage record bytes inside a whole block
+    seg.write_bytes(bytes(data))
+    mgr = LogCleanerManager(c)
+    logs = {PartitionId("t", 0): good, PartitionId("t", 1): bad}
+    outcomes = {o.target.partition.partition: o for o in mgr.run_round(logs, now_ms=0)}
+    assert outcomes[0].result is not None and outcomes[0].error is None
+    assert outcomes[1].error and outcomes[1].state.uncleanable and outcomes[1].state.retry_at_ms == 1000
+    assert mgr.last_metrics.uncleanable_partitions_count == 1 and mgr.last_metrics.uncleanable_bytes > 0
+    skipped = mgr.clean_partition(PartitionId("t", 1), bad, now_ms=999)
+    assert skipped.skipped_backoff and skipped.result is None
+    retried = mgr.clean_partition(PartitionId("t", 1), bad, now_ms=1000)
+    assert not retried.skipped_backoff and retried.error and retried.state.retry_at_ms == 2000
+    assert retried.state.uncleanable_since_ms == 0
+
+
+def test_throttle_holds_io_to_the_configured_rate() -> None:
+    clock = {"t": 0.0}
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock["t"] += s
+
+    throttler = Throttler(1000.0, clock=lambda: clock["t"], sleep=sleep)
+    for _ in range(100):
+        throttler.maybe_throttle(100)  # 10 kB at 1 kB/s, with no time passing otherwise
+    assert sum(slept) == pytest.approx(10.0, rel=0.05)
+
+
+def test_timestamp_strategy_keeps_highest_timestamp_even_when_it_arrived_first(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, compaction_strategy="timestamp")
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"newest", ts=300), rec(1, b"a", b"older", ts=100), rec(2, b"a", b"tie", ts=300)])
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert contents(plog) == [(2, b"a", b"tie")], "equal versions: higher offset wins"
+
+
+def test_late_lower_version_never_displaces_a_cleaned_higher_one(tmp_path) -> None:
+    c = CompactionConfig(min_cleanable_dirty_ratio=0, compaction_strategy="header",
+                         compaction_strategy_header="v")
+    plog = new_log(tmp_path, c)
+
+    def v(n: int) -> list:
+        return [("v", n.to_bytes(8, "big", signed=True))]
+
+    plog.append([rec(0, b"a", b"v5", headers=v(5))])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    first = mgr.clean_partition(PID, plog, 0)
+    assert [r["value"] for r in first.result.survivors()] == [b"v5"]
+    plog.append([rec(1, b"a", b"v3-late", headers=v(3)), rec(2, b"a", b"no-version")])
+    plog.roll()
+    second = mgr.clean_partition(PID, plog, 1)
+    assert list(second.result.survivors()) == [], "nothing new reaches the sink"
+    assert contents(plog) == [(0, b"a", b"v5")]
+    plog.append([rec(3, b"a", b"v9", headers=v(9))])
+    plog.roll()
+    third = mgr.clean_partition(PID, plog, 2)
+    assert [r["value"] for r in third.result.survivors()] == [b"v9"]
+    assert contents(plog) == [(3, b"a", b"v9")]
+
+
+def test_header_strategy_counts_unusable_version_headers(tmp_path) -> None:
+    c = CompactionConfig(min_cleanable_dirty_ratio=0, compaction_strategy="header", compaction_strategy_header="v")
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"8-byte", headers=[("v", (1).to_bytes(8, "big"))]),
+                 rec(1, b"a", b"short", headers=[("v", b"\x01")]),
+                 rec(2, b"a", b"repeated", headers=[("v", (9).to_bytes(8, "big")), ("v", (0).to_bytes(8, "big"))])])
+    plog.roll()
+    outcome = LogCleanerManager(c).clean_partition(PID, plog, 0)
+    assert contents(plog) == [(0, b"a", b"8-byte")], "last occurrence of a repeated header counts (0 < 1)"
+    assert outcome.state.invalid_version_headers == 1
+
+
+def test_checkpoint_file_is_kafka_format(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"a", b"2")])
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+    assert read_checkpoint(plog.storage, plog.dir) == 2
