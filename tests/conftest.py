@@ -36,3 +36,15 @@ def new_topic(bootstrap_servers: str) -> TopicFactory:
                             {"retention.ms": "-1", **(config or {})})
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole run (starting one costs seconds)."""
+    from streaming.spark_session import build_session
+
+    session = build_session("kcompact-tests", driver_memory="1g")
+    try:
+        yield session
+    finally:
+        session.stop()

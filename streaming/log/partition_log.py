@@ -17,8 +17,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
+from fastavro.validation import ValidationError, validate
+
 from streaming.log.config import LogConfig
-from streaming.log.record import LogRecord, record_size
+from streaming.log.record import LogRecord, parsed_schema, record_size
 from streaming.log.segment import (CLEANED_SUFFIX, HDR_BASE, HDR_CLEAN, HDR_NEXT, META_SUFFIX, SEGMENT_SUFFIX,
                                    SWAP_SUFFIX, BlockEncoder, CorruptSegmentError, SegmentMeta, iter_file,
                                    meta_name, read_header, rebuild_meta, segment_name)
@@ -28,6 +30,17 @@ log = logging.getLogger(__name__)
 
 LOG_STATE = "log.json"
 TMP_SUFFIX = ".tmp"
+
+
+def explain_bad_record(record: object, exc: Exception) -> str:
+    """Name the field at fault: the schema validator says which, where the hot path only saw a TypeError."""
+    if not isinstance(record, dict):
+        return f"not a log record: expected a dict, got {type(record).__name__}"
+    try:
+        validate(record, parsed_schema(), raise_errors=True)
+    except ValidationError as verr:
+        return f"does not fit the log schema: {'; '.join(str(e) for e in verr.errors)}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class BadRecordError(ValueError):
@@ -147,7 +160,7 @@ class PartitionLog:
             self._append_into_active(records[:i], start, result)
             bad = records[i]
             offset = bad.get("offset") if isinstance(bad, dict) else None
-            raise BadRecordError(offset, f"{type(exc).__name__}: {exc}", result.appended) from exc
+            raise BadRecordError(offset, explain_bad_record(bad, exc), result.appended) from exc
         self._flush_active(enc, seg)
         return i
 

@@ -1,0 +1,154 @@
+"""foreachBatch: append each micro-batch to the partition logs, one Spark task per source partition.
+
+The append runs on executors inside ``mapInArrow``, so records never pass through the driver; only a
+row of counts per partition comes back. Appends are idempotent by offset, so a micro-batch that Spark
+replays after a crash is skipped record by record. Roll rules run after every append, and on triggers
+that bring no data the driver runs the KIP-354 forced roll as tasks of their own, under the same lock,
+so an idle partition still becomes cleanable within max.compaction.lag.ms.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.log import BadRecordError, LogConfig, LogRecord, PartitionLog
+from streaming.state_layout import list_log_dirs, log_dir
+
+log = logging.getLogger(__name__)
+
+STATS_DDL = ("topic string, partition int, appended long, skipped long, rolled long, rejected long, "
+             "log_end_offset long")
+STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("appended", pa.int64()),
+                          ("skipped", pa.int64()), ("rolled", pa.int64()), ("rejected", pa.int64()),
+                          ("log_end_offset", pa.int64())])
+REJECTED_FILE = "rejected.jsonl"
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def records_from_arrow(batch: pa.RecordBatch) -> list[LogRecord]:
+    """Spark's Kafka columns -> log records (ms timestamps, headers as the log stores them)."""
+    ts = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+    return [{"offset": o, "timestamp": t, "timestamp_type": tt, "key": k, "value": v, "headers": h or [],
+             "delete_horizon_ms": None}
+            for o, t, tt, k, v, h in zip(batch.column("offset").to_pylist(), ts,
+                                         batch.column("timestampType").to_pylist(), batch.column("key").to_pylist(),
+                                         batch.column("value").to_pylist(), batch.column("headers").to_pylist())]
+
+
+def append_reporting_rejects(plog: PartitionLog, records: list[LogRecord], where: str) -> tuple[int, int, int, int]:
+    """Append everything the log can take; a record it cannot is written to rejected.jsonl beside the log
+    and named in the job's log output. Returns (appended, skipped, rolled, rejected)."""
+    appended = skipped = rolled = rejected = 0
+    offsets = [r.get("offset") for r in records]
+    start = 0
+    while start < len(records):
+        try:
+            res = plog.append(records[start:])
+            appended, skipped, rolled = appended + res.appended, skipped + res.skipped, rolled + res.rolled
+            break
+        except BadRecordError as err:
+            appended += err.accepted
+            bad = bisect.bisect_left(offsets, err.offset, lo=start) if isinstance(err.offset, int) else start
+            r = records[bad]
+            log.error("%s: record at offset %s cannot be stored and was set aside in %s: %s",
+                      where, err.offset, REJECTED_FILE, err.reason)
+            line = json.dumps({"offset": err.offset, "reason": err.reason, "key": _b64(r.get("key")),
+                               "value": _b64(r.get("value")), "timestamp": r.get("timestamp")})
+            plog.storage.append(os.path.join(plog.dir, REJECTED_FILE), (line + "\n").encode())
+            rejected += 1
+            start = bad + 1
+    return appended, skipped, rolled, rejected
+
+
+def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
+                      now_ms: int) -> Iterator[pa.RecordBatch]:
+    """The task body: append this Spark partition's rows to their partition logs, then apply roll rules."""
+    logs: dict[tuple[str, int], PartitionLog] = {}
+    stats: dict[tuple[str, int], list[int]] = {}
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        keys = list(zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist()))
+        for tp in dict.fromkeys(keys):
+            rows = batch if len(set(keys)) == 1 else batch.filter(
+                pc.and_(pc.equal(batch.column("topic"), tp[0]), pc.equal(batch.column("partition"), tp[1])))
+            if tp not in logs:
+                logs[tp] = PartitionLog(log_dir(state_dir, *tp), config, jitter_seed=f"{tp[0]}-{tp[1]}")
+            counts = append_reporting_rejects(logs[tp], records_from_arrow(rows), f"{tp[0]}-{tp[1]}")
+            stats[tp] = [a + b for a, b in zip(stats.get(tp, [0, 0, 0, 0]), counts)]
+    for tp, plog in logs.items():
+        if plog.maybe_roll(now_ms):
+            stats[tp][2] += 1
+    if stats:
+        tps = list(stats)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([t for t, _ in tps], pa.string()), pa.array([p for _, p in tps], pa.int32()),
+             *(pa.array([stats[tp][i] for tp in tps], pa.int64()) for i in range(4)),
+             pa.array([logs[tp].log_end_offset for tp in tps], pa.int64())], schema=STATS_SCHEMA)
+
+
+def roll_log(item: tuple[str, int, str], config: LogConfig, now_ms: int) -> bool:
+    topic, partition, directory = item
+    return PartitionLog(directory, config, jitter_seed=f"{topic}-{partition}").maybe_roll(now_ms)
+
+
+@dataclass
+class BatchStats:
+    batch_id: int
+    partitions: int = 0
+    appended: int = 0
+    skipped: int = 0
+    rolled: int = 0
+    rejected: int = 0
+
+
+@dataclass
+class LogAppender:
+    """The foreachBatch handler. Holds the driver-side lock that keeps appends and idle rolls apart."""
+
+    state_dir: str
+    config: LogConfig
+    clock: Callable[[], float] = time.time
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last_batch: BatchStats | None = None
+    batches: int = 0
+
+    def __call__(self, df, batch_id: int) -> None:
+        now_ms = int(self.clock() * 1000)
+        task = functools.partial(append_partitions, state_dir=self.state_dir, config=self.config, now_ms=now_ms)
+        with self.lock:
+            rows = df.mapInArrow(task, STATS_DDL).collect()
+        stats = BatchStats(batch_id, len(rows), sum(r.appended for r in rows), sum(r.skipped for r in rows),
+                           sum(r.rolled for r in rows), sum(r.rejected for r in rows))
+        self.last_batch = stats
+        self.batches += 1
+        log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected",
+                 batch_id, stats.partitions, stats.appended, stats.skipped, stats.rolled, stats.rejected)
+
+    def roll_idle(self, spark) -> int:
+        """KIP-354 forced roll for every known partition log, as Spark tasks; returns how many rolled."""
+        items = list_log_dirs(self.state_dir)
+        if not items:
+            return 0
+        now_ms = int(self.clock() * 1000)
+        task = functools.partial(roll_log, config=self.config, now_ms=now_ms)
+        with self.lock:
+            rolled = spark.sparkContext.parallelize(items, len(items)).map(task).sum()
+        if rolled:
+            log.info("forced roll (max.compaction.lag.ms) of %d idle partition logs", rolled)
+        return int(rolled)

@@ -1,0 +1,30 @@
+"""The SparkSession the compactor runs in, with the Kafka source registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from streaming.source import KafkaDataSource
+
+
+def build_session(app_name: str = "kcompact", master: str | None = None, ui: bool = False,
+                  driver_memory: str = "1g", extra: dict[str, str] | None = None) -> SparkSession:
+    """A session for the compactor. Executors run this interpreter, so they import the same package."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.appName(app_name)
+               .master(master or os.environ.get("KCOMPACT_SPARK_MASTER", "local[2]"))
+               .config("spark.ui.enabled", str(ui).lower())
+               .config("spark.driver.memory", driver_memory)
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.python.worker.reuse", "true"))
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaDataSource)
+    return spark

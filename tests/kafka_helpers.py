@@ -1,0 +1,50 @@
+"""Producing to and reading from the test broker, shared by the integration tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka import Producer
+
+from streaming.log import LogConfig, PartitionLog
+from streaming.state_layout import log_dir
+
+
+@dataclass
+class Sent:
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    offset: int = -1
+
+    def as_log(self) -> tuple:
+        return (self.offset, self.key, self.value, self.timestamp,
+                [{"key": k, "value": v} for k, v in self.headers])
+
+
+def produce(bootstrap: str, topic: str, records: list[Sent]) -> list[Sent]:
+    """Produce in order and fill in each record's offset from its delivery report."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    errors: list[str] = []
+
+    def report(rec: Sent):
+        def cb(err, msg):
+            if err is not None:
+                errors.append(str(err))
+            else:
+                rec.offset = msg.offset()
+        return cb
+
+    for r in records:
+        producer.produce(topic, key=r.key, value=r.value, partition=r.partition, timestamp=r.timestamp,
+                         headers=r.headers or None, on_delivery=report(r))
+        producer.poll(0)
+    assert producer.flush(30) == 0 and not errors, errors
+    return records
+
+
+def log_contents(state_dir: str, topic: str, partition: int) -> list[tuple]:
+    plog = PartitionLog(log_dir(state_dir, topic, partition), LogConfig(fsync=False))
+    return [(r["offset"], r["key"], r["value"], r["timestamp"], r["headers"]) for r in plog.read()]
