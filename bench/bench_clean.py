@@ -13,7 +13,6 @@ import argparse
 import glob
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -80,11 +79,21 @@ def bench_throughput(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _proc_status_bytes(field: str) -> int:
+    """VmRSS / VmHWM of this process. Unlike ru_maxrss, VmHWM starts afresh at exec, so a child does not
+    inherit the peak of the parent that forked it."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
 def _rss_child(directory: str, buffer_mib: int) -> None:
     """Runs in a fresh process: open the log, then clean it to the end, reporting memory."""
     plog = PartitionLog(directory, CompactionConfig(min_cleanable_dirty_ratio=0.0).log_config, jitter_seed="bench-0")
     config = CompactionConfig(min_cleanable_dirty_ratio=0.0, dedupe_buffer_size=buffer_mib * 2**20)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = _proc_status_bytes("VmRSS")
     manager = LogCleanerManager(config)
     passes = 0
     t = time.perf_counter()
@@ -93,7 +102,7 @@ def _rss_child(directory: str, buffer_mib: int) -> None:
         print(f"  pass {passes}: [{outcome.result.start_offset:,}, {outcome.result.end_offset:,}) "
               f"map {100 * outcome.result.buffer_utilization:.0f}% full, {outcome.result.elapsed_s:.1f}s",
               file=sys.stderr, flush=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _proc_status_bytes("VmHWM")
     print(json.dumps({"before": before, "peak": peak, "passes": passes, "secs": time.perf_counter() - t,
                       "map_bytes": manager.cleaner.map.nbytes, "records": sum(1 for _ in plog.read())}))
 

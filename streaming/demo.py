@@ -1,19 +1,35 @@
-"""The README's first command: a few keyed records, a tombstone, and what the broker gives back."""
+"""The README's first command: a small change stream compacted for real on a local broker.
+
+It shows what the product is for: updates collapse to the latest, a late lower version does not win
+(KIP-280 header strategy), a delete arrives as a tombstone, and every sink record says which source offset
+it came from.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import time
 from typing import TextIO
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from streaming.sink import OFFSET_HEADER
 from streaming.topics import create_topic, unique_topic_name
 
-DEMO_RECORDS: list[tuple[bytes, bytes | None]] = [
-    (b"user-1", b'{"name": "Ada", "v": 1}'),
-    (b"user-2", b'{"name": "Grace", "v": 1}'),
-    (b"user-1", b'{"name": "Ada Lovelace", "v": 2}'),
-    (b"user-3", b'{"name": "Edsger", "v": 1}'),
-    (b"user-2", None),
+VERSION_HEADER = "version"
+
+# (key, value, version): updates, an out-of-order late version and a delete
+CHANGES: list[tuple[bytes, bytes | None, int]] = [
+    (b"user-1", b'{"name": "Ada"}', 1),
+    (b"user-2", b'{"name": "Grace"}', 1),
+    (b"user-1", b'{"name": "Ada Lovelace"}', 3),
+    (b"user-3", b'{"name": "Edsger"}', 1),
+    (b"user-1", b'{"name": "Ada L. (late v2)"}', 2),
+    (b"user-2", b'{"name": "Grace Hopper"}', 2),
+    (b"user-3", None, 2),
+    (b"user-4", b'{"name": "Barbara"}', 1),
 ]
 
 
@@ -21,32 +37,65 @@ def _show(b: bytes | None) -> str:
     return "null (tombstone)" if b is None else b.decode("utf-8", "replace")
 
 
-def run_demo(bootstrap_servers: str, out: TextIO) -> int:
-    topic = create_topic(bootstrap_servers, unique_topic_name("kcompact-demo"), partitions=1,
-                         config={"retention.ms": "-1"})
-    print(f"created topic {topic} on {bootstrap_servers}", file=out)
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
-    for i, (key, value) in enumerate(DEMO_RECORDS):
-        producer.produce(topic, key=key, value=value, partition=0, headers=[("demo.seq", str(i).encode())])
-    if producer.flush(30) != 0:
-        raise RuntimeError(f"demo records not acknowledged by {bootstrap_servers}")
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader",
+def _version(headers) -> str:
+    for k, v in reversed(headers or []):
+        if k == VERSION_HEADER and v is not None:
+            return str(int.from_bytes(v, "big", signed=True))
+    return "-"
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-demo-reader",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out = []
     try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        got = []
-        while len(got) < len(DEMO_RECORDS):
-            batch = consumer.consume(len(DEMO_RECORDS) - len(got), timeout=10)
-            if not batch:
-                raise RuntimeError(f"read back {len(got)} of {len(DEMO_RECORDS)} demo records from {topic}")
-            for m in batch:
-                if m.error():
-                    raise RuntimeError(f"reading {topic}: {m.error()}")
-                got.append(m)
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            consumer.assign([TopicPartition(topic, p, 0)])
+            while high and consumer.position([TopicPartition(topic, p)])[0].offset < high:
+                batch = consumer.consume(100, timeout=5)
+                if not batch:
+                    break
+                out.extend(m for m in batch if m.error() is None)
     finally:
         consumer.close()
-    print(f"{'offset':>6}  {'key':<8} value", file=out)
-    for m in got:
-        print(f"{m.offset():>6}  {_show(m.key()):<8} {_show(m.value())}", file=out)
-    print(f"read back {len(got)} records, {sum(m.value() is None for m in got)} tombstone(s)", file=out)
-    return 0
+    return out
+
+
+def run_demo(bootstrap_servers: str, out: TextIO, state_dir: str | None = None) -> int:
+    from streaming.cli import main  # noqa: PLC0415 (the demo runs the real command)
+
+    source = create_topic(bootstrap_servers, unique_topic_name("demo-changes"), partitions=1,
+                          config={"retention.ms": "-1"})
+    sink = unique_topic_name("demo-compacted")
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
+    for key, value, version in CHANGES:
+        producer.produce(source, key=key, value=value, partition=0,
+                         headers=[(VERSION_HEADER, version.to_bytes(8, "big", signed=True))])
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"demo records not acknowledged by {bootstrap_servers}")
+    print(f"produced {len(CHANGES)} changes to {source}:", file=out)
+    for i, (key, value, version) in enumerate(CHANGES):
+        print(f"  {i:>3}  {key.decode():<7} v{version}  {_show(value)}", file=out)
+    time.sleep(1.1)  # let the records pass max.compaction.lag.ms=1000 below, so --once cleans them now
+
+    work = state_dir or tempfile.mkdtemp(prefix="kcompact-demo-")
+    try:
+        code = main(["--log-level", "WARNING", "run", "--bootstrap-servers", bootstrap_servers,
+                     "--source-topic", source, "--sink-topic", sink, "--state-dir", work, "--once",
+                     "--config", "compaction.strategy=header", "--config", f"compaction.strategy.header={VERSION_HEADER}",
+                     "--config", "max.compaction.lag.ms=1000", "--config", "min.cleanable.dirty.ratio=0.5"])
+        if code != 0:
+            return code
+        print(f"\nsink topic {sink} (compacted, version-ordered):", file=out)
+        print(f"  {'offset':>6}  {'key':<7} {'ver':>3}  {'source offset':>13}  value", file=out)
+        for m in _read_all(bootstrap_servers, sink, 1):
+            src = next((v.decode() for k, v in reversed(m.headers() or []) if k == OFFSET_HEADER), "?")
+            print(f"  {m.offset():>6}  {m.key().decode():<7} {_version(m.headers()):>3}  {src:>13}  {_show(m.value())}",
+                  file=out)
+        print("\nkcompact status:", file=out)
+        out.flush()
+        return main(["--log-level", "WARNING", "status", "--state-dir", work])
+    finally:
+        if state_dir is None:
+            shutil.rmtree(work, ignore_errors=True)

@@ -124,7 +124,7 @@ class LogAppender:
     state_dir: str
     config: LogConfig
     clock: Callable[[], float] = time.time
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
     last_batch: BatchStats | None = None
     batches: int = 0
 

@@ -18,6 +18,7 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
     builder = (SparkSession.builder.appName(app_name)
                .master(master or os.environ.get("KCOMPACT_SPARK_MASTER", "local[2]"))
                .config("spark.ui.enabled", str(ui).lower())
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", driver_memory)
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")

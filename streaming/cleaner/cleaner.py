@@ -37,6 +37,7 @@ from streaming.log.segment import SegmentMeta
 log = logging.getLogger(__name__)
 
 CHUNK = 16_384
+DeadLetterSink = Callable[[list[LogRecord]], None]
 
 
 class KeylessRecordError(RuntimeError):
@@ -96,7 +97,11 @@ class Cleaner:
         self.clock = clock
         self.sleep = sleep
 
-    def clean(self, plog: PartitionLog, target: LogToClean, now_ms: int) -> CleanResult:
+    def clean(self, plog: PartitionLog, target: LogToClean, now_ms: int,
+              dead_letter: DeadLetterSink | None = None) -> CleanResult:
+        """One pass. With compaction.keyless.policy=dead-letter, ``dead_letter`` receives the keyless
+        records before the segments that held them are swapped out, so a crash can repeat them but never
+        lose them; without it they are collected in the result."""
         started = self.clock()
         throttler = Throttler(self.config.io_max_bytes_per_second, self.clock, self.sleep)
         versions = VersionReader(self.config)
@@ -105,7 +110,7 @@ class Cleaner:
         self.map.clear()
         result.end_offset = self._build_map(plog, target, versions, result, throttler)
         result.buffer_utilization = self.map.utilization
-        self._recopy(plog, target, versions, result, throttler)
+        self._recopy(plog, target, versions, result, throttler, dead_letter)
         write_checkpoint(plog.storage, plog.dir, target.partition, result.end_offset)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
@@ -165,9 +170,10 @@ class Cleaner:
         return groups
 
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
-                throttler: Throttler) -> None:
+                throttler: Throttler, dead_letter: DeadLetterSink | None) -> None:
         for group in self._groups(plog, result.end_offset):
-            decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler)
+            decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
+                                     dead_letter)
             unchanged = 0
             for chunk, keep, horizon in decisions:
                 if keep.all() and not horizon.any():
@@ -196,7 +202,8 @@ class Cleaner:
             yield r
 
     def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
-                result: CleanResult, throttler: Throttler) -> Iterator[tuple[list[LogRecord], np.ndarray, np.ndarray]]:
+                result: CleanResult, throttler: Throttler,
+                dead_letter: DeadLetterSink | None) -> Iterator[tuple[list[LogRecord], np.ndarray, np.ndarray]]:
         """Per chunk of the group: which records survive, and which surviving tombstones get a horizon."""
         omap = self.map
         end = result.end_offset
@@ -216,7 +223,11 @@ class Cleaner:
                 keep[keyless] = False
                 result.keyless += int(keyless.sum())
                 if self.config.keyless_policy is KeylessPolicy.DEAD_LETTER:
-                    result.dead_letters.extend(chunk[i] for i in np.flatnonzero(keyless))
+                    letters = [chunk[i] for i in np.flatnonzero(keyless)]
+                    if dead_letter is not None:
+                        dead_letter(letters)
+                    else:
+                        result.dead_letters.extend(letters)
                 else:
                     log.warning("%s: dropped %d keyless records (compaction.keyless.policy=drop)",
                                 result.partition, int(keyless.sum()))

@@ -178,3 +178,8 @@ KEYS: dict[str, _Key] = {k.name: k for k in (
     _Key("log.cleaner.backoff.ms", "backoff_ms", _long),
     _Key("log.cleaner.threads", "cleaner_threads", _long),
 )}
+
+# Settings a Kafka topic can carry; the others are the compactor's own (command line only).
+KEYS_SET_BY_TOPIC = frozenset({"cleanup.policy", "segment.bytes", "segment.ms", "segment.jitter.ms",
+                               "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
+                               "delete.retention.ms", "compaction.strategy", "compaction.strategy.header"})

@@ -10,8 +10,8 @@ import logging
 from typing import Mapping
 
 from streaming.cleaner.checkpoint import PartitionId, read_checkpoint
-from streaming.cleaner.cleaner import Cleaner
-from streaming.cleaner.config import CompactionConfig
+from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
+from streaming.cleaner.config import CompactionConfig, KeylessPolicy
 from streaming.cleaner.metrics import CleanerMetrics, PartitionOutcome
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
@@ -28,10 +28,10 @@ class LogCleanerManager:
         self.last_metrics = CleanerMetrics()
 
     def select(self, plog: PartitionLog, pid: PartitionId, now_ms: int) -> LogToClean:
-        return log_to_clean(plog, pid, read_checkpoint(plog.storage, plog.dir), self.config, now_ms)
+        return log_to_clean(plog.segments, pid, read_checkpoint(plog.storage, plog.dir), self.config, now_ms)
 
     def clean_partition(self, pid: PartitionId, plog: PartitionLog, now_ms: int,
-                        target: LogToClean | None = None) -> PartitionOutcome:
+                        target: LogToClean | None = None, dead_letter: DeadLetterSink | None = None) -> PartitionOutcome:
         """Clean one partition if it is eligible and not backing off; never raises for a failed pass."""
         state = PartitionCleanerState.load(plog.storage, plog.dir)
         target = target or self.select(plog, pid, now_ms)
@@ -40,7 +40,7 @@ class LogCleanerManager:
         if not target.eligible(self.config.min_cleanable_dirty_ratio):
             return PartitionOutcome(target, state)
         try:
-            result = self.cleaner.clean(plog, target, now_ms)
+            result = self.cleaner.clean(plog, target, now_ms, dead_letter)
         except Exception as exc:  # any failure: mark this partition, keep the others going
             log.error("cleaning %s failed; uncleanable, retry in %d ms: %s", pid, self.config.backoff_ms, exc)
             if state.uncleanable_since_ms is None:
@@ -54,7 +54,7 @@ class LogCleanerManager:
         state.last_clean_secs = result.elapsed_s
         state.uncleanable_since_ms = state.uncleanable_error = state.retry_at_ms = None
         state.keyless_records += result.keyless
-        state.dead_letter_records += len(result.dead_letters)
+        state.dead_letter_records += result.keyless if self.config.keyless_policy is KeylessPolicy.DEAD_LETTER else 0
         state.invalid_version_headers += result.invalid_version_headers
         state.tombstones_removed += result.tombstones_removed
         state.save(plog.storage, plog.dir)

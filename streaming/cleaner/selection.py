@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from streaming.cleaner.checkpoint import PartitionId
 from streaming.cleaner.config import CompactionConfig
-from streaming.log.partition_log import PartitionLog
+from streaming.log.segment import SegmentMeta
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,11 @@ class LogToClean:
                 or self.tombstones_due)
 
 
-def log_to_clean(log: PartitionLog, partition: PartitionId, checkpoint: int | None, config: CompactionConfig,
-                 now_ms: int) -> LogToClean:
-    segments = log.segments
+def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint: int | None,
+                 config: CompactionConfig, now_ms: int) -> LogToClean:
+    """Selection from a log's segment metadata (last = active segment), read from disk or from an open log."""
     active = segments[-1]
-    start, end = log.log_start_offset, log.log_end_offset
+    start, end = segments[0].base_offset, active.next_offset
     first_dirty = checkpoint if checkpoint is not None else start
     reset = not start <= first_dirty <= end
     if reset:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass
 from typing import BinaryIO, Iterator
 
@@ -196,3 +197,14 @@ def rebuild_meta(storage: Storage, path: str, base_offset: int) -> tuple[Segment
 def iter_file(storage: Storage, path: str) -> Iterator[LogRecord]:
     with storage.open_read(path) as f:
         yield from fastavro.reader(f)
+
+
+def read_segment_metas(storage: Storage, directory: str) -> list[SegmentMeta]:
+    """The sidecars of a log directory, without opening (and so without recovering) the log.
+
+    For readers beside a running job (status, dump): they must never write, and a sidecar is at worst
+    one append behind its segment.
+    """
+    metas = [SegmentMeta.from_json(storage.read(os.path.join(directory, name)))
+             for name in storage.listdir(directory) if name.endswith(META_SUFFIX)]
+    return sorted(metas, key=lambda m: m.base_offset)

@@ -88,7 +88,7 @@ class CleanerMachine(RuleBasedStateMachine):
 
     @rule()
     def clean(self) -> None:
-        target = log_to_clean(self.log, PID, read_checkpoint(self.log.storage, self.log.dir), self.cfg, self.now)
+        target = log_to_clean(self.log.segments, PID, read_checkpoint(self.log.storage, self.log.dir), self.cfg, self.now)
         if not target.eligible(self.cfg.min_cleanable_dirty_ratio):
             return
         result = self.cleaner.clean(self.log, target, self.now)

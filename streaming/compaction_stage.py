@@ -1,0 +1,123 @@
+"""The compaction stage: for one partition, roll, clean what is eligible, emit what the passes kept.
+
+Runs as one Spark task per partition. It first emits whatever earlier passes cleaned but did not emit (a
+crash between a pass and its emission), then cleans, pass after pass while the offset map fills up and the
+partition stays eligible, emitting each pass's survivors before the next. Emission progress comes from
+the sink itself (see streaming.sink), so the stage is safe to repeat at any point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, PartitionId, read_checkpoint
+from streaming.job_spec import JobSpec
+from streaming.log import PartitionLog
+from streaming.sink import PartitionEmitter
+
+EMITTED_FILE = "emitted.json"
+
+
+@dataclass
+class StageReport:
+    topic: str
+    partition: int
+    rolled: bool = False
+    passes: int = 0
+    emitted: int = 0
+    emitted_up_to: int = -1
+    log_end_offset: int = 0
+    first_dirty_offset: int = 0
+    cleanable_ratio: float = 0.0
+    compaction_delay_ms: int = 0
+    uncleanable: bool = False
+    error: str | None = None
+    clean_secs: float = 0.0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    buffer_utilization: float = 0.0
+    keyless: int = 0
+    tombstones_removed: int = 0
+    stage_secs: float = 0.0
+
+
+@lru_cache(maxsize=2)
+def _cleaner(config: CompactionConfig) -> Cleaner:
+    """One offset map per Python worker, reused across tasks, as a Kafka cleaner thread keeps its own."""
+    return Cleaner(config)
+
+
+def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
+    def pending():
+        for r in plog.read(emitter.emitted_up_to + 1):
+            if r["offset"] >= end:
+                return
+            yield r
+    return emitter.emit(pending())
+
+
+def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, now_ms: int,
+                    report: StageReport) -> None:
+    config = spec.compaction
+    checkpoint = read_checkpoint(plog.storage, plog.dir)
+    if checkpoint is not None:
+        report.emitted += _emit_up_to(plog, emitter, checkpoint)
+    manager = LogCleanerManager(config, _cleaner(config))
+    dead_letter = None
+    if config.keyless_policy is KeylessPolicy.DEAD_LETTER and spec.dead_letter_topic:
+        def dead_letter(records):
+            emitter.produce_plain(spec.dead_letter_topic, records)
+    pid = PartitionId(report.topic, report.partition)
+    for _ in range(spec.max_passes_per_trigger):
+        outcome = manager.clean_partition(pid, plog, now_ms, dead_letter=dead_letter)
+        report.first_dirty_offset = outcome.target.first_dirty_offset
+        report.cleanable_ratio = outcome.target.cleanable_ratio
+        report.compaction_delay_ms = outcome.target.compaction_delay_ms
+        report.uncleanable = outcome.state.uncleanable
+        report.error = outcome.error
+        result = outcome.result
+        if result is None:
+            break
+        report.passes += 1
+        report.clean_secs = max(report.clean_secs, result.elapsed_s)
+        report.bytes_read += result.bytes_read
+        report.bytes_written += result.bytes_written
+        report.buffer_utilization = max(report.buffer_utilization, result.buffer_utilization)
+        report.keyless += result.keyless
+        report.tombstones_removed += result.tombstones_removed
+        report.emitted += _emit_up_to(plog, emitter, result.end_offset)
+        if not result.map_full:
+            break
+    report.log_end_offset = plog.log_end_offset
+
+
+def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
+    topic, partition, directory = item
+    started = time.monotonic()
+    report = StageReport(topic, partition)
+    config = spec.compaction
+    plog = PartitionLog(directory, config.log_config, jitter_seed=f"{topic}-{partition}")
+    report.rolled = plog.maybe_roll(now_ms)
+    report.log_end_offset = plog.log_end_offset
+    try:
+        emitter = PartitionEmitter(spec.sink_bootstrap, spec.sink_topic, partition, spec.sink_kafka)
+    except Exception as exc:  # sink unreachable: nothing is cleaned unseen; the next trigger tries again
+        report.error = f"sink: {type(exc).__name__}: {exc}"
+        report.stage_secs = time.monotonic() - started
+        return asdict(report)
+    try:
+        _clean_and_emit(plog, emitter, spec, now_ms, report)
+    except Exception as exc:  # an emission failed mid-way: the sink's own progress says where to resume
+        report.error = f"sink: {type(exc).__name__}: {exc}"
+    finally:
+        report.emitted_up_to = emitter.emitted_up_to
+        emitter.close()
+    with open(os.path.join(directory, EMITTED_FILE + ".tmp"), "w") as f:
+        json.dump({"emitted_up_to": report.emitted_up_to, "at_ms": now_ms}, f)
+    os.replace(os.path.join(directory, EMITTED_FILE + ".tmp"), os.path.join(directory, EMITTED_FILE))
+    report.stage_secs = time.monotonic() - started
+    return asdict(report)

@@ -1,0 +1,87 @@
+"""Everything a compactor job's tasks need, in one picklable value, and how it is resolved at start-up."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC
+from streaming.cleaner.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+JOB_FILE = "kcompact.json"
+SECRET = re.compile(r"(password|secret|\.key$|token|credential)", re.IGNORECASE)
+
+
+def redact(config: dict[str, str]) -> dict[str, str]:
+    """Client settings as they may be shown: secrets replaced, so logs and status never carry them."""
+    return {k: ("[redacted]" if SECRET.search(k) else v) for k, v in config.items()}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    source_bootstrap: str
+    source_topic: str
+    sink_bootstrap: str
+    sink_topic: str
+    state_dir: str
+    compaction: CompactionConfig
+    source_kafka: dict[str, str] = field(default_factory=dict)
+    sink_kafka: dict[str, str] = field(default_factory=dict)
+    dead_letter_topic: str | None = None
+    max_passes_per_trigger: int = 16
+
+    def save(self) -> None:
+        """The job's settings beside its logs (secrets redacted) so status and dump work offline."""
+        doc = {"source_bootstrap": self.source_bootstrap, "source_topic": self.source_topic,
+               "sink_bootstrap": self.sink_bootstrap, "sink_topic": self.sink_topic,
+               "dead_letter_topic": self.dead_letter_topic, "compaction": self.compaction.to_kafka(),
+               "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
+        path = os.path.join(self.state_dir, JOB_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(doc, f, indent=2, sort_keys=True)
+        os.replace(path + ".tmp", path)
+
+
+def load_saved(state_dir: str) -> dict:
+    path = os.path.join(state_dir, JOB_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{state_dir} holds no compactor state ({JOB_FILE} missing); "
+                                f"is it the --state-dir of a kcompact run?")
+    with open(path) as f:
+        return json.load(f)
+
+
+def saved_compaction_config(state_dir: str) -> CompactionConfig:
+    saved = load_saved(state_dir)["compaction"]
+    return CompactionConfig.from_mapping({k: v for k, v in saved.items() if v != ""})
+
+
+def topic_settings(admin: AdminClient, topic: str) -> dict[str, str]:
+    """The compaction settings the topic itself sets (not broker or static defaults)."""
+    futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    entries = next(iter(futures.values())).result(30)
+    explicit = {e.name: e.value for e in entries.values()
+                if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
+    chosen = {k: v for k, v in explicit.items() if k in KEYS_SET_BY_TOPIC}
+    policy = chosen.get("cleanup.policy")
+    if policy is not None and "compact" not in policy.split(","):
+        log.info("source topic %s has cleanup.policy=%s; the compactor compacts it all the same", topic, policy)
+        del chosen["cleanup.policy"]
+    return chosen
+
+
+def resolve_compaction_config(admin: AdminClient, topic: str, overrides: list[str]) -> CompactionConfig:
+    """Kafka's defaults, then what the source topic sets, then the command line."""
+    from_topic = topic_settings(admin, topic)
+    try:
+        base = CompactionConfig.from_mapping(from_topic)
+    except ConfigError as exc:
+        raise ConfigError(exc.key, f"as set on source topic {topic!r}: {exc}") from None
+    return CompactionConfig.from_pairs(overrides, base)

@@ -1,0 +1,220 @@
+"""The compactor job: ingest micro-batches into the logs, then clean and emit, on every trigger.
+
+Each micro-batch runs two Spark jobs under one driver lock: the append (one task per source partition)
+and the compaction stage (one task per partition log: roll, clean, emit). Spark runs no micro-batch when
+no data arrives, so a ticker on the driver runs the compaction stage on those idle triggers too: that is
+what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.lag.ms).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streaming.cleaner import CleanerMetrics
+from streaming.compaction_stage import compact_partition
+from streaming.errors import JobError
+from streaming.ingest import LogAppender
+from streaming.job_spec import JobSpec
+from streaming.state_layout import list_log_dirs
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+METRICS_FILE = "metrics.json"
+
+
+class StateDirLock:
+    """One compactor per state directory: a second one would interleave writes to the same logs."""
+
+    def __init__(self, state_dir: str) -> None:
+        os.makedirs(state_dir, exist_ok=True)
+        self.path = os.path.join(state_dir, LOCK_FILE)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(self._fd)
+            raise JobError(f"state dir {state_dir} is in use by another compactor (pid {holder}); "
+                           f"stop it first or choose another --state-dir") from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
+def source_partition_count(admin: AdminClient, topic: str) -> int:
+    md = admin.list_topics(topic, timeout=30)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        raise JobError(f"source topic {topic!r} does not exist on the source cluster")
+    return len(t.partitions)
+
+
+def ensure_topic(admin: AdminClient, topic: str, partitions: int, config: dict[str, str], role: str) -> None:
+    """Create the topic when missing; refuse one with fewer partitions than the source."""
+    md = admin.list_topics(timeout=30)
+    t = md.topics.get(topic)
+    if t is not None and t.error is None:
+        if len(t.partitions) < partitions:
+            raise JobError(f"{role} topic {topic!r} has {len(t.partitions)} partitions, the source has "
+                           f"{partitions}: sink partition N receives source partition N, so it needs at least "
+                           f"{partitions}")
+        return
+    fut = admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=config)])[topic]
+    try:
+        fut.result(30)
+    except Exception as exc:
+        raise JobError(f"could not create {role} topic {topic!r}: {exc}") from exc
+    log.info("created %s topic %s with %d partitions %s", role, topic, partitions, config)
+
+
+@dataclass
+class JobTotals:
+    batches: int = 0
+    ingested: int = 0
+    passes: int = 0
+    emitted: int = 0
+    stages: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class CompactorJob:
+    def __init__(self, spark, spec: JobSpec, trigger_interval_s: float = 5.0, once: bool = False,
+                 checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
+                 starting_offsets: str = "earliest", clock: Callable[[], float] = time.time) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.trigger_interval_s = trigger_interval_s
+        self.once = once
+        self.checkpoint_location = checkpoint_location or os.path.join(spec.state_dir, "checkpoint")
+        self.max_offsets_per_trigger = max_offsets_per_trigger
+        self.starting_offsets = starting_offsets
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.appender = LogAppender(spec.state_dir, spec.compaction.log_config, clock=clock, lock=self.lock)
+        self.totals = JobTotals()
+        self.last_reports: list[dict] = []
+        self.last_run_ms: int | None = None
+        self._pass_metrics: dict[str, float] = {}
+        self._stop = threading.Event()
+
+    # ----- the two things done per trigger ----------------------------------------------------------------
+
+    def on_batch(self, df, batch_id: int) -> None:
+        with self.lock:
+            self.appender(df, batch_id)
+            self.totals.batches += 1
+            self.totals.ingested += self.appender.last_batch.appended
+            self.compaction_stage()
+
+    def compaction_stage(self) -> list[dict]:
+        """Roll, clean and emit every partition log of the source topic, one Spark task each."""
+        with self.lock:
+            items = [i for i in list_log_dirs(self.spec.state_dir) if i[0] == self.spec.source_topic]
+            if not items:
+                return []
+            now_ms = int(self.clock() * 1000)
+            task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms)
+            reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
+            self.last_reports = reports
+            self.totals.stages += 1
+            self.totals.passes += sum(r["passes"] for r in reports)
+            self.totals.emitted += sum(r["emitted"] for r in reports)
+            self._write_metrics(reports, now_ms)
+            self.last_run_ms = now_ms
+            for r in reports:
+                if r["error"]:
+                    log.error("partition %s-%d: %s", r["topic"], r["partition"], r["error"])
+            self._progress()
+            return reports
+
+    def _write_metrics(self, reports: list[dict], now_ms: int) -> None:
+        cleaned = [r for r in reports if r["passes"]]
+        if cleaned:
+            # Like Kafka's LogCleaner gauges, these describe the last stage that cleaned something.
+            read = sum(r["bytes_read"] for r in cleaned)
+            self._pass_metrics = {
+                "max_clean_time_secs": max(r["clean_secs"] for r in cleaned),
+                "cleaner_recopy_percent": 100 * sum(r["bytes_written"] for r in cleaned) / read if read else 0.0,
+                "max_buffer_utilization_percent": max(100 * r["buffer_utilization"] for r in cleaned)}
+        metrics = CleanerMetrics(
+            **self._pass_metrics,
+            max_dirty_percent=max((100 * r["cleanable_ratio"] for r in reports), default=0.0),
+            max_compaction_delay_secs=max((r["compaction_delay_ms"] / 1000 for r in reports), default=0.0),
+            uncleanable_partitions_count=sum(r["uncleanable"] for r in reports),
+            time_since_last_run_ms=now_ms - self.last_run_ms if self.last_run_ms is not None else 0,
+            keyless_records=sum(r["keyless"] for r in reports))
+        doc = {"at_ms": now_ms, "cleaner": metrics.to_kafka(),
+               "job": {"batches": self.totals.batches, "records-ingested": self.totals.ingested,
+                       "passes": self.totals.passes, "records-emitted": self.totals.emitted},
+               "partitions": reports}
+        path = os.path.join(self.spec.state_dir, METRICS_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(path + ".tmp", path)
+
+    def _progress(self) -> None:
+        t = self.totals
+        log.info("progress: %d batches, %d records ingested, %d passes, %d records emitted (%.0fs)",
+                 t.batches, t.ingested, t.passes, t.emitted, time.monotonic() - t.started)
+
+    # ----- running ----------------------------------------------------------------------------------------
+
+    def _query(self):
+        reader = (self.spark.readStream.format("kcompact-kafka")
+                  .option("kafka.bootstrap.servers", self.spec.source_bootstrap)
+                  .option("subscribe", self.spec.source_topic)
+                  .option("startingOffsets", self.starting_offsets))
+        if self.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
+        for k, v in self.spec.source_kafka.items():
+            reader = reader.option(f"kafka.{k}", v)
+        writer = (reader.load().writeStream.foreachBatch(self.on_batch)
+                  .option("checkpointLocation", self.checkpoint_location))
+        writer = writer.trigger(availableNow=True) if self.once else \
+            writer.trigger(processingTime=f"{self.trigger_interval_s} seconds")
+        return writer.start()
+
+    def stop(self, *_args) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        query = self._query()
+        if self.once:
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise query.exception()
+            self.compaction_stage()  # clean at the current time, also when no batch ran
+            return 0 if not any(r["error"] for r in self.last_reports) else 1
+        previous = signal.signal(signal.SIGTERM, self.stop)
+        seen = -1
+        try:
+            while query.isActive and not self._stop.wait(self.trigger_interval_s):
+                if self.totals.batches == seen and self.lock.acquire(blocking=False):
+                    try:
+                        self.compaction_stage()  # an idle trigger: no micro-batch ran
+                    finally:
+                        self.lock.release()
+                seen = self.totals.batches
+        except KeyboardInterrupt:
+            log.info("interrupted; stopping the query")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            query.stop()
+        if query.exception() is not None:
+            raise query.exception()
+        return 0

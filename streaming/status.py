@@ -1,0 +1,100 @@
+"""`kcompact status`: what the compactor's state directory says, for a person or a program.
+
+Read-only: segment sidecars, checkpoints and state files are read, never a log opened (opening recovers,
+which writes), so status is safe beside a running job and works when the job is down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+
+from streaming.cleaner import PartitionCleanerState, PartitionId, log_to_clean, read_checkpoint
+from streaming.cleaner.checkpoint import CheckpointError
+from streaming.compaction_stage import EMITTED_FILE
+from streaming.job_spec import load_saved, saved_compaction_config
+from streaming.log import LocalStorage
+from streaming.log.segment import read_segment_metas
+from streaming.pipeline import METRICS_FILE
+from streaming.state_layout import list_log_dirs
+
+
+def _read_json(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def collect_status(state_dir: str, now_ms: int) -> dict:
+    saved = load_saved(state_dir)
+    config = saved_compaction_config(state_dir)
+    storage = LocalStorage(fsync=False)
+    partitions = []
+    for topic, partition, directory in list_log_dirs(state_dir):
+        segments = read_segment_metas(storage, directory)
+        if not segments:
+            continue
+        state = PartitionCleanerState.load(storage, directory)
+        try:
+            checkpoint = read_checkpoint(storage, directory)
+            checkpoint_error = None
+        except CheckpointError as exc:
+            checkpoint, checkpoint_error = None, str(exc)
+        target = log_to_clean(segments, PartitionId(topic, partition), checkpoint, config, now_ms)
+        emitted = _read_json(os.path.join(directory, EMITTED_FILE)) or {}
+        partitions.append({
+            "topic": topic, "partition": partition,
+            "log_start_offset": target.log_start_offset, "log_end_offset": segments[-1].next_offset,
+            "segments": len(segments), "records": sum(s.record_count for s in segments),
+            "clean_bytes": target.clean_bytes, "dirty_bytes": target.cleanable_bytes,
+            "dirty_ratio": round(target.cleanable_ratio, 4),
+            "first_dirty_offset": target.first_dirty_offset,
+            "first_uncleanable_offset": target.first_uncleanable_offset,
+            "last_clean_ms": state.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
+            "tombstones_due": target.tombstones_due, "passes": state.passes,
+            "uncleanable": state.uncleanable or checkpoint_error is not None,
+            "uncleanable_error": state.uncleanable_error or checkpoint_error,
+            "emitted_up_to": emitted.get("emitted_up_to"),
+            "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
+    last = _read_json(os.path.join(state_dir, METRICS_FILE)) or {}
+    cleaner = dict(last.get("cleaner", {}))
+    cleaner.update({
+        "max-dirty-percent": round(max((100 * p["dirty_ratio"] for p in partitions), default=0.0), 2),
+        "max-compaction-delay-secs": max((p["compaction_delay_ms"] / 1000 for p in partitions), default=0.0),
+        "uncleanable-partitions-count": sum(p["uncleanable"] for p in partitions),
+        "uncleanable-bytes": sum(p["dirty_bytes"] for p in partitions if p["uncleanable"]),
+        "time-since-last-run-ms": now_ms - last["at_ms"] if "at_ms" in last else None})
+    return {"state_dir": state_dir, "source_topic": saved["source_topic"], "sink_topic": saved["sink_topic"],
+            "at_ms": now_ms, "config": saved["compaction"], "partitions": partitions, "metrics": cleaner,
+            "job": last.get("job", {})}
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def render_table(status: dict) -> str:
+    cols = [("partition", lambda p: f"{p['topic']}-{p['partition']}"), ("start", lambda p: p["log_start_offset"]),
+            ("end", lambda p: p["log_end_offset"]), ("segs", lambda p: p["segments"]),
+            ("records", lambda p: p["records"]), ("clean B", lambda p: p["clean_bytes"]),
+            ("dirty B", lambda p: p["dirty_bytes"]), ("dirty %", lambda p: f"{100 * p['dirty_ratio']:.1f}"),
+            ("uncleanable@", lambda p: p["first_uncleanable_offset"]),
+            ("last clean (UTC)", lambda p: _when(p["last_clean_ms"])),
+            ("delay s", lambda p: f"{p['compaction_delay_ms'] / 1000:.1f}"),
+            ("emitted<=", lambda p: "-" if p["emitted_up_to"] is None else p["emitted_up_to"]),
+            ("state", lambda p: "UNCLEANABLE" if p["uncleanable"] else "ok")]
+    rows = [[str(f(p)) for _, f in cols] for p in status["partitions"]]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
+    lines = [f"{status['source_topic']} -> {status['sink_topic']}  ({status['state_dir']})",
+             "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    for p in status["partitions"]:
+        if p["uncleanable_error"]:
+            lines.append(f"{p['topic']}-{p['partition']}: {p['uncleanable_error']}")
+    lines.append("")
+    lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status["metrics"].items())))
+    if status["job"]:
+        lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status["job"].items())))
+    return "\n".join(lines)
