@@ -17,6 +17,7 @@ from functools import lru_cache
 from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, PartitionId, read_checkpoint
 from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
+from streaming.partition_lock import partition_lock
 from streaming.sink import PartitionEmitter
 
 EMITTED_FILE = "emitted.json"
@@ -96,6 +97,11 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
 
 
 def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
+    with partition_lock(item[2]):
+        return _compact_partition(item, spec, now_ms)
+
+
+def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
     topic, partition, directory = item
     started = time.monotonic()
     report = StageReport(topic, partition)

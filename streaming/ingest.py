@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import functools
 import json
 import logging
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.log import BadRecordError, LogConfig, LogRecord, PartitionLog
+from streaming.partition_lock import partition_lock
 from streaming.state_layout import list_log_dirs, log_dir
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,12 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config:
     """The task body: append this Spark partition's rows to their partition logs, then apply roll rules."""
     logs: dict[tuple[str, int], PartitionLog] = {}
     stats: dict[tuple[str, int], list[int]] = {}
+    with contextlib.ExitStack() as locks:
+        yield from _append_locked(batches, state_dir, config, now_ms, logs, stats, locks)
+
+
+def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig, now_ms: int,
+                   logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -88,7 +96,9 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config:
             rows = batch if len(set(keys)) == 1 else batch.filter(
                 pc.and_(pc.equal(batch.column("topic"), tp[0]), pc.equal(batch.column("partition"), tp[1])))
             if tp not in logs:
-                logs[tp] = PartitionLog(log_dir(state_dir, *tp), config, jitter_seed=f"{tp[0]}-{tp[1]}")
+                directory = log_dir(state_dir, *tp)
+                locks.enter_context(partition_lock(directory))
+                logs[tp] = PartitionLog(directory, config, jitter_seed=f"{tp[0]}-{tp[1]}")
             counts = append_reporting_rejects(logs[tp], records_from_arrow(rows), f"{tp[0]}-{tp[1]}")
             stats[tp] = [a + b for a, b in zip(stats.get(tp, [0, 0, 0, 0]), counts)]
     for tp, plog in logs.items():
@@ -104,7 +114,8 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config:
 
 def roll_log(item: tuple[str, int, str], config: LogConfig, now_ms: int) -> bool:
     topic, partition, directory = item
-    return PartitionLog(directory, config, jitter_seed=f"{topic}-{partition}").maybe_roll(now_ms)
+    with partition_lock(directory):
+        return PartitionLog(directory, config, jitter_seed=f"{topic}-{partition}").maybe_roll(now_ms)
 
 
 @dataclass

@@ -57,7 +57,7 @@ class StateDirLock:
 
 
 def source_partition_count(admin: AdminClient, topic: str) -> int:
-    md = admin.list_topics(topic, timeout=30)
+    md = admin.list_topics(timeout=30)  # all topics: naming one makes auto-creating brokers create it
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
         raise JobError(f"source topic {topic!r} does not exist on the source cluster")
@@ -199,7 +199,11 @@ class CompactorJob:
             if query.exception() is not None:
                 raise query.exception()
             self.compaction_stage()  # clean at the current time, also when no batch ran
-            return 0 if not any(r["error"] for r in self.last_reports) else 1
+            failed = [r for r in self.last_reports if r["error"] or r["uncleanable"]]
+            for r in failed:
+                log.error("partition %s-%d is uncleanable or could not emit; see kcompact status",
+                          r["topic"], r["partition"])
+            return 1 if failed else 0
         previous = signal.signal(signal.SIGTERM, self.stop)
         seen = -1
         try:

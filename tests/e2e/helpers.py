@@ -1,0 +1,88 @@
+"""Running the compactor through its CLI and reading the sink, for the end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from streaming.cli import main
+from streaming.sink import source_offset
+from tests.cleaner.reference_model import rank
+
+NO_SINK_COMPACTION = ["--sink-topic-config", "cleanup.policy=delete", "--sink-topic-config", "retention.ms=-1"]
+
+
+def run_once(bootstrap: str, source: str, sink: str, state_dir: str, *config: str, extra: tuple = ()) -> int:
+    """`kcompact run --once` in this process (it shares the test session's SparkSession).
+
+    The sink topic is created without broker-side compaction so the test sees exactly what was emitted.
+    """
+    args = ["run", "--bootstrap-servers", bootstrap, "--source-topic", source, "--sink-topic", sink,
+            "--state-dir", state_dir, "--once", *NO_SINK_COMPACTION, *extra]
+    for c in config:
+        args += ["--config", c]
+    return main(args)
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> dict[int, list[dict]]:
+    """Every committed record of every partition, as dicts with the sink contract's fields."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.time_ns()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out: dict[int, list[dict]] = {}
+    try:
+        if topic not in consumer.list_topics(timeout=timeout_s).topics:
+            return out  # not created yet (the job creates the sink when it starts)
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            _, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            consumer.assign([TopicPartition(topic, p, 0)])
+            records = []
+            deadline = time.monotonic() + timeout_s
+            while high and consumer.position([tp])[0].offset < high and time.monotonic() < deadline:
+                for m in consumer.consume(500, timeout=1):
+                    assert m.error() is None, m.error()
+                    records.append({"key": m.key(), "value": m.value(), "timestamp": m.timestamp()[1],
+                                    "headers": m.headers() or [], "source_offset": source_offset(m.headers())})
+            out[p] = records
+    finally:
+        consumer.close()
+    return out
+
+
+def winners(sent, strategy: str = "offset", header: str | None = None, up_to: int | None = None) -> list:
+    """The reference model for one pass over everything: each key's winner, in source-offset order.
+
+    ``sent`` are tests.kafka_helpers.Sent records of one partition.
+    """
+    best: dict[bytes, tuple] = {}
+    for s in sent:
+        if s.key is None or (up_to is not None and s.offset >= up_to):
+            continue
+        r = {"offset": s.offset, "timestamp": s.timestamp,
+             "headers": [{"key": k, "value": v} for k, v in s.headers]}
+        k = rank(r, strategy, header)
+        if s.key not in best or k > best[s.key][0]:
+            best[s.key] = (k, s)
+    return sorted((s for _, s in best.values()), key=lambda s: s.offset)
+
+
+def sink_view(records: list[dict]) -> list[tuple]:
+    return [(r["source_offset"], r["key"], r["value"]) for r in records]
+
+
+def sent_view(sent) -> list[tuple]:
+    return [(s.offset, s.key, s.value) for s in sent]
+
+
+def status_json(state_dir: str, capsys) -> dict:
+    capsys.readouterr()
+    assert main(["status", "--state-dir", state_dir, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def dump_json(state_dir: str, capsys) -> list[dict]:
+    capsys.readouterr()
+    assert main(["dump", "--state-dir", state_dir]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
