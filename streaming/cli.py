@@ -119,6 +119,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         broker.stop()
 
 
+def _cmd_produce_changes(args: argparse.Namespace) -> int:
+    from streaming.demo import produce_changes  # noqa: PLC0415
+
+    return produce_changes(args.bootstrap_servers, args.topic, args.count, args.interval, args.partitions,
+                           sys.stdout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcompact", description=__doc__)
     parser.add_argument("--version", action="version", version=f"kcompact {__version__}")
@@ -164,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
     p.set_defaults(func=_cmd_broker)
+
+    p = sub.add_parser("produce-changes", help="produce a keyed change stream with versions and deletes")
+    p.add_argument("--bootstrap-servers", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, default=0, help="how many changes (default 0: until interrupted)")
+    p.add_argument("--interval", type=float, default=0.0, metavar="SECONDS", help="pause between changes")
+    p.add_argument("--partitions", type=int, default=3, help="partitions when the topic is created")
+    p.set_defaults(func=_cmd_produce_changes)
 
     p = sub.add_parser("demo", help="compact a small change stream on a local broker and show the result")
     p.add_argument("--state-dir", default=None, help="keep the demo's state here (default: a temporary dir)")

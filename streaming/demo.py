@@ -7,13 +7,14 @@ it came from.
 
 from __future__ import annotations
 
-import os
+import random
 import shutil
 import tempfile
 import time
-from typing import TextIO
+from typing import Iterator, TextIO
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from streaming.sink import OFFSET_HEADER
 from streaming.topics import create_topic, unique_topic_name
@@ -31,6 +32,52 @@ CHANGES: list[tuple[bytes, bytes | None, int]] = [
     (b"user-3", None, 2),
     (b"user-4", b'{"name": "Barbara"}', 1),
 ]
+
+
+def change_stream(seed: int = 0, keys: int = 20) -> Iterator[tuple[bytes, bytes | None, int]]:
+    """An endless keyed change stream: updates with rising versions, some late lower versions (two
+    producers out of step) and some deletes."""
+    rng = random.Random(seed)
+    versions = [0] * keys
+    while True:
+        k = rng.randrange(keys)
+        key = b"user-%d" % k
+        roll = rng.random()
+        if roll < 0.1:
+            versions[k] += 1
+            yield key, None, versions[k]
+        elif roll < 0.25 and versions[k] > 1:
+            late = rng.randrange(1, versions[k])
+            yield key, b'{"user": %d, "v": %d, "late": true}' % (k, late), late
+        else:
+            versions[k] += 1
+            yield key, b'{"user": %d, "v": %d}' % (k, versions[k]), versions[k]
+
+
+def produce_changes(bootstrap_servers: str, topic: str, count: int, interval_s: float, partitions: int,
+                    out: TextIO) -> int:
+    """Create the topic if needed and produce ``count`` changes (0 = until interrupted)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    if topic not in admin.list_topics(timeout=30).topics:
+        create_topic(bootstrap_servers, topic, partitions)
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
+    sent = 0
+    try:
+        for key, value, version in change_stream():
+            if count and sent >= count:
+                break
+            producer.produce(topic, key=key, value=value,
+                             headers=[(VERSION_HEADER, version.to_bytes(8, "big", signed=True))])
+            producer.poll(0)
+            sent += 1
+            if sent % 100 == 0:
+                print(f"produced {sent} changes to {topic}", file=out, flush=True)
+            if interval_s:
+                time.sleep(interval_s)
+    except KeyboardInterrupt:
+        pass
+    producer.flush(30)
+    return 0
 
 
 def _show(b: bytes | None) -> str:

@@ -45,7 +45,9 @@ def test_compose_services_run_valid_kcompact_commands() -> None:
     for name in ("compactor", "demo-producer"):
         svc = services[name]
         assert svc["image"] == "kcompact:latest"
-        assert svc["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
-        build_parser().parse_args(svc["command"])
+        args = build_parser().parse_args(svc["command"])
+        assert args.bootstrap_servers == "kafka:9092"
+    produced = build_parser().parse_args(services["demo-producer"]["command"]).topic
+    assert build_parser().parse_args(services["compactor"]["command"]).source_topic == produced
     assert (ROOT / services["demo-producer"]["build"]["context"].replace("..", ".")
             / services["demo-producer"]["build"]["dockerfile"]).exists()
