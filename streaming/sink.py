@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from streaming.kafka_defaults import CONSUMER_DEFAULTS
 from streaming.log.record import LogRecord
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class PartitionEmitter:
 
     def _read_progress(self) -> int:
         """The source offset of the last committed sink record of this partition, or -1."""
-        consumer = Consumer({**self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}",
+        consumer = Consumer({**CONSUMER_DEFAULTS, **self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}",
                              "enable.auto.commit": False, "isolation.level": "read_committed",
                              "auto.offset.reset": "earliest"})
         try:

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from streaming.kafka_defaults import CONSUMER_DEFAULTS
+
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs
 
@@ -45,7 +47,7 @@ class KafkaSourceOptions:
             if forbidden in client:
                 raise SourceOptionError(f"option 'kafka.{forbidden}' is not supported: offsets live in Spark's "
                                         f"checkpoint (use startingOffsets)")
-        client.setdefault("isolation.level", "read_committed")
+        client = {**CONSUMER_DEFAULTS, "isolation.level": "read_committed", **client}
         subscribe = get("subscribe")
         if not subscribe or not [t for t in subscribe.split(",") if t.strip()]:
             raise SourceOptionError("option 'subscribe' must name one or more topics (comma-separated)")

@@ -1,0 +1,173 @@
+"""The whole pipeline, measured against a bare mirror on the same broker in the same run.
+
+    python bench/bench_pipeline.py throughput [--records 1000000 --keys 100000 --partitions 4]
+    python bench/bench_pipeline.py delete-latency [--tombstones 20 --max-lag-ms 10000]
+
+throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on N records vs. a bare
+confluent-kafka mirror (consume -> produce, no compaction, idempotent producer). Spark start-up is excluded.
+delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
+to its arrival in the sink, median and max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from streaming.broker import running_broker
+from streaming.cleaner import CompactionConfig
+from streaming.job_spec import JobSpec
+from streaming.pipeline import CompactorJob, ensure_topic
+from streaming.spark_session import build_session
+from streaming.topics import create_topic, unique_topic_name
+
+HOUR = 3_600_000
+
+
+def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 2_000_000})
+    value = os.urandom(100)
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, key=b"key-%012d" % (i % keys), value=value, partition=i % partitions,
+                                 timestamp=ts + i)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> float:
+    t = time.perf_counter()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mirror-{source}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "receive.message.max.bytes": 1_073_741_824})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
+    remaining = sum(consumer.get_watermark_offsets(TopicPartition(source, p), cached=False)[1]
+                    for p in range(partitions))
+    consumer.assign([TopicPartition(source, p, 0) for p in range(partitions)])
+    while remaining > 0:
+        for m in consumer.consume(min(remaining, 10_000), timeout=1.0):
+            if m.error() is None:
+                while True:
+                    try:
+                        producer.produce(sink, key=m.key(), value=m.value(), partition=m.partition(),
+                                         timestamp=m.timestamp()[1], headers=m.headers())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                remaining -= 1
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    consumer.close()
+    return time.perf_counter() - t
+
+
+def bench_throughput(args: argparse.Namespace) -> None:
+    work = tempfile.mkdtemp(prefix="kcompact-bench-pipe-")
+    try:
+        with running_broker() as broker:
+            bs = broker.bootstrap_servers
+            source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
+            produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
+            mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
+            sink = unique_topic_name("bench-sink")
+            from confluent_kafka.admin import AdminClient
+
+            ensure_topic(AdminClient({"bootstrap.servers": bs}), sink, args.partitions,
+                         {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
+            spark = build_session("kcompact-bench")
+            spec = JobSpec(bs, source, bs, sink, work, CompactionConfig(max_compaction_lag_ms=60_000))
+            job = CompactorJob(spark, spec, once=True)
+            t = time.perf_counter()
+            assert job.run() == 0
+            pipeline_s = time.perf_counter() - t
+            spark.stop()
+            mirror_s = bare_mirror(bs, source, mirror, args.partitions)
+        print(f"bare mirror (consume -> produce) {args.records / mirror_s:10,.0f} records/s  {mirror_s:6.1f}s")
+        print(f"kcompact pipeline (--once)       {args.records / pipeline_s:10,.0f} records/s  {pipeline_s:6.1f}s  "
+              f"(ingested {job.totals.ingested:,}, passes {job.totals.passes}, emitted {job.totals.emitted:,})")
+        print(f"ratio pipeline/mirror = {mirror_s / pipeline_s:.3f}  (target >= 0.5)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_delete_latency(args: argparse.Namespace) -> None:
+    work = tempfile.mkdtemp(prefix="kcompact-bench-del-")
+    proc = None
+    try:
+        with running_broker() as broker:
+            bs = broker.bootstrap_servers
+            source = create_topic(bs, unique_topic_name("bench-del"), 1, {"retention.ms": "-1"})
+            sink = unique_topic_name("bench-del-sink")
+            producer = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
+            for i in range(args.tombstones):
+                producer.produce(source, key=b"k%d" % i, value=b"alive", partition=0)
+            producer.flush(30)
+            proc = subprocess.Popen([sys.executable, "-m", "streaming", "--log-level", "WARNING", "run",
+                                     "--bootstrap-servers", bs, "--source-topic", source, "--sink-topic", sink,
+                                     "--state-dir", work, "--trigger-interval", "1",
+                                     "--config", f"max.compaction.lag.ms={args.max_lag_ms}"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            consumer = Consumer({"bootstrap.servers": bs, "group.id": f"lat-{sink}", "isolation.level": "read_committed",
+                                 "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            while sink not in consumer.list_topics(timeout=10).topics:
+                time.sleep(0.5)
+            consumer.assign([TopicPartition(sink, 0, 0)])
+            alive = 0
+            while alive < args.tombstones:  # the first values reach the sink: the job is warm
+                alive += sum(1 for m in consumer.consume(100, timeout=1) if m.error() is None)
+            sent_at: dict[bytes, float] = {}
+            for i in range(args.tombstones):
+                producer.produce(source, key=b"k%d" % i, value=None, partition=0)
+                producer.flush(10)
+                sent_at[b"k%d" % i] = time.monotonic()
+                time.sleep(args.spacing)
+            delays: dict[bytes, float] = {}
+            deadline = time.monotonic() + 10 * args.max_lag_ms / 1000 + 60
+            while len(delays) < args.tombstones and time.monotonic() < deadline:
+                for m in consumer.consume(100, timeout=0.2):
+                    if m.error() is None and m.value() is None and m.key() in sent_at:
+                        delays.setdefault(m.key(), time.monotonic() - sent_at[m.key()])
+            consumer.close()
+        d = sorted(delays.values())
+        print(f"max.compaction.lag.ms={args.max_lag_ms}, trigger 1 s, {args.tombstones} tombstones "
+              f"{args.spacing}s apart: arrived {len(d)}")
+        print(f"tombstone -> sink: median {statistics.median(d):.2f}s  max {max(d):.2f}s  min {min(d):.2f}s")
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("throughput")
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--keys", type=int, default=100_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.set_defaults(func=bench_throughput)
+    p = sub.add_parser("delete-latency")
+    p.add_argument("--tombstones", type=int, default=20)
+    p.add_argument("--max-lag-ms", type=int, default=10_000)
+    p.add_argument("--spacing", type=float, default=1.0, help="seconds between tombstones")
+    p.set_defaults(func=bench_delete_latency)
+    args = ap.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
