@@ -12,6 +12,7 @@ to its arrival in the sink, median and max.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import signal
@@ -153,6 +154,8 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="what", required=True)
     p = sub.add_parser("throughput")
