@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -116,11 +117,12 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
             for i in range(args.tombstones):
                 producer.produce(source, key=b"k%d" % i, value=b"alive", partition=0)
             producer.flush(30)
-            proc = subprocess.Popen([sys.executable, "-m", "streaming", "--log-level", "WARNING", "run",
+            job_log = open(args.job_log, "w") if args.job_log else subprocess.DEVNULL
+            proc = subprocess.Popen([sys.executable, "-m", "streaming", "--log-level", "INFO", "run",
                                      "--bootstrap-servers", bs, "--source-topic", source, "--sink-topic", sink,
                                      "--state-dir", work, "--trigger-interval", "1",
                                      "--config", f"max.compaction.lag.ms={args.max_lag_ms}"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                    stdout=subprocess.DEVNULL, stderr=job_log)
             consumer = Consumer({"bootstrap.servers": bs, "group.id": f"lat-{sink}", "isolation.level": "read_committed",
                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
             while sink not in consumer.list_topics(timeout=10).topics:
@@ -130,17 +132,28 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
             while alive < args.tombstones:  # the first values reach the sink: the job is warm
                 alive += sum(1 for m in consumer.consume(100, timeout=1) if m.error() is None)
             sent_at: dict[bytes, float] = {}
+            arrived_at: dict[bytes, float] = {}
+            done = threading.Event()
+
+            def watch_sink() -> None:  # arrival times are taken as records arrive, while producing goes on
+                while not done.is_set():
+                    for m in consumer.consume(100, timeout=0.1):
+                        if m.error() is None and m.value() is None:
+                            arrived_at.setdefault(m.key(), time.monotonic())
+
+            watcher = threading.Thread(target=watch_sink, daemon=True)
+            watcher.start()
             for i in range(args.tombstones):
+                sent_at[b"k%d" % i] = time.monotonic()
                 producer.produce(source, key=b"k%d" % i, value=None, partition=0)
                 producer.flush(10)
-                sent_at[b"k%d" % i] = time.monotonic()
                 time.sleep(args.spacing)
-            delays: dict[bytes, float] = {}
             deadline = time.monotonic() + 10 * args.max_lag_ms / 1000 + 60
-            while len(delays) < args.tombstones and time.monotonic() < deadline:
-                for m in consumer.consume(100, timeout=0.2):
-                    if m.error() is None and m.value() is None and m.key() in sent_at:
-                        delays.setdefault(m.key(), time.monotonic() - sent_at[m.key()])
+            while len(arrived_at) < args.tombstones and time.monotonic() < deadline:
+                time.sleep(0.2)
+            done.set()
+            watcher.join()
+            delays = {k: arrived_at[k] - sent_at[k] for k in arrived_at if k in sent_at}
             consumer.close()
         d = sorted(delays.values())
         print(f"max.compaction.lag.ms={args.max_lag_ms}, trigger 1 s, {args.tombstones} tombstones "
@@ -167,6 +180,7 @@ def main() -> None:
     p.add_argument("--tombstones", type=int, default=20)
     p.add_argument("--max-lag-ms", type=int, default=10_000)
     p.add_argument("--spacing", type=float, default=1.0, help="seconds between tombstones")
+    p.add_argument("--job-log", default=None, help="write the compactor's log here")
     p.set_defaults(func=bench_delete_latency)
     args = ap.parse_args()
     args.func(args)

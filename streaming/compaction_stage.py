@@ -14,7 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, PartitionId, read_checkpoint
+from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, PartitionCleanerState,
+                               PartitionId, log_to_clean, read_checkpoint)
 from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
 from streaming.partition_lock import partition_lock
@@ -96,6 +97,35 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
     report.log_end_offset = plog.log_end_offset
 
 
+def _local_emitted(directory: str) -> int | None:
+    path = os.path.join(directory, EMITTED_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)["emitted_up_to"]
+
+
+def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: StageReport) -> bool:
+    """True when this partition needs no pass and has nothing cleaned-but-unemitted, so the sink need not
+    be touched. Emission progress is the sink's; the local note of it (written after each commit) only
+    serves to skip: a stale note makes the stage look at the sink once too often, never skip a record."""
+    emitted = _local_emitted(plog.dir)
+    if emitted is None:
+        return False
+    checkpoint = read_checkpoint(plog.storage, plog.dir)
+    if checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
+                                      and s.base_offset < checkpoint for s in plog.segments):
+        return False
+    target = log_to_clean(plog.segments, PartitionId(report.topic, report.partition), checkpoint, config, now_ms)
+    state = PartitionCleanerState.load(plog.storage, plog.dir)
+    report.first_dirty_offset = target.first_dirty_offset
+    report.cleanable_ratio = target.cleanable_ratio
+    report.compaction_delay_ms = target.compaction_delay_ms
+    report.uncleanable = state.uncleanable
+    report.emitted_up_to = emitted
+    return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
+
+
 def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
     with partition_lock(item[2]):
         return _compact_partition(item, spec, now_ms)
@@ -109,6 +139,9 @@ def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -
     plog = PartitionLog(directory, config.log_config, jitter_seed=f"{topic}-{partition}")
     report.rolled = plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
+    if _idle(plog, config, now_ms, report):
+        report.stage_secs = time.monotonic() - started
+        return asdict(report)
     try:
         emitter = PartitionEmitter(spec.sink_bootstrap, spec.sink_topic, partition, spec.sink_kafka)
     except Exception as exc:  # sink unreachable: nothing is cleaned unseen; the next trigger tries again
