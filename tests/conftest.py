@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Mapping
 
+import os
+
 import pytest
+from hypothesis import settings
 
 from streaming.broker import Broker, acquire_broker
+
+# CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 from streaming.topics import create_topic, unique_topic_name
 
 
