@@ -11,6 +11,7 @@ record at or below the progress offset is never produced again.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -65,17 +66,20 @@ class PartitionEmitter:
                 start = max(low, high - window)
                 consumer.assign([TopicPartition(self.topic, self.partition, start)])
                 last = None
-                while True:
-                    msgs = consumer.consume(max(1, high - start), timeout=2.0)
-                    for m in msgs:
+                deadline = time.monotonic() + TIMEOUT_S
+                # Only reading up to the watermark proves what the tail holds: a slow fetch must never
+                # be taken for an empty tail, which would emit everything again.
+                while consumer.position([tp])[0].offset < high:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{self.topic}-{self.partition}: could not read the sink's tail "
+                                           f"[{start}, {high}) within {TIMEOUT_S:.0f}s to recover progress")
+                    for m in consumer.consume(max(1, high - start), timeout=1.0):
                         if m.error() is not None:
                             raise KafkaException(m.error())
                         if m.offset() < high:
                             offset = source_offset(m.headers())
                             if offset is not None:
                                 last = offset
-                    if consumer.position([tp])[0].offset >= high or not msgs:
-                        break
                 if last is not None:
                     return last
                 if start == low:
