@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 

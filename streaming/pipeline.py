@@ -160,7 +160,8 @@ class CompactorJob:
             keyless_records=sum(r["keyless"] for r in reports))
         doc = {"at_ms": now_ms, "cleaner": metrics.to_kafka(),
                "job": {"batches": self.totals.batches, "records-ingested": self.totals.ingested,
-                       "passes": self.totals.passes, "records-emitted": self.totals.emitted},
+                       "stages": self.totals.stages, "passes": self.totals.passes,
+                       "records-emitted": self.totals.emitted},
                "partitions": reports}
         path = os.path.join(self.spec.state_dir, METRICS_FILE)
         with open(path + ".tmp", "w") as f:

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.cleaner import Cleaner, CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
 from streaming.cleaner.offset_map import OffsetMap, chunk_winners, hash_keys
 from streaming.log import PartitionLog, make_record
 

@@ -108,8 +108,6 @@ class LogMachine(RuleBasedStateMachine):
     def _crash_during_replace(self, group, keep, where: str) -> None:
         log = self.log
         if where == "before-swap":
-            real = log._complete_swap
-
             def dies(*_a, **_k):
                 raise SimulatedCrash
 
