@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from streaming.cleaner.checkpoint import PartitionId, write_checkpoint
-from streaming.cleaner.config import CompactionConfig, KeylessPolicy
+from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
 from streaming.cleaner.offset_map import OffsetMap, chunk_winners, hash_keys, rank_greater
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
@@ -61,14 +61,12 @@ class CleanResult:
     bytes_written: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
-    horizons_set: int = 0
     keyless: int = 0
     invalid_version_headers: int = 0
     dead_letters: list[LogRecord] = field(default_factory=list)
     buffer_utilization: float = 0.0
     map_full: bool = False
     elapsed_s: float = 0.0
-    throttled_s: float = 0.0
     _log: PartitionLog | None = field(default=None, repr=False)
 
     def survivors(self) -> Iterator[LogRecord]:
@@ -92,7 +90,7 @@ class Cleaner:
     def __init__(self, config: CompactionConfig, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
-        self.map = OffsetMap(config.dedupe_buffer_size, config.compaction_strategy.value != "offset",
+        self.map = OffsetMap(config.dedupe_buffer_size, config.compaction_strategy is not Strategy.OFFSET,
                              config.io_buffer_load_factor)
         self.clock = clock
         self.sleep = sleep
@@ -114,7 +112,6 @@ class Cleaner:
         write_checkpoint(plog.storage, plog.dir, target.partition, result.end_offset)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
-        result.throttled_s = throttler.slept_s
         log.info("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "
                  "%.2fs", target.partition, result.start_offset, result.end_offset, result.records_read,
                  result.records_removed, result.tombstones_removed, result.keyless,

@@ -15,7 +15,6 @@ class Throttler:
         self.check_interval_s = check_interval_s
         self._start = clock()
         self._bytes = 0.0
-        self.slept_s = 0.0
 
     def maybe_throttle(self, nbytes: float) -> None:
         if self.rate == float("inf"):
@@ -27,6 +26,5 @@ class Throttler:
         ahead = self._bytes / self.rate - elapsed
         if ahead > 0:
             self.sleep(ahead)
-            self.slept_s += ahead
         self._start = self.clock()
         self._bytes = 0.0
