@@ -14,8 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, PartitionCleanerState,
-                               PartitionId, log_to_clean, read_checkpoint)
+from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean,
+                               PartitionCleanerState, PartitionId, log_to_clean, read_checkpoint)
 from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
 from streaming.partition_lock import partition_lock
@@ -36,15 +36,29 @@ class StageReport:
     first_dirty_offset: int = 0
     cleanable_ratio: float = 0.0
     compaction_delay_ms: int = 0
+    cleanable_bytes: int = 0
     uncleanable: bool = False
     error: str | None = None
+    keyless_records: int = 0
+    dead_letter_records: int = 0
+    invalid_version_headers: int = 0
     clean_secs: float = 0.0
     bytes_read: int = 0
     bytes_written: int = 0
     buffer_utilization: float = 0.0
-    keyless: int = 0
     tombstones_removed: int = 0
     stage_secs: float = 0.0
+
+    def observe(self, target: LogToClean, state: PartitionCleanerState) -> None:
+        """What selection and the partition's cleaner state say now (the PartitionFigures fields)."""
+        self.first_dirty_offset = target.first_dirty_offset
+        self.cleanable_ratio = target.cleanable_ratio
+        self.compaction_delay_ms = target.compaction_delay_ms
+        self.cleanable_bytes = target.cleanable_bytes
+        self.uncleanable = state.uncleanable
+        self.keyless_records = state.keyless_records
+        self.dead_letter_records = state.dead_letter_records
+        self.invalid_version_headers = state.invalid_version_headers
 
 
 @lru_cache(maxsize=2)
@@ -76,10 +90,7 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
     pid = PartitionId(report.topic, report.partition)
     for _ in range(spec.max_passes_per_trigger):
         outcome = manager.clean_partition(pid, plog, now_ms, dead_letter=dead_letter)
-        report.first_dirty_offset = outcome.target.first_dirty_offset
-        report.cleanable_ratio = outcome.target.cleanable_ratio
-        report.compaction_delay_ms = outcome.target.compaction_delay_ms
-        report.uncleanable = outcome.state.uncleanable
+        report.observe(outcome.target, outcome.state)
         report.error = outcome.error
         result = outcome.result
         if result is None:
@@ -89,7 +100,6 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
         report.bytes_read += result.bytes_read
         report.bytes_written += result.bytes_written
         report.buffer_utilization = max(report.buffer_utilization, result.buffer_utilization)
-        report.keyless += result.keyless
         report.tombstones_removed += result.tombstones_removed
         report.emitted += _emit_up_to(plog, emitter, result.end_offset)
         if not result.map_full:
@@ -118,10 +128,7 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
         return False
     target = log_to_clean(plog.segments, PartitionId(report.topic, report.partition), checkpoint, config, now_ms)
     state = PartitionCleanerState.load(plog.storage, plog.dir)
-    report.first_dirty_offset = target.first_dirty_offset
-    report.cleanable_ratio = target.cleanable_ratio
-    report.compaction_delay_ms = target.compaction_delay_ms
-    report.uncleanable = state.uncleanable
+    report.observe(target, state)
     report.emitted_up_to = emitted
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 

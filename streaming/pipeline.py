@@ -21,7 +21,7 @@ from typing import Callable
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streaming.cleaner import CleanerMetrics
+from streaming.cleaner import CleanerMetrics, PartitionFigures
 from streaming.compaction_stage import compact_partition
 from streaming.errors import JobError
 from streaming.ingest import LogAppender
@@ -109,7 +109,7 @@ class CompactorJob:
         self.totals = JobTotals()
         self.last_reports: list[dict] = []
         self.last_run_ms: int | None = None
-        self._pass_metrics: dict[str, float] = {}
+        self.last_metrics: CleanerMetrics | None = None
         self._stop = threading.Event()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
@@ -143,21 +143,9 @@ class CompactorJob:
             return reports
 
     def _write_metrics(self, reports: list[dict], now_ms: int) -> None:
-        cleaned = [r for r in reports if r["passes"]]
-        if cleaned:
-            # Like Kafka's LogCleaner gauges, these describe the last stage that cleaned something.
-            read = sum(r["bytes_read"] for r in cleaned)
-            self._pass_metrics = {
-                "max_clean_time_secs": max(r["clean_secs"] for r in cleaned),
-                "cleaner_recopy_percent": 100 * sum(r["bytes_written"] for r in cleaned) / read if read else 0.0,
-                "max_buffer_utilization_percent": max(100 * r["buffer_utilization"] for r in cleaned)}
-        metrics = CleanerMetrics(
-            **self._pass_metrics,
-            max_dirty_percent=max((100 * r["cleanable_ratio"] for r in reports), default=0.0),
-            max_compaction_delay_secs=max((r["compaction_delay_ms"] / 1000 for r in reports), default=0.0),
-            uncleanable_partitions_count=sum(r["uncleanable"] for r in reports),
-            time_since_last_run_ms=now_ms - self.last_run_ms if self.last_run_ms is not None else 0,
-            keyless_records=sum(r["keyless"] for r in reports))
+        metrics = CleanerMetrics.of([PartitionFigures.of_mapping(r) for r in reports], now_ms, self.last_run_ms,
+                                    self.last_metrics)
+        self.last_metrics = metrics
         doc = {"at_ms": now_ms, "cleaner": metrics.to_kafka(),
                "job": {"batches": self.totals.batches, "records-ingested": self.totals.ingested,
                        "stages": self.totals.stages, "passes": self.totals.passes,

@@ -10,7 +10,8 @@ import json
 import os
 from datetime import datetime, timezone
 
-from streaming.cleaner import PartitionCleanerState, PartitionId, log_to_clean, read_checkpoint
+from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean,
+                               read_checkpoint)
 from streaming.cleaner.checkpoint import CheckpointError
 from streaming.compaction_stage import EMITTED_FILE
 from streaming.job_spec import load_saved, saved_compaction_config
@@ -32,6 +33,7 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
     config = saved_compaction_config(state_dir)
     storage = LocalStorage(fsync=False)
     partitions = []
+    figures = []
     for topic, partition, directory in list_log_dirs(state_dir):
         segments = read_segment_metas(storage, directory)
         if not segments:
@@ -43,6 +45,10 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
         except CheckpointError as exc:
             checkpoint, checkpoint_error = None, str(exc)
         target = log_to_clean(segments, PartitionId(topic, partition), checkpoint, config, now_ms)
+        uncleanable = state.uncleanable or checkpoint_error is not None
+        figures.append(PartitionFigures(target.cleanable_ratio, target.compaction_delay_ms, target.cleanable_bytes,
+                                        uncleanable, state.keyless_records, state.dead_letter_records,
+                                        state.invalid_version_headers))
         emitted = _read_json(os.path.join(directory, EMITTED_FILE)) or {}
         partitions.append({
             "topic": topic, "partition": partition,
@@ -54,18 +60,12 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "first_uncleanable_offset": target.first_uncleanable_offset,
             "last_clean_ms": state.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
             "tombstones_due": target.tombstones_due, "passes": state.passes,
-            "uncleanable": state.uncleanable or checkpoint_error is not None,
-            "uncleanable_error": state.uncleanable_error or checkpoint_error,
+            "uncleanable": uncleanable, "uncleanable_error": state.uncleanable_error or checkpoint_error,
             "emitted_up_to": emitted.get("emitted_up_to"),
             "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
     last = _read_json(os.path.join(state_dir, METRICS_FILE)) or {}
-    cleaner = dict(last.get("cleaner", {}))
-    cleaner.update({
-        "max-dirty-percent": round(max((100 * p["dirty_ratio"] for p in partitions), default=0.0), 2),
-        "max-compaction-delay-secs": max((p["compaction_delay_ms"] / 1000 for p in partitions), default=0.0),
-        "uncleanable-partitions-count": sum(p["uncleanable"] for p in partitions),
-        "uncleanable-bytes": sum(p["dirty_bytes"] for p in partitions if p["uncleanable"]),
-        "time-since-last-run-ms": now_ms - last["at_ms"] if "at_ms" in last else None})
+    previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
+    cleaner = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
     return {"state_dir": state_dir, "source_topic": saved["source_topic"], "sink_topic": saved["sink_topic"],
             "at_ms": now_ms, "config": saved["compaction"], "partitions": partitions, "metrics": cleaner,
             "job": last.get("job", {})}

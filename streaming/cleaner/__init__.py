@@ -4,11 +4,11 @@ from streaming.cleaner.checkpoint import PartitionId, read_checkpoint, write_che
 from streaming.cleaner.cleaner import Cleaner, CleanResult, KeylessRecordError
 from streaming.cleaner.config import KEYS_SET_BY_TOPIC, CompactionConfig, ConfigError, KeylessPolicy, Strategy
 from streaming.cleaner.manager import LogCleanerManager
-from streaming.cleaner.metrics import CleanerMetrics, PartitionOutcome
+from streaming.cleaner.metrics import CleanerMetrics, PartitionFigures, PartitionOutcome
 from streaming.cleaner.offset_map import OffsetMap
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
 
-__all__ = ["KEYS_SET_BY_TOPIC", "CleanResult", "Cleaner", "CleanerMetrics", "LogCleanerManager", "PartitionCleanerState", "PartitionOutcome", "CompactionConfig", "ConfigError", "KeylessPolicy", "KeylessRecordError",
+__all__ = ["KEYS_SET_BY_TOPIC", "CleanResult", "Cleaner", "CleanerMetrics", "LogCleanerManager", "PartitionCleanerState", "PartitionFigures", "PartitionOutcome", "CompactionConfig", "ConfigError", "KeylessPolicy", "KeylessRecordError",
            "LogToClean", "OffsetMap", "PartitionId", "Strategy", "log_to_clean", "read_checkpoint",
            "write_checkpoint"]

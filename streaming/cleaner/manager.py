@@ -12,7 +12,7 @@ from typing import Mapping
 from streaming.cleaner.checkpoint import PartitionId, read_checkpoint
 from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy
-from streaming.cleaner.metrics import CleanerMetrics, PartitionOutcome
+from streaming.cleaner.metrics import CleanerMetrics, PartitionFigures, PartitionOutcome
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
 from streaming.log.partition_log import PartitionLog
@@ -65,6 +65,7 @@ class LogCleanerManager:
         targets = sorted(((pid, self.select(plog, pid, now_ms)) for pid, plog in logs.items()),
                          key=lambda pt: pt[1].cleanable_ratio, reverse=True)
         outcomes = [self.clean_partition(pid, logs[pid], now_ms, target) for pid, target in targets]
-        self.last_metrics = CleanerMetrics.of(outcomes, now_ms, self.last_run_ms)
+        self.last_metrics = CleanerMetrics.of([PartitionFigures.of_outcome(o) for o in outcomes], now_ms,
+                                              self.last_run_ms, self.last_metrics)
         self.last_run_ms = now_ms
         return outcomes

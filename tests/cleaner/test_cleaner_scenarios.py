@@ -261,3 +261,20 @@ def test_checkpoint_file_is_kafka_format(tmp_path) -> None:
     Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
     assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
     assert read_checkpoint(plog.storage, plog.dir) == 2
+
+
+def test_metrics_keep_last_pass_gauges_and_totals_through_idle_rounds(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, None, b"x"), rec(1, b"a", b"1"), rec(2, b"a", b"2")])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    mgr.run_round({PID: plog}, now_ms=1000)
+    busy = mgr.last_metrics
+    assert busy.keyless_records == 1 and busy.max_clean_time_secs > 0 and busy.cleaner_recopy_percent > 0
+    mgr.run_round({PID: plog}, now_ms=4000)  # nothing eligible: no pass
+    idle = mgr.last_metrics
+    assert idle.keyless_records == 1, "a counter is a total, not this round's count"
+    assert (idle.max_clean_time_secs, idle.cleaner_recopy_percent, idle.max_buffer_utilization_percent) == \
+        (busy.max_clean_time_secs, busy.cleaner_recopy_percent, busy.max_buffer_utilization_percent)
+    assert idle.time_since_last_run_ms == 3000
