@@ -20,6 +20,7 @@ from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
 from streaming.partition_lock import partition_lock
 from streaming.sink import PartitionEmitter
+from streaming.state_layout import open_partition_log
 
 EMITTED_FILE = "emitted.json"
 
@@ -143,7 +144,7 @@ def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -
     started = time.monotonic()
     report = StageReport(topic, partition)
     config = spec.compaction
-    plog = PartitionLog(directory, config.log_config, jitter_seed=f"{topic}-{partition}")
+    plog = open_partition_log(directory, topic, partition, config.log_config)
     report.rolled = plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if _idle(plog, config, now_ms, report):

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from streaming.log import BadRecordError, LogConfig, LogRecord, PartitionLog
 from streaming.partition_lock import partition_lock
-from streaming.state_layout import list_log_dirs, log_dir
+from streaming.state_layout import list_log_dirs, log_dir, open_partition_log
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +91,14 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        keys = list(zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist()))
-        for tp in dict.fromkeys(keys):
-            rows = batch if len(set(keys)) == 1 else batch.filter(
+        partitions = dict.fromkeys(zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist()))
+        for tp in partitions:
+            rows = batch if len(partitions) == 1 else batch.filter(
                 pc.and_(pc.equal(batch.column("topic"), tp[0]), pc.equal(batch.column("partition"), tp[1])))
             if tp not in logs:
                 directory = log_dir(state_dir, *tp)
                 locks.enter_context(partition_lock(directory))
-                logs[tp] = PartitionLog(directory, config, jitter_seed=f"{tp[0]}-{tp[1]}")
+                logs[tp] = open_partition_log(directory, *tp, config)
             counts = append_reporting_rejects(logs[tp], records_from_arrow(rows), f"{tp[0]}-{tp[1]}")
             stats[tp] = [a + b for a, b in zip(stats.get(tp, [0, 0, 0, 0]), counts)]
     for tp, plog in logs.items():
@@ -115,7 +115,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
 def roll_log(item: tuple[str, int, str], config: LogConfig, now_ms: int) -> bool:
     topic, partition, directory = item
     with partition_lock(directory):
-        return PartitionLog(directory, config, jitter_seed=f"{topic}-{partition}").maybe_roll(now_ms)
+        return open_partition_log(directory, topic, partition, config).maybe_roll(now_ms)
 
 
 @dataclass
