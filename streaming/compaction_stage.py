@@ -123,12 +123,14 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     emitted = _local_emitted(plog.dir)
     if emitted is None:
         return False
+    state = PartitionCleanerState.load(plog.storage, plog.dir)
+    if plog.damaged and not state.in_backoff(now_ms):
+        return False
     checkpoint = read_checkpoint(plog.storage, plog.dir)
     if checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
                                       and s.base_offset < checkpoint for s in plog.segments):
         return False
     target = log_to_clean(plog.segments, PartitionId(report.topic, report.partition), checkpoint, config, now_ms)
-    state = PartitionCleanerState.load(plog.storage, plog.dir)
     report.observe(target, state)
     report.emitted_up_to = emitted
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)

@@ -16,7 +16,7 @@ from streaming.cleaner.checkpoint import CheckpointError
 from streaming.compaction_stage import EMITTED_FILE
 from streaming.job_spec import load_saved, saved_compaction_config
 from streaming.log import LocalStorage
-from streaming.log.segment import read_segment_metas
+from streaming.log.segment import damaged_segments, read_segment_metas
 from streaming.pipeline import METRICS_FILE
 from streaming.state_layout import list_log_dirs
 
@@ -45,7 +45,8 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
         except CheckpointError as exc:
             checkpoint, checkpoint_error = None, str(exc)
         target = log_to_clean(segments, PartitionId(topic, partition), checkpoint, config, now_ms)
-        uncleanable = state.uncleanable or checkpoint_error is not None
+        damaged = damaged_segments(storage, directory, segments)
+        uncleanable = state.uncleanable or checkpoint_error is not None or bool(damaged)
         figures.append(PartitionFigures(target.cleanable_ratio, target.compaction_delay_ms, target.cleanable_bytes,
                                         uncleanable, state.keyless_records, state.dead_letter_records,
                                         state.invalid_version_headers))
@@ -61,6 +62,7 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "last_clean_ms": state.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
             "tombstones_due": target.tombstones_due, "passes": state.passes,
             "uncleanable": uncleanable, "uncleanable_error": state.uncleanable_error or checkpoint_error,
+            "damaged_segments": damaged,
             "emitted_up_to": emitted.get("emitted_up_to"),
             "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
     last = _read_json(os.path.join(state_dir, METRICS_FILE)) or {}
@@ -93,6 +95,8 @@ def render_table(status: dict) -> str:
     for p in status["partitions"]:
         if p["uncleanable_error"]:
             lines.append(f"{p['topic']}-{p['partition']}: {p['uncleanable_error']}")
+        for name, what in sorted(p["damaged_segments"].items()):
+            lines.append(f"{p['topic']}-{p['partition']}: damaged segment {name}: {what}")
     lines.append("")
     lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status["metrics"].items())))
     if status["job"]:

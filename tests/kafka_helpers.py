@@ -45,6 +45,6 @@ def produce(bootstrap: str, topic: str, records: list[Sent]) -> list[Sent]:
     return records
 
 
-def log_contents(state_dir: str, topic: str, partition: int) -> list[tuple]:
+def log_contents(state_dir: str, topic: str, partition: int, from_offset: int = 0) -> list[tuple]:
     plog = PartitionLog(log_dir(state_dir, topic, partition), LogConfig(fsync=False))
-    return [(r["offset"], r["key"], r["value"], r["timestamp"], r["headers"]) for r in plog.read()]
+    return [(r["offset"], r["key"], r["value"], r["timestamp"], r["headers"]) for r in plog.read(from_offset)]

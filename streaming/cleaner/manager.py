@@ -16,6 +16,7 @@ from streaming.cleaner.metrics import CleanerMetrics, PartitionFigures, Partitio
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
 from streaming.log.partition_log import PartitionLog
+from streaming.log.segment import CorruptSegmentError
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,12 @@ class LogCleanerManager:
         target = target or self.select(plog, pid, now_ms)
         if state.in_backoff(now_ms):
             return PartitionOutcome(target, state, skipped_backoff=True)
-        if not target.eligible(self.config.min_cleanable_dirty_ratio):
+        if not target.eligible(self.config.min_cleanable_dirty_ratio) and not plog.damaged:
             return PartitionOutcome(target, state)
         try:
+            if plog.damaged:
+                raise CorruptSegmentError(f"damaged segments in {plog.dir}: " + "; ".join(
+                    f"{name}: {what}" for name, what in sorted(plog.damaged.items())))
             result = self.cleaner.clean(plog, target, now_ms, dead_letter)
         except Exception as exc:  # any failure: mark this partition, keep the others going
             log.error("cleaning %s failed; uncleanable, retry in %d ms: %s", pid, self.config.backoff_ms, exc)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -22,8 +23,8 @@ from fastavro.validation import ValidationError, validate
 from streaming.log.config import LogConfig
 from streaming.log.record import LogRecord, parsed_schema, record_size
 from streaming.log.segment import (CLEANED_SUFFIX, HDR_BASE, HDR_CLEAN, HDR_NEXT, META_SUFFIX, SEGMENT_SUFFIX,
-                                   SWAP_SUFFIX, BlockEncoder, CorruptSegmentError, SegmentMeta, iter_file,
-                                   meta_name, read_header, rebuild_meta, segment_name)
+                                   SWAP_SUFFIX, BlockEncoder, CorruptSegmentError, SegmentMeta, iter_verified,
+                                   meta_name, read_header, rebuild_meta, segment_name, size_damage)
 from streaming.log.storage import LocalStorage, Storage
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,10 @@ class RecoveryReport:
     rebuilt: list[str] = field(default_factory=list)
     discarded: list[str] = field(default_factory=list)
     completed_swaps: list[str] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)  # segment file -> what is wrong (never repaired)
 
     def __bool__(self) -> bool:
-        return bool(self.truncated or self.rebuilt or self.discarded or self.completed_swaps)
+        return bool(self.truncated or self.rebuilt or self.discarded or self.completed_swaps or self.damaged)
 
 
 class PartitionLog:
@@ -109,6 +111,12 @@ class PartitionLog:
     @property
     def roll_after_ms(self) -> int:
         return self.config.roll_ms - self.jitter_ms
+
+    @property
+    def damaged(self) -> dict[str, str]:
+        """Segments whose files no longer match their sidecars: the log still takes appends, but cannot be
+        cleaned until an operator restores or removes them."""
+        return dict(self.recovery.damaged)
 
     def path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -198,6 +206,7 @@ class PartitionLog:
         try:
             self.storage.append(self.path(segment_name(seg.base_offset)), data)
             seg.file_bytes += len(data)
+            seg.crc32 = zlib.crc32(data, seg.crc32)
             self._write_meta(seg)
         except BaseException:
             # A failed write (disk full, I/O error) may leave a torn block: go back to what the file
@@ -209,7 +218,7 @@ class PartitionLog:
         """Forget unflushed state of the active segment: re-read its durable metadata."""
         self._encoder = None
         base = self.active.base_offset
-        self._segments[-1] = self._load_segment(base)
+        self._segments[-1] = self._load_segment(base, last=True)
 
     def _create_segment_file(self, seg: SegmentMeta, header_meta: dict[str, str] | None = None) -> None:
         enc = BlockEncoder(metadata={HDR_BASE: str(seg.base_offset), **(header_meta or {})})
@@ -217,6 +226,7 @@ class PartitionLog:
         self.storage.write(tmp, enc.header)
         self.storage.rename(tmp, self.path(segment_name(seg.base_offset)))
         seg.file_bytes = len(enc.header)
+        seg.crc32 = zlib.crc32(enc.header)
         self._write_meta(seg)
 
     def _write_meta(self, seg: SegmentMeta) -> None:
@@ -238,7 +248,8 @@ class PartitionLog:
                     yield r
 
     def read_segment(self, seg: SegmentMeta) -> Iterator[LogRecord]:
-        return iter_file(self.storage, self.path(segment_name(seg.base_offset)))
+        """All records of a segment, its bytes checked first: raises CorruptSegmentError on damage."""
+        return iter_verified(self.storage, self.path(segment_name(seg.base_offset)), seg)
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
@@ -263,6 +274,7 @@ class PartitionLog:
         with self.storage.open_write(cleaned) as f:
             f.write(enc.header)
             written = len(enc.header)
+            crc = zlib.crc32(enc.header)
             last = base - 1
             for r in records:
                 off = r["offset"]
@@ -275,10 +287,13 @@ class PartitionLog:
                     chunk = enc.take()
                     f.write(chunk)
                     written += len(chunk)
+                    crc = zlib.crc32(chunk, crc)
             chunk = enc.take()
             f.write(chunk)
             written += len(chunk)
+            crc = zlib.crc32(chunk, crc)
         new.file_bytes = written
+        new.crc32 = crc
         self.storage.rename(cleaned, final + SWAP_SUFFIX)
         self._complete_swap(base, nxt)
         self._write_meta(new)
@@ -330,7 +345,7 @@ class PartitionLog:
                 self.recovery.completed_swaps.append(name)
         bases = sorted(int(n[: -len(SEGMENT_SUFFIX)]) for n in self.storage.listdir(self.dir)
                        if n.endswith(SEGMENT_SUFFIX))
-        self._segments = [self._load_segment(b) for b in bases]
+        self._segments = [self._load_segment(b, last=(i == len(bases) - 1)) for i, b in enumerate(bases)]
         for prev, nxt in zip(self._segments, self._segments[1:]):
             if prev.next_offset > nxt.base_offset:
                 raise CorruptSegmentError(f"{self.dir}: segment {prev.base_offset} ends at {prev.next_offset}, "
@@ -339,20 +354,33 @@ class PartitionLog:
             seg = SegmentMeta(base_offset=0, next_offset=0)
             self._create_segment_file(seg)
             self._segments.append(seg)
+        elif segment_name(self.active.base_offset) in self.recovery.damaged:
+            self._roll(self.active.next_offset)  # appends go on in a fresh segment; the damaged one stays as is
+        if self.recovery.damaged:
+            log.error("log %s has damaged segments (not cleanable until restored or removed): %s",
+                      self.dir, self.recovery.damaged)
         if self.recovery:
             log.warning("recovered log %s: %s", self.dir, self.recovery)
 
-    def _load_segment(self, base: int) -> SegmentMeta:
+    def _load_segment(self, base: int, last: bool) -> SegmentMeta:
+        """The segment's sidecar when it matches the file. Only the active (last) segment may have grown
+        past it (a crash between data and sidecar write): it is rebuilt. A file shorter than its sidecar,
+        or a sealed segment of another length, lost or gained bytes after they were written: damage,
+        recorded and left as it is, since cutting it would silently drop accepted records."""
         seg_path = self.path(segment_name(base))
         meta_path = self.path(meta_name(base))
         size = self.storage.size(seg_path)
         if self.storage.exists(meta_path):
             try:
                 meta = SegmentMeta.from_json(self.storage.read(meta_path))
-                if meta.file_bytes == size and meta.base_offset == base:
-                    return meta
             except (ValueError, TypeError):
-                pass
+                meta = None
+            if meta is not None and meta.base_offset == base:
+                damage = size_damage(meta, size, last)
+                if damage:
+                    self.recovery.damaged[segment_name(base)] = damage
+                if damage or size == meta.file_bytes:
+                    return meta
         meta, cut = rebuild_meta(self.storage, seg_path, base)
         if cut:
             self.recovery.truncated[segment_name(base)] = cut

@@ -1,8 +1,11 @@
 """One segment: an Avro container file of records plus a JSON sidecar of what the cleaner needs.
 
-The sidecar lets selection (dirty ratios, lags, horizons) run without reading records. It is trusted only
-while the file has exactly the size it records; otherwise it is rebuilt from the file, after cutting any
-torn tail (a partial block left by a crash) back to the last whole block.
+The sidecar lets selection (dirty ratios, lags, horizons) run without reading records. It also records the
+file's length and CRC-32, kept up to date on every append: Avro's null codec has no checksum, and a
+flipped byte inside a value still decodes. A whole-segment read checks both before decoding, so damaged
+bytes are reported, never cleaned or emitted. Only the active segment may legitimately be longer than
+its sidecar (a crash after the data write): it is rebuilt from the file, after cutting any torn tail back
+to the last whole block. Any other mismatch is damage, and is reported instead of repaired.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import io
 import json
 import logging
 import os
+import zlib
 from dataclasses import asdict, dataclass
 from typing import BinaryIO, Iterator
 
@@ -27,6 +31,7 @@ META_SUFFIX = ".meta.json"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SYNC_SIZE = 16
+VERIFY_CHUNK = 1 << 20
 
 # Avro header metadata: a cleaned segment carries its offset range so a crash mid-swap can be completed
 # from the swap file alone.
@@ -44,7 +49,7 @@ def meta_name(base_offset: int) -> str:
 
 
 class CorruptSegmentError(RuntimeError):
-    """A segment cannot be read even after recovery; the message names the file and position."""
+    """A segment's bytes are not what was written; the message names the file and what is wrong."""
 
 
 @dataclass
@@ -60,6 +65,7 @@ class SegmentMeta:
     tombstone_count: int = 0
     min_delete_horizon_ms: int | None = None
     file_bytes: int = 0
+    crc32: int = 0  # of the file's first file_bytes bytes
 
     @property
     def empty(self) -> bool:
@@ -191,12 +197,65 @@ def rebuild_meta(storage: Storage, path: str, base_offset: int) -> tuple[Segment
     except Exception as exc:
         raise CorruptSegmentError(f"{path}: a whole block does not decode ({exc})") from exc
     meta.file_bytes = good
+    meta.crc32 = file_crc32(storage, path, good)
     return meta, cut
+
+
+def size_damage(meta: SegmentMeta, size: int, last: bool) -> str | None:
+    """What is wrong when a segment file's size disagrees with its sidecar, or None when it may be trusted
+    or rebuilt: only the active (last) segment can legitimately have grown past its sidecar."""
+    if size == meta.file_bytes or (last and size > meta.file_bytes):
+        return None
+    return f"file has {size} bytes, its sidecar records {meta.file_bytes}"
+
+
+def damaged_segments(storage: Storage, directory: str, metas: list[SegmentMeta]) -> dict[str, str]:
+    """Size damage of a log directory from sidecars and file sizes alone (no reading, no repair)."""
+    out = {}
+    for i, meta in enumerate(metas):
+        name = segment_name(meta.base_offset)
+        path = os.path.join(directory, name)
+        size = storage.size(path) if storage.exists(path) else 0
+        what = size_damage(meta, size, last=i == len(metas) - 1)
+        if what:
+            out[name] = what
+    return out
+
+
+def file_crc32(storage: Storage, path: str, length: int) -> int:
+    """CRC-32 of the first length bytes; raises CorruptSegmentError when the file is shorter."""
+    crc = 0
+    done = 0
+    with storage.open_read(path) as f:
+        while done < length:
+            chunk = f.read(min(VERIFY_CHUNK, length - done))
+            if not chunk:
+                raise CorruptSegmentError(f"{path}: truncated: {done} bytes, its sidecar records {length}")
+            crc = zlib.crc32(chunk, crc)
+            done += len(chunk)
+    return crc
+
+
+def verify_segment(storage: Storage, path: str, meta: SegmentMeta) -> None:
+    """The file still holds the bytes its sidecar describes (length and CRC-32)."""
+    crc = file_crc32(storage, path, meta.file_bytes)
+    if crc != meta.crc32:
+        raise CorruptSegmentError(f"{path}: checksum mismatch: CRC-32 {crc:08x} over {meta.file_bytes} bytes, "
+                                  f"its sidecar records {meta.crc32:08x}")
 
 
 def iter_file(storage: Storage, path: str) -> Iterator[LogRecord]:
     with storage.open_read(path) as f:
         yield from fastavro.reader(f)
+
+
+def iter_verified(storage: Storage, path: str, meta: SegmentMeta) -> Iterator[LogRecord]:
+    """The segment's records, after checking its bytes; a decoding failure is reported as damage too."""
+    verify_segment(storage, path, meta)
+    try:
+        yield from iter_file(storage, path)
+    except (ValueError, EOFError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise CorruptSegmentError(f"{path}: does not decode ({type(exc).__name__}: {exc})") from exc
 
 
 def read_segment_metas(storage: Storage, directory: str) -> list[SegmentMeta]:

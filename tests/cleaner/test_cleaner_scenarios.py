@@ -278,3 +278,16 @@ def test_metrics_keep_last_pass_gauges_and_totals_through_idle_rounds(tmp_path) 
     assert (idle.max_clean_time_secs, idle.cleaner_recopy_percent, idle.max_buffer_utilization_percent) == \
         (busy.max_clean_time_secs, busy.cleaner_recopy_percent, busy.max_buffer_utilization_percent)
     assert idle.time_since_last_run_ms == 3000
+
+
+def test_damaged_log_is_uncleanable_with_the_damage_named_even_below_the_dirty_ratio(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0.99)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(i, b"k%d" % i, b"v" * 20) for i in range(10)])
+    plog.roll()
+    seg = tmp_path / segment_name(0)
+    seg.write_bytes(seg.read_bytes()[:-25])
+    reopened = new_log(tmp_path, c)
+    outcome = LogCleanerManager(c).clean_partition(PID, reopened, 0)
+    assert outcome.result is None and outcome.state.uncleanable
+    assert "CorruptSegmentError" in outcome.error and segment_name(0) in outcome.error

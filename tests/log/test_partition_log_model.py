@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from streaming.log import ArrowStorage, LocalStorage, LogConfig, PartitionLog, make_record
-from streaming.log.segment import segment_name
+from streaming.log.segment import meta_name, segment_name
 
 
 class SimulatedCrash(BaseException):
@@ -135,7 +135,9 @@ class LogMachine(RuleBasedStateMachine):
         active = self.log.active
         before_segments = len(self.log.segments)
         path = os.path.join(self.dir, segment_name(active.base_offset))
+        meta_path = os.path.join(self.dir, meta_name(active.base_offset))
         before = self.storage.size(path)
+        sidecar_before = self.storage.read(meta_path)
         self.log.append(batch)
         if len(self.log.segments) != before_segments:
             # the batch rolled: tearing is only realistic for the last write; model it as complete
@@ -145,7 +147,10 @@ class LogMachine(RuleBasedStateMachine):
             return
         after = self.storage.size(path)
         cut = data.draw(st.integers(before, after))
+        # The data write is durable before the sidecar is rewritten, so a crash that tears the data
+        # write leaves the sidecar of before the append.
         self.storage.truncate(path, cut)
+        self.storage.write(meta_path, sidecar_before)
         self.reopen()
         got = [r["offset"] for r in self.log.read(batch[0]["offset"])]
         assert got == [r["offset"] for r in batch[: len(got)]], "a torn append keeps a prefix, in order"
