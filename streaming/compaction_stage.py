@@ -160,8 +160,8 @@ def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -
         return asdict(report)
     try:
         _clean_and_emit(plog, emitter, spec, now_ms, report)
-    except Exception as exc:  # an emission failed mid-way: the sink's own progress says where to resume
-        report.error = f"sink: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # a pass or an emission failed mid-way: the sink's own progress says where to resume
+        report.error = f"{type(exc).__name__}: {exc}"
     finally:
         report.emitted_up_to = emitter.emitted_up_to
         emitter.close()

@@ -8,6 +8,7 @@ what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.l
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import json
@@ -32,6 +33,22 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 METRICS_FILE = "metrics.json"
+DISK_FULL = "No space left on device"
+
+
+def state_dir_full(state_dir: str) -> JobError:
+    return JobError(f"the state dir {state_dir} is full ({DISK_FULL}). Free space or move --state-dir, then "
+                    f"start again: appends and cleaning passes are atomic or recovered on open, and the "
+                    f"interrupted micro-batch is replayed from the Spark checkpoint, so nothing is lost or doubled")
+
+
+def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
+    """A clear, one-line error for failures with a known cause. Spark hands task failures to the driver
+    as text (the worker's traceback inside a Java exception), so the cause is recognised by its message."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or DISK_FULL in text:
+        return state_dir_full(state_dir)
+    return None
 
 
 class StateDirLock:
@@ -139,6 +156,8 @@ class CompactorJob:
             for r in reports:
                 if r["error"]:
                     log.error("partition %s-%d: %s", r["topic"], r["partition"], r["error"])
+            if any(DISK_FULL in (r["error"] or "") for r in reports):
+                raise state_dir_full(self.spec.state_dir)
             self._progress()
             return reports
 
@@ -182,6 +201,15 @@ class CompactorJob:
         self._stop.set()
 
     def run(self) -> int:
+        try:
+            return self._run()
+        except Exception as exc:
+            explained = explain_failure(exc, self.spec.state_dir)
+            if explained is None:
+                raise
+            raise explained from exc
+
+    def _run(self) -> int:
         query = self._query()
         if self.once:
             query.awaitTermination()

@@ -271,6 +271,21 @@ class PartitionLog:
         enc = BlockEncoder(metadata={HDR_BASE: str(base), HDR_NEXT: str(nxt), HDR_CLEAN: "1" if clean else "0"})
         final = self.path(segment_name(base))
         cleaned = final + CLEANED_SUFFIX
+        try:
+            written, crc = self._write_cleaned(cleaned, enc, new, records, base, nxt)
+        except BaseException:
+            self.storage.delete(cleaned)  # give the space back now (a disk-full pass), not at the next open
+            raise
+        new.file_bytes = written
+        new.crc32 = crc
+        self.storage.rename(cleaned, final + SWAP_SUFFIX)
+        self._complete_swap(base, nxt)
+        self._write_meta(new)
+        self._segments[idx: idx + len(old)] = [new]
+        return new
+
+    def _write_cleaned(self, cleaned: str, enc: BlockEncoder, new: SegmentMeta, records: Iterable[LogRecord],
+                       base: int, nxt: int) -> tuple[int, int]:
         with self.storage.open_write(cleaned) as f:
             f.write(enc.header)
             written = len(enc.header)
@@ -292,13 +307,7 @@ class PartitionLog:
             f.write(chunk)
             written += len(chunk)
             crc = zlib.crc32(chunk, crc)
-        new.file_bytes = written
-        new.crc32 = crc
-        self.storage.rename(cleaned, final + SWAP_SUFFIX)
-        self._complete_swap(base, nxt)
-        self._write_meta(new)
-        self._segments[idx: idx + len(old)] = [new]
-        return new
+        return written, crc
 
     def _complete_swap(self, base: int, nxt: int) -> None:
         """Drop every old segment in [base, nxt), then move the swap file into place."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
 import time
 
 import pytest
@@ -85,3 +86,46 @@ def test_damaged_segment_makes_its_partition_uncleanable_and_the_others_go_on(
     tail = log_contents(state, src, 0, from_offset=meta.next_offset)
     assert [o for o, *_ in tail][-15:] == [s.offset for s in second if s.partition == 0], \
         "the damaged partition's log still took every new record"
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs as the state dir (root only), grown by calling the returned function."""
+    mount = tmp_path / "state"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); "
+                    f"tests/log/test_disk_full.py covers a full disk under the log")
+
+    def grow() -> None:
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+
+    try:
+        yield str(mount), grow
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
+        spark, bootstrap_servers, new_topic, small_tmpfs, capsys) -> None:
+    state, grow = small_tmpfs
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    past = _past()
+    sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 300), b"value-%d-" % i + b"x" * 1000,
+                                                 past + i) for i in range(3000)])
+    capsys.readouterr()
+    assert run_once(bootstrap_servers, src, sink, state, FORCE) == 2
+    err = capsys.readouterr().err
+    assert f"kcompact: error: the state dir {state} is full (No space left on device)" in err, err[-2000:]
+
+    grow()
+    by_offset = {(s.partition, s.offset): s for s in sent}
+    for p in range(2):
+        stored = log_contents(state, src, p)
+        assert [o for o, *_ in stored] == list(range(len(stored))), "a prefix of the partition, nothing torn"
+        assert all((k, v) == (by_offset[(p, o)].key, by_offset[(p, o)].value) for o, k, v, *_ in stored)
+    assert run_once(bootstrap_servers, src, sink, state, FORCE) == 0
+    got = read_topic(bootstrap_servers, sink, 2)
+    for p in range(2):
+        assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
