@@ -86,7 +86,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         job = CompactorJob(spark, spec, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
-                           starting_offsets=args.starting_offsets)
+                           starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout)
         return job.run()
     finally:
         lock.release()
@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger-interval", type=float, default=5.0, metavar="SECONDS")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
     p.add_argument("--starting-offsets", default="earliest", help="earliest | latest | Spark's JSON form")
+    p.add_argument("--retry-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="how long to keep retrying while a cluster is unreachable, counted from the last "
+                        "progress, before the job gives up (default 300)")
     p.add_argument("--spark-master", default=None, help="default: local[2] or $KCOMPACT_SPARK_MASTER")
     p.add_argument("--once", action="store_true",
                    help="ingest what is there now, clean at the current time, emit, exit")

@@ -27,6 +27,7 @@ from streaming.compaction_stage import compact_partition
 from streaming.errors import JobError
 from streaming.ingest import LogAppender
 from streaming.job_spec import JobSpec
+from streaming.kafka_failures import is_refused, is_transient
 from streaming.state_layout import list_log_dirs
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     text = str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or DISK_FULL in text:
         return state_dir_full(state_dir)
+    if is_refused(exc):
+        return JobError(f"a cluster refused the compactor: {_first_line(exc)}. Check the security settings "
+                        f"given with --kafka (source) and --sink-kafka (sink)")
     return None
 
 
@@ -112,7 +116,8 @@ class JobTotals:
 class CompactorJob:
     def __init__(self, spark, spec: JobSpec, trigger_interval_s: float = 5.0, once: bool = False,
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
-                 starting_offsets: str = "earliest", clock: Callable[[], float] = time.time) -> None:
+                 starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
+                 retry_timeout_s: float = 300.0) -> None:
         self.spark = spark
         self.spec = spec
         self.trigger_interval_s = trigger_interval_s
@@ -121,6 +126,7 @@ class CompactorJob:
         self.max_offsets_per_trigger = max_offsets_per_trigger
         self.starting_offsets = starting_offsets
         self.clock = clock
+        self.retry_timeout_s = retry_timeout_s
         self.lock = threading.RLock()
         self.appender = LogAppender(spec.state_dir, spec.compaction.log_config, clock=clock, lock=self.lock)
         self.totals = JobTotals()
@@ -128,6 +134,7 @@ class CompactorJob:
         self.last_run_ms: int | None = None
         self.last_metrics: CleanerMetrics | None = None
         self._stop = threading.Event()
+        self._last_progress: tuple[tuple, float] = ((), 0.0)
 
     # ----- the two things done per trigger ----------------------------------------------------------------
 
@@ -176,7 +183,12 @@ class CompactorJob:
         os.replace(path + ".tmp", path)
 
     def _progress(self) -> None:
+        """A progress line when something moved, and at least once a minute while idle."""
         t = self.totals
+        now = (t.batches, t.ingested, t.passes, t.emitted)
+        if now == self._last_progress[0] and time.monotonic() - self._last_progress[1] < 60:
+            return
+        self._last_progress = (now, time.monotonic())
         log.info("progress: %d batches, %d records ingested, %d passes, %d records emitted (%.0fs)",
                  t.batches, t.ingested, t.passes, t.emitted, time.monotonic() - t.started)
 
@@ -210,32 +222,89 @@ class CompactorJob:
             raise explained from exc
 
     def _run(self) -> int:
-        query = self._query()
-        if self.once:
-            query.awaitTermination()
-            if query.exception() is not None:
-                raise query.exception()
-            self.compaction_stage()  # clean at the current time, also when no batch ran
-            failed = [r for r in self.last_reports if r["error"] or r["uncleanable"]]
-            for r in failed:
-                log.error("partition %s-%d is uncleanable or could not emit; see kcompact status",
-                          r["topic"], r["partition"])
-            return 1 if failed else 0
         previous = signal.signal(signal.SIGTERM, self.stop)
-        seen = -1
         try:
-            while query.isActive and not self._stop.wait(self.trigger_interval_s):
-                if self.totals.batches == seen and self.lock.acquire(blocking=False):
-                    try:
-                        self.compaction_stage()  # an idle trigger: no micro-batch ran
-                    finally:
-                        self.lock.release()
-                seen = self.totals.batches
-        except KeyboardInterrupt:
-            log.info("interrupted; stopping the query")
+            self._run_query()
         finally:
             signal.signal(signal.SIGTERM, previous)
-            query.stop()
-        if query.exception() is not None:
-            raise query.exception()
+        if self.once and not self._stop.is_set():
+            return self._final_stage()
         return 0
+
+    def _run_query(self) -> None:
+        """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
+        after a transient Kafka failure, for up to --retry-timeout since the last batch that succeeded."""
+        restarts = Restarts(self.retry_timeout_s)
+        while True:
+            query = self._query()
+            try:
+                self._watch(query)
+            except KeyboardInterrupt:
+                log.info("interrupted; stopping the query")
+                self._stop.set()
+            finally:
+                query.stop()
+            exc = query.exception()
+            if exc is None:
+                return
+            if self._stop.is_set() or not is_transient(exc):
+                raise exc
+            pause = restarts.next_pause(self.totals.batches)
+            if pause is None:
+                raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
+                               f"{self.retry_timeout_s:.0f}s; last failure: {_first_line(exc)}") from exc
+            log.warning("the query failed on a transient Kafka error (%s); restarting it from its checkpoint "
+                        "in %.0fs", _first_line(exc), pause)
+            if self._stop.wait(pause):
+                return
+
+    def _watch(self, query) -> None:
+        """Wait while the query runs; on idle triggers (no micro-batch) run the compaction stage here."""
+        seen = -1
+        while query.isActive and not self._stop.wait(0.2 if self.once else self.trigger_interval_s):
+            if not self.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
+                try:
+                    self.compaction_stage()
+                finally:
+                    self.lock.release()
+            seen = self.totals.batches
+
+    def _final_stage(self) -> int:
+        """--once: clean at the current time, also when no batch ran; a sink that is away is waited for."""
+        restarts = Restarts(self.retry_timeout_s)
+        while True:
+            self.compaction_stage()
+            failed = [r for r in self.last_reports if r["error"] or r["uncleanable"]]
+            waiting = failed and all(r["error"] and is_transient(r["error"]) for r in failed)
+            pause = restarts.next_pause(self.totals.emitted) if waiting else None
+            if pause is None or self._stop.wait(pause):
+                break
+            log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
+        for r in failed:
+            log.error("partition %s-%d is uncleanable or could not emit; see kcompact status",
+                      r["topic"], r["partition"])
+        return 1 if failed else 0
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if "KafkaError{" in line or "Error" in line]
+    return (lines[-1] if lines else str(exc).splitlines()[0] if str(exc) else type(exc).__name__).strip()[:300]
+
+
+@dataclass
+class Restarts:
+    """Exponential pauses between retries, given up once no progress was made for timeout_s."""
+
+    timeout_s: float
+    progress: int | None = None
+    since: float = 0.0
+    attempt: int = 0
+
+    def next_pause(self, progress: int) -> float | None:
+        now = time.monotonic()
+        if progress != self.progress:
+            self.progress, self.since, self.attempt = progress, now, 0
+        if now - self.since > self.timeout_s:
+            return None
+        self.attempt += 1
+        return min(30.0, 2.0 ** (self.attempt - 1))

@@ -24,7 +24,7 @@ class Sent:
                 [{"key": k, "value": v} for k, v in self.headers])
 
 
-def produce(bootstrap: str, topic: str, records: list[Sent]) -> list[Sent]:
+def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 30) -> list[Sent]:
     """Produce in order and fill in each record's offset from its delivery report."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     errors: list[str] = []
@@ -41,7 +41,7 @@ def produce(bootstrap: str, topic: str, records: list[Sent]) -> list[Sent]:
         producer.produce(topic, key=r.key, value=r.value, partition=r.partition, timestamp=r.timestamp,
                          headers=r.headers or None, on_delivery=report(r))
         producer.poll(0)
-    assert producer.flush(30) == 0 and not errors, errors
+    assert producer.flush(timeout_s) == 0 and not errors, errors
     return records
 
 

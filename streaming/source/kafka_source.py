@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
+from streaming.kafka_failures import TRANSIENT, retrying
 from streaming.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.source.options import KafkaSourceOptions, SourceOptionError
 
@@ -85,8 +86,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = _consumer(self.options)
         return self._client
 
+    def _retrying(self, call, what: str):
+        """Driver-side metadata calls ride out a broker that is away for up to kafkaConsumer.pollTimeoutMs."""
+        return retrying(call, what, self.options.poll_timeout_ms / 1000)
+
     def _topic_partitions(self) -> list[TopicPartitionKey]:
-        md = self._metadata().list_topics(timeout=METADATA_TIMEOUT_S)
+        md = self._retrying(lambda: self._metadata().list_topics(timeout=METADATA_TIMEOUT_S),
+                            f"metadata from {self.options.bootstrap_servers}")
         out = []
         for topic in self.options.topics:
             t = md.topics.get(topic)
@@ -99,7 +105,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _watermarks(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
         c = self._metadata()
-        return {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_TIMEOUT_S, cached=False)
+        return {tp: self._retrying(lambda tp=tp: c.get_watermark_offsets(TopicPartition(*tp), cached=False,
+                                                                         timeout=METADATA_TIMEOUT_S),
+                                   f"watermarks of {tp[0]}-{tp[1]}")
                 for tp in tps}
 
     def initialOffset(self) -> Offsets:
@@ -187,9 +195,13 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
     """Records [start, end) of one partition as Arrow batches; aborted transactions are skipped by the
     read_committed consumer and control markers never appear, so the loop ends on position, not count."""
     consumer = _consumer(options)
+
+    def log_start() -> int:
+        return retrying(lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=False,
+                                                               timeout=METADATA_TIMEOUT_S)[0],
+                        f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000)
     try:
-        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S,
-                                                cached=False)
+        low = log_start()
         if start < low:
             data_loss(f"partition {topic}-{partition}: offsets [{start}, {min(low, end)}) were deleted "
                       f"(log start is now {low})", options.fail_on_data_loss)
@@ -206,13 +218,14 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
             for m in msgs:
                 err = m.error()
                 if err is not None:
+                    if err.code() in TRANSIENT:  # the broker is away: librdkafka reconnects, the poll timeout bounds it
+                        log.warning("partition %s-%d: %s; waiting for the broker", topic, partition, err)
+                        continue
                     if err.code() != KafkaError.OFFSET_OUT_OF_RANGE:
                         raise KafkaException(err)
                     data_loss(f"partition {topic}-{partition}: offset {position} is out of range",
                               options.fail_on_data_loss)
-                    low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=False,
-                                                            timeout=METADATA_TIMEOUT_S)
-                    position = max(position, low)
+                    position = max(position, log_start())
                     consumer.assign([TopicPartition(topic, partition, position)])
                     break
                 offset = m.offset()

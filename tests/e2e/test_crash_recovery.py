@@ -19,9 +19,8 @@ import time
 
 import pytest
 
-from streaming.sink import OFFSET_HEADER
 from streaming.topics import unique_topic_name
-from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, winners
+from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -91,18 +90,5 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(bootstrap_server
     final = subprocess.run(command + ["--once"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
 
-    by_offset = {(s.partition, s.offset): s for s in sent}
-    got = read_topic(bootstrap_servers, sink, PARTITIONS)
-    for p in range(PARTITIONS):
-        offsets = [r["source_offset"] for r in got[p]]
-        assert offsets == sorted(set(offsets)), f"partition {p}: a record was emitted twice or out of order"
-        for r in got[p]:
-            s = by_offset[(p, r["source_offset"])]
-            assert (r["key"], r["value"], r["timestamp"]) == (s.key, s.value, s.timestamp)
-            assert r["headers"] == s.headers + [(OFFSET_HEADER, str(s.offset).encode())]
-        last_per_key = {}
-        for r in got[p]:
-            last_per_key[r["key"]] = r["source_offset"]
-        final_winners = {s.key: s.offset for s in winners([s for s in sent if s.partition == p])}
-        assert last_per_key == final_winners, f"partition {p}: the sink lost a key's latest value"
+    assert_sink_contract(bootstrap_servers, sink, sent, PARTITIONS)
     assert len(sent) > 500

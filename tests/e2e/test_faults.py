@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
+import sys
+import threading
 import time
 
 import pytest
 
+from streaming.broker import free_port, start_local_broker
 from streaming.log.segment import META_SUFFIX, SegmentMeta, segment_name
 from streaming.state_layout import log_dir
-from streaming.topics import unique_topic_name
-from tests.e2e.helpers import read_topic, run_once, sent_view, sink_view, status_json, winners
+from streaming.topics import create_topic, unique_topic_name
+from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once, sent_view, sink_view, status_json, winners
 from tests.kafka_helpers import Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
@@ -129,3 +133,70 @@ def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
         assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
+
+
+def test_broker_outages_during_ingest_and_emit_are_ridden_out(tmp_path) -> None:
+    """A broker of its own (the session's must stay up), stopped and started again on the same port and
+    data while a producer keeps writing and the job ingests, cleans and emits: the job keeps running, and
+    the sink ends up exactly as if nothing had happened. Always a local noida-db broker: an external
+    cluster or a container cannot be bounced from here."""
+    port = free_port()
+    data = tmp_path / "broker"
+    broker = start_local_broker(port=port, data_dir=data)
+    bootstrap = broker.bootstrap_servers
+    src, sink = create_topic(bootstrap, unique_topic_name("bounce"), 2), unique_topic_name("sink")
+    sent: list[Sent] = []
+    producer_failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 0
+        try:
+            while not stop.is_set():
+                batch = [Sent((i + j) % 2, b"key-%d" % ((i + j) % 500), b"value-%d" % (i + j),
+                              int(time.time() * 1000), [("seq", b"%d" % (i + j))]) for j in range(500)]
+                sent.extend(produce(bootstrap, src, batch, timeout_s=180))  # waits out the outages
+                i += 500
+                stop.wait(0.2)
+        except BaseException as exc:  # noqa: BLE001 (reported by the test below)
+            producer_failures.append(exc)
+
+    command = [sys.executable, "-m", "streaming", "--log-level", "INFO", "run", "--bootstrap-servers", bootstrap,
+               "--source-topic", src, "--sink-topic", sink, "--state-dir", str(tmp_path / "state"),
+               "--config", "max.compaction.lag.ms=1000", "--config", "min.cleanable.dirty.ratio=0.1",
+               "--trigger-interval", "0.5", "--max-offsets-per-trigger", "4000", *NO_SINK_COMPACTION]
+    job_log = open(tmp_path / "job.log", "w")
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    job = subprocess.Popen(command, stdout=job_log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(12)  # the JVM is up and the job busy: a backlog to ingest, thousands of keys to emit
+        for down_s in (3.0, 45.0, 4.0):
+            broker.stop()
+            time.sleep(down_s)
+            broker = start_local_broker(port=port, data_dir=data)  # from this thread: PDEATHSIG is per thread
+            time.sleep(8)
+            assert job.poll() is None, open(tmp_path / "job.log").read()[-4000:]
+        stop.set()
+        producer.join()
+        assert not producer_failures
+        time.sleep(1.5)  # every record older than max.compaction.lag.ms
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            got = read_topic(bootstrap, sink, 2)
+            done = all({r["key"]: r["source_offset"] for r in got.get(p, [])}
+                       == {s.key: s.offset for s in winners([s for s in sent if s.partition == p])}
+                       for p in range(2))
+            if done:
+                break
+            time.sleep(2)
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(120) == 0, open(tmp_path / "job.log").read()[-4000:]
+        assert_sink_contract(bootstrap, sink, sent, 2)
+    finally:
+        stop.set()
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+        job_log.close()
+        broker.stop()
