@@ -28,7 +28,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streaming.broker import running_broker
 from streaming.cleaner import CompactionConfig
 from streaming.job_spec import JobSpec
-from streaming.pipeline import CompactorJob, ensure_topic
+from streaming.cluster import Cluster
+from streaming.pipeline import CompactorJob
 from streaming.spark_session import build_session
 from streaming.topics import create_topic, unique_topic_name
 
@@ -85,10 +86,8 @@ def bench_throughput(args: argparse.Namespace) -> None:
             produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
             mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
             sink = unique_topic_name("bench-sink")
-            from confluent_kafka.admin import AdminClient
-
-            ensure_topic(AdminClient({"bootstrap.servers": bs}), sink, args.partitions,
-                         {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
+            Cluster("sink", bs).ensure_topic(sink, args.partitions, {"cleanup.policy": "delete", "retention.ms": "-1"},
+                                             "sink")
             spark = build_session("kcompact-bench")
             spec = JobSpec(bs, source, bs, sink, work, CompactionConfig(max_compaction_lag_ms=60_000))
             job = CompactorJob(spark, spec, once=True)

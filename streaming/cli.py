@@ -9,9 +9,10 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from typing import Sequence
 
-from streaming import __version__
+from streaming import __version__, logging_setup, redaction
 from streaming.broker import acquire_broker, start_local_broker
 from streaming.errors import USER_ERRORS, UsageError
 
@@ -43,37 +44,37 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 (heavy imports only for run)
-
     from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
-    from streaming.job_spec import JobSpec, redact, resolve_compaction_config  # noqa: PLC0415
-    from streaming.pipeline import CompactorJob, StateDirLock, ensure_topic, source_partition_count  # noqa: PLC0415
+    from streaming.job_spec import JobSpec, resolve_compaction_config  # noqa: PLC0415
+    from streaming.cluster import Cluster  # noqa: PLC0415
+    from streaming.pipeline import CompactorJob, StateDirLock  # noqa: PLC0415
     from streaming.spark_session import build_session  # noqa: PLC0415
 
     CompactionConfig.from_pairs(args.config)  # reject bad keys before contacting any cluster
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
+    redaction.register([source_kafka, sink_kafka])
     sink_topic_config = {"cleanup.policy": "compact", **parse_pairs(args.sink_topic_config, "--sink-topic-config")}
     sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
     if args.trigger_interval <= 0:
         raise UsageError(f"--trigger-interval must be > 0 seconds, got {args.trigger_interval}")
 
-    source_admin = AdminClient({"bootstrap.servers": args.bootstrap_servers, **source_kafka})
-    partitions = source_partition_count(source_admin, args.source_topic)
-    compaction = resolve_compaction_config(source_admin, args.source_topic, args.config)
+    source = Cluster("source", args.bootstrap_servers, source_kafka)
+    partitions = source.partition_count(args.source_topic)
+    compaction = resolve_compaction_config(source.admin, args.source_topic, args.config)
     if compaction.keyless_policy is KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     print("effective configuration:")
     for key, value in compaction.to_kafka().items():
         print(f"  {key}={value}")
     print(f"  source: {args.source_topic} ({partitions} partitions) on {args.bootstrap_servers} "
-          f"{redact(source_kafka) or ''}")
-    print(f"  sink:   {args.sink_topic} on {sink_bootstrap} {redact(sink_kafka) or ''}", flush=True)
+          f"{redaction.redact(source_kafka) or ''}")
+    print(f"  sink:   {args.sink_topic} on {sink_bootstrap} {redaction.redact(sink_kafka) or ''}", flush=True)
 
-    sink_admin = AdminClient({"bootstrap.servers": sink_bootstrap, **sink_kafka})
-    ensure_topic(sink_admin, args.sink_topic, partitions, sink_topic_config, "sink")
+    sink = Cluster("sink", sink_bootstrap, sink_kafka)
+    sink.ensure_topic(args.sink_topic, partitions, sink_topic_config, "sink")
     if args.dead_letter_topic:
-        ensure_topic(sink_admin, args.dead_letter_topic, partitions, {}, "dead-letter")
+        sink.ensure_topic(args.dead_letter_topic, partitions, {}, "dead-letter")
 
     lock = StateDirLock(args.state_dir)
     try:
@@ -130,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcompact", description=__doc__)
     parser.add_argument("--version", action="version", version=f"kcompact {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"],
+                        help="log lines on stderr: text for people, json (one object per line) for log shippers")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="compact a source topic into a sink topic")
@@ -191,10 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging_setup.configure(args.log_level, args.log_format)
     try:
         return args.func(args)
     except USER_ERRORS as exc:
-        print(f"kcompact: error: {exc}", file=sys.stderr)
+        print(f"kcompact: error: {redaction.mask(str(exc))}", file=sys.stderr)
         return 2
+    except Exception:  # unexpected: the whole story, but never a credential
+        print(redaction.mask(traceback.format_exc()), file=sys.stderr)
+        return 1

@@ -5,23 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC
 from streaming.cleaner.config import ConfigError
+from streaming.redaction import redact
 
 log = logging.getLogger(__name__)
 
 JOB_FILE = "kcompact.json"
-SECRET = re.compile(r"(password|secret|\.key$|token|credential)", re.IGNORECASE)
-
-
-def redact(config: dict[str, str]) -> dict[str, str]:
-    """Client settings as they may be shown: secrets replaced, so logs and status never carry them."""
-    return {k: ("[redacted]" if SECRET.search(k) else v) for k, v in config.items()}
 
 
 @dataclass(frozen=True)
@@ -32,8 +26,8 @@ class JobSpec:
     sink_topic: str
     state_dir: str
     compaction: CompactionConfig
-    source_kafka: dict[str, str] = field(default_factory=dict)
-    sink_kafka: dict[str, str] = field(default_factory=dict)
+    source_kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold credentials
+    sink_kafka: dict[str, str] = field(default_factory=dict, repr=False)
     dead_letter_topic: str | None = None
     max_passes_per_trigger: int = 16
 

@@ -20,8 +20,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from streaming.cleaner import CleanerMetrics, PartitionFigures
 from streaming.compaction_stage import compact_partition
 from streaming.errors import JobError
@@ -75,32 +73,6 @@ class StateDirLock:
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
-
-
-def source_partition_count(admin: AdminClient, topic: str) -> int:
-    md = admin.list_topics(timeout=30)  # all topics: naming one makes auto-creating brokers create it
-    t = md.topics.get(topic)
-    if t is None or t.error is not None or not t.partitions:
-        raise JobError(f"source topic {topic!r} does not exist on the source cluster")
-    return len(t.partitions)
-
-
-def ensure_topic(admin: AdminClient, topic: str, partitions: int, config: dict[str, str], role: str) -> None:
-    """Create the topic when missing; refuse one with fewer partitions than the source."""
-    md = admin.list_topics(timeout=30)
-    t = md.topics.get(topic)
-    if t is not None and t.error is None:
-        if len(t.partitions) < partitions:
-            raise JobError(f"{role} topic {topic!r} has {len(t.partitions)} partitions, the source has "
-                           f"{partitions}: sink partition N receives source partition N, so it needs at least "
-                           f"{partitions}")
-        return
-    fut = admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=config)])[topic]
-    try:
-        fut.result(30)
-    except Exception as exc:
-        raise JobError(f"could not create {role} topic {topic!r}: {exc}") from exc
-    log.info("created %s topic %s with %d partitions %s", role, topic, partitions, config)
 
 
 @dataclass

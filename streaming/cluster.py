@@ -1,0 +1,74 @@
+"""One Kafka cluster as the job sees it at start-up: reachable, accepting our credentials, its topics.
+
+librdkafka reports a refused login only through its error callback, while the call at hand fails much
+later with a bland transport error. Metadata calls here poll for that callback, so a cluster that
+refuses us is named at once, with the reason, instead of after a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+
+from streaming.errors import JobError
+from streaming.kafka_failures import REFUSED
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Cluster:
+    role: str  # "source" or "sink": named in every error
+    bootstrap_servers: str
+    settings: dict[str, str] = field(default_factory=dict)
+    _refusal: KafkaError | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **self.settings,
+                                  "error_cb": self._on_error})
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() in REFUSED:
+            self._refusal = err
+
+    def metadata(self, timeout_s: float = 30.0) -> ClusterMetadata:
+        """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.admin.list_topics(timeout=min(2.0, timeout_s))
+            except KafkaException as exc:
+                self.admin.poll(0)
+                if self._refusal is not None:
+                    raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} refused the compactor: "
+                                   f"{self._refusal.str()}. Check the security settings given with "
+                                   f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
+                if time.monotonic() > deadline:
+                    raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "
+                                   f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc
+
+    def partition_count(self, topic: str) -> int:
+        t = self.metadata().topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise JobError(f"{self.role} topic {topic!r} does not exist on the {self.role} cluster")
+        return len(t.partitions)
+
+    def ensure_topic(self, topic: str, partitions: int, config: dict[str, str], what: str) -> None:
+        """Create the topic when missing; refuse one with fewer partitions than the source."""
+        t = self.metadata().topics.get(topic)
+        if t is not None and t.error is None:
+            if len(t.partitions) < partitions:
+                raise JobError(f"{what} topic {topic!r} has {len(t.partitions)} partitions, the source has "
+                               f"{partitions}: sink partition N receives source partition N, so it needs at "
+                               f"least {partitions}")
+            return
+        fut = self.admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=config)])[topic]
+        try:
+            fut.result(30)
+        except Exception as exc:
+            raise JobError(f"could not create {what} topic {topic!r}: {exc}") from exc
+        log.info("created %s topic %s with %d partitions %s", what, topic, partitions, config)

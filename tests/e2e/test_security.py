@@ -1,0 +1,79 @@
+"""SASL settings reach every client on both sides, a cluster that refuses us is named at once, and the
+credentials show up nowhere: not in output, logs, errors, status or the state directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from streaming.cli import main
+from streaming.topics import unique_topic_name
+from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, winners
+from tests.kafka_helpers import Sent, produce
+
+pytestmark = pytest.mark.integration
+
+SECRET = "S3cret-Pa55-9z"
+# noida-db takes any SASL/PLAIN login and fails every SCRAM exchange: a cluster that accepts us and one
+# that refuses us, both real brokers on the wire.
+PLAIN = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN", "sasl.username=compactor",
+         f"sasl.password={SECRET}"]
+SCRAM = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256", "sasl.username=compactor",
+         f"sasl.password={SECRET}"]
+
+
+def _flags(option: str, settings: list[str]) -> list[str]:
+    return [a for s in settings for a in (option, s)]
+
+
+@pytest.mark.parametrize("side", ["source", "sink"])
+def test_a_cluster_that_refuses_our_credentials_is_named_at_once(bootstrap_servers, new_topic, tmp_path, capsys,
+                                                                 side: str) -> None:
+    src = new_topic(partitions=1)
+    security = _flags("--kafka", SCRAM) if side == "source" else _flags("--sink-kafka", SCRAM)
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main(["run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic",
+                 unique_topic_name("sink"), "--state-dir", str(tmp_path), "--once", *security]) == 2
+    out, err = capsys.readouterr()
+    assert f"the {side} cluster at {bootstrap_servers} refused the compactor" in err, err
+    assert "SASL authentication error" in err
+    assert ("--kafka" if side == "source" else "--sink-kafka") in err
+    assert time.monotonic() - started < 20, "named at once, not after a metadata timeout"
+    assert SECRET not in out + err
+
+
+def test_sasl_settings_reach_every_client_and_credentials_never_show(bootstrap_servers, new_topic,
+                                                                     tmp_path) -> None:
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    past = int(time.time() * 1000) - 7_200_000
+    sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 5), b"v%d" % i, past + i) for i in range(30)])
+    state = str(tmp_path / "state")
+    # debug=security makes every librdkafka client log its SASL handshake: proof of which clients got it
+    security = (_flags("--kafka", PLAIN + ["debug=security", "client.id=kc-source"])
+                + _flags("--sink-kafka", PLAIN + ["debug=security", "client.id=kc-sink"]))
+    run = subprocess.run([sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
+                          bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
+                          "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION, *security],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = read_topic(bootstrap_servers, sink, 2)
+    for p in range(2):
+        assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
+
+    sasl_lines = [line for line in run.stderr.splitlines() if "sasl_plaintext://" in line]
+    assert any("kc-source#consumer" in line for line in sasl_lines), "the Spark source's consumers use SASL"
+    assert any("kc-sink#producer" in line for line in sasl_lines), "the sink's transactional producers use SASL"
+    assert any("kc-sink#consumer" in line for line in sasl_lines), "the sink progress reader uses SASL"
+    status = subprocess.run([sys.executable, "-m", "streaming", "status", "--state-dir", state, "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0
+    assert SECRET not in run.stdout + run.stderr + status.stdout + status.stderr
+    for root, _, files in os.walk(state):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                assert SECRET.encode() not in f.read(), f"{name} holds the password"
