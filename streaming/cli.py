@@ -47,6 +47,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
     from streaming.job_spec import JobSpec, resolve_compaction_config  # noqa: PLC0415
     from streaming.cluster import Cluster  # noqa: PLC0415
+    from streaming.job_metrics import serve as serve_metrics  # noqa: PLC0415
     from streaming.pipeline import CompactorJob, StateDirLock  # noqa: PLC0415
     from streaming.spark_session import build_session  # noqa: PLC0415
 
@@ -88,6 +89,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
                            starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout)
+        if args.metrics_port is not None:
+            serve_metrics(job.collector, args.metrics_port, args.metrics_host)
+            log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
         return job.run()
     finally:
         lock.release()
@@ -154,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger-interval", type=float, default=5.0, metavar="SECONDS")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
     p.add_argument("--starting-offsets", default="earliest", help="earliest | latest | Spark's JSON form")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (default: none; metrics.json is always written)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics endpoint binds (default 0.0.0.0)")
     p.add_argument("--retry-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="how long to keep retrying while a cluster is unreachable, counted from the last "
                         "progress, before the job gives up (default 300)")

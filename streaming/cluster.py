@@ -11,8 +11,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from streaming.errors import JobError
 from streaming.kafka_failures import REFUSED
@@ -56,6 +56,13 @@ class Cluster:
         if t is None or t.error is not None or not t.partitions:
             raise JobError(f"{self.role} topic {topic!r} does not exist on the {self.role} cluster")
         return len(t.partitions)
+
+    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float = 5.0) -> dict[int, int]:
+        """Each partition's last stable offset (the end a read_committed reader can reach)."""
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+        futures = self.admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                          request_timeout=timeout_s)
+        return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
 
     def ensure_topic(self, topic: str, partitions: int, config: dict[str, str], what: str) -> None:
         """Create the topic when missing; refuse one with fewer partitions than the source."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
-import json
 import logging
 import os
 import signal
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from streaming.cleaner import CleanerMetrics, PartitionFigures
+from streaming import job_metrics
+from streaming.cluster import Cluster
 from streaming.compaction_stage import compact_partition
 from streaming.errors import JobError
 from streaming.ingest import LogAppender
@@ -31,7 +32,6 @@ from streaming.state_layout import list_log_dirs
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
-METRICS_FILE = "metrics.json"
 DISK_FULL = "No space left on device"
 
 
@@ -79,10 +79,15 @@ class StateDirLock:
 class JobTotals:
     batches: int = 0
     ingested: int = 0
+    rejected: int = 0
     passes: int = 0
     emitted: int = 0
     stages: int = 0
     started: float = field(default_factory=time.monotonic)
+
+    def counters(self) -> dict[str, int]:
+        return {"batches": self.batches, "records-ingested": self.ingested, "records-rejected": self.rejected,
+                "stages": self.stages, "passes": self.passes, "records-emitted": self.emitted}
 
 
 class CompactorJob:
@@ -107,6 +112,8 @@ class CompactorJob:
         self.last_metrics: CleanerMetrics | None = None
         self._stop = threading.Event()
         self._last_progress: tuple[tuple, float] = ((), 0.0)
+        self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
+        self.collector = job_metrics.JobMetricsCollector()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
 
@@ -115,6 +122,7 @@ class CompactorJob:
             self.appender(df, batch_id)
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
+            self.totals.rejected += self.appender.last_batch.rejected
             self.compaction_stage()
 
     def compaction_stage(self) -> list[dict]:
@@ -144,15 +152,18 @@ class CompactorJob:
         metrics = CleanerMetrics.of([PartitionFigures.of_mapping(r) for r in reports], now_ms, self.last_run_ms,
                                     self.last_metrics)
         self.last_metrics = metrics
-        doc = {"at_ms": now_ms, "cleaner": metrics.to_kafka(),
-               "job": {"batches": self.totals.batches, "records-ingested": self.totals.ingested,
-                       "stages": self.totals.stages, "passes": self.totals.passes,
-                       "records-emitted": self.totals.emitted},
-               "partitions": reports}
-        path = os.path.join(self.spec.state_dir, METRICS_FILE)
-        with open(path + ".tmp", "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(path + ".tmp", path)
+        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, self._source_ends(reports))
+        job_metrics.write_doc(self.spec.state_dir, doc)
+        self.collector.update(doc)
+
+    def _source_ends(self, reports: list[dict]) -> dict[tuple[str, int], int]:
+        """Where the source partitions end now, for the ingest lag; unknown while the cluster is away."""
+        try:
+            ends = self._source.end_offsets(self.spec.source_topic, [r["partition"] for r in reports])
+        except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
+            log.debug("source end offsets unavailable: %s", exc)
+            return {}
+        return {(self.spec.source_topic, p): o for p, o in ends.items()}
 
     def _progress(self) -> None:
         """A progress line when something moved, and at least once a minute while idle."""

@@ -17,7 +17,7 @@ from streaming.compaction_stage import EMITTED_FILE
 from streaming.job_spec import load_saved, saved_compaction_config
 from streaming.log import LocalStorage
 from streaming.log.segment import damaged_segments, read_segment_metas
-from streaming.pipeline import METRICS_FILE
+from streaming.job_metrics import read_doc
 from streaming.state_layout import list_log_dirs
 
 
@@ -32,6 +32,8 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
     saved = load_saved(state_dir)
     config = saved_compaction_config(state_dir)
     storage = LocalStorage(fsync=False)
+    last = read_doc(state_dir)
+    source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
     partitions = []
     figures = []
     for topic, partition, directory in list_log_dirs(state_dir):
@@ -51,9 +53,12 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
                                         uncleanable, state.keyless_records, state.dead_letter_records,
                                         state.invalid_version_headers))
         emitted = _read_json(os.path.join(directory, EMITTED_FILE)) or {}
+        log_end = segments[-1].next_offset
+        source_end = source_ends.get((topic, partition))
+        emitted_up_to = emitted.get("emitted_up_to")
         partitions.append({
             "topic": topic, "partition": partition,
-            "log_start_offset": target.log_start_offset, "log_end_offset": segments[-1].next_offset,
+            "log_start_offset": target.log_start_offset, "log_end_offset": log_end,
             "segments": len(segments), "records": sum(s.record_count for s in segments),
             "clean_bytes": target.clean_bytes, "dirty_bytes": target.cleanable_bytes,
             "dirty_ratio": round(target.cleanable_ratio, 4),
@@ -63,9 +68,11 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "tombstones_due": target.tombstones_due, "passes": state.passes,
             "uncleanable": uncleanable, "uncleanable_error": state.uncleanable_error or checkpoint_error,
             "damaged_segments": damaged,
-            "emitted_up_to": emitted.get("emitted_up_to"),
+            "emitted_up_to": emitted_up_to,
+            "source_end_offset": source_end,
+            "ingest_lag": None if source_end is None else max(0, source_end - log_end),
+            "emit_lag": None if emitted_up_to is None else max(0, log_end - 1 - emitted_up_to),
             "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
-    last = _read_json(os.path.join(state_dir, METRICS_FILE)) or {}
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
     cleaner = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
     return {"state_dir": state_dir, "source_topic": saved["source_topic"], "sink_topic": saved["sink_topic"],
@@ -86,6 +93,8 @@ def render_table(status: dict) -> str:
             ("last clean (UTC)", lambda p: _when(p["last_clean_ms"])),
             ("delay s", lambda p: f"{p['compaction_delay_ms'] / 1000:.1f}"),
             ("emitted<=", lambda p: "-" if p["emitted_up_to"] is None else p["emitted_up_to"]),
+            ("ingest lag", lambda p: "-" if p["ingest_lag"] is None else p["ingest_lag"]),
+            ("emit lag", lambda p: "-" if p["emit_lag"] is None else p["emit_lag"]),
             ("state", lambda p: "UNCLEANABLE" if p["uncleanable"] else "ok")]
     rows = [[str(f(p)) for _, f in cols] for p in status["partitions"]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]

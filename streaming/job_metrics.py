@@ -1,0 +1,129 @@
+"""The job's metrics: one document per trigger, written to the state dir and served to Prometheus.
+
+The document is the single source: `kcompact status` reads it from metrics.json when the job is down,
+and the Prometheus collector renders the latest one on each scrape, so the two never disagree.
+Cleaner gauges keep Kafka's names (kafka.log:type=LogCleaner / LogCleanerManager, dashes made
+underscores); the rest says how far ingest and emission are behind, per partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Iterator, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from streaming.cleaner import CleanerMetrics
+from streaming.errors import JobError
+
+METRICS_FILE = "metrics.json"
+PREFIX = "kcompact"
+
+KAFKA_MBEANS = {
+    "max-dirty-percent": "kafka.log:type=LogCleanerManager,name=max-dirty-percent",
+    "time-since-last-run-ms": "kafka.log:type=LogCleanerManager,name=time-since-last-run-ms",
+    "uncleanable-partitions-count": "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count",
+    "uncleanable-bytes": "kafka.log:type=LogCleanerManager,name=uncleanable-bytes",
+    "max-compaction-delay-secs": "kafka.log:type=LogCleaner,name=max-compaction-delay-secs",
+    "max-clean-time-secs": "kafka.log:type=LogCleaner,name=max-clean-time-secs",
+    "cleaner-recopy-percent": "kafka.log:type=LogCleaner,name=cleaner-recopy-percent",
+    "max-buffer-utilization-percent": "kafka.log:type=LogCleaner,name=max-buffer-utilization-percent",
+}
+CLEANER_COUNTERS = {"keyless-records", "dead-letter-records", "invalid-version-headers"}
+JOB_COUNTERS = {"batches": "micro-batches appended", "records-ingested": "records appended to the logs",
+                "records-rejected": "records the log could not store (see rejected.jsonl)",
+                "stages": "compaction stages run", "passes": "cleaning passes",
+                "records-emitted": "records produced to the sink"}
+PARTITION_GAUGES = {
+    "log_end_offset": "next offset the compactor's log expects",
+    "source_end_offset": "source partition's high watermark at the last trigger",
+    "ingest_lag": "offsets in the source not yet in the log (source end - log end)",
+    "emitted_up_to": "last source offset committed to the sink",
+    "emit_lag": "offsets in the log beyond the last emitted one (log end - 1 - emitted)",
+    "dirty_ratio": "cleanable bytes / all bytes past the log start",
+    "compaction_delay_seconds": "how far past max.compaction.lag.ms the oldest dirty record is",
+    "uncleanable": "1 when the partition is uncleanable (see kcompact status)",
+}
+
+
+def partition_progress(report: Mapping, source_end: int | None) -> dict:
+    """One partition's lags from a compaction-stage report and the source's high watermark."""
+    log_end, emitted = report["log_end_offset"], report["emitted_up_to"]
+    return {"topic": report["topic"], "partition": report["partition"], "log_end_offset": log_end,
+            "source_end_offset": source_end,
+            "ingest_lag": None if source_end is None else max(0, source_end - log_end),
+            "emitted_up_to": emitted, "emit_lag": max(0, log_end - 1 - emitted),
+            "dirty_ratio": report["cleanable_ratio"], "compaction_delay_seconds": report["compaction_delay_ms"] / 1000,
+            "uncleanable": int(bool(report["uncleanable"]))}
+
+
+def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], reports: list[Mapping],
+              source_ends: Mapping[tuple[str, int], int]) -> dict:
+    return {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
+            "partitions": [partition_progress(r, source_ends.get((r["topic"], r["partition"]))) for r in reports]}
+
+
+def write_doc(state_dir: str, doc: dict) -> None:
+    path = os.path.join(state_dir, METRICS_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def read_doc(state_dir: str) -> dict:
+    path = os.path.join(state_dir, METRICS_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def _name(kafka_name: str) -> str:
+    return f"{PREFIX}_{kafka_name.replace('-', '_')}"
+
+
+class JobMetricsCollector(Collector):
+    """Renders the latest document; the job hands it a new one each trigger."""
+
+    def __init__(self) -> None:
+        self._doc: dict = {}
+        self._lock = threading.Lock()
+
+    def update(self, doc: dict) -> None:
+        with self._lock:
+            self._doc = doc
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            doc = self._doc
+        if not doc:
+            return
+        for name, value in doc["cleaner"].items():
+            help_text = KAFKA_MBEANS.get(name, f"cleaner {name} (kcompact)")
+            if name in CLEANER_COUNTERS:
+                yield CounterMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
+            else:
+                yield GaugeMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
+        for name, value in doc["job"].items():
+            yield CounterMetricFamily(_name(name), JOB_COUNTERS.get(name, name), value=value)
+        for field, help_text in PARTITION_GAUGES.items():
+            family = GaugeMetricFamily(_name(f"partition-{field}"), help_text, labels=["topic", "partition"])
+            for p in doc["partitions"]:
+                if p[field] is not None:
+                    family.add_metric([p["topic"], str(p["partition"])], p[field])
+            yield family
+
+
+def serve(collector: JobMetricsCollector, port: int, host: str) -> None:
+    """The Prometheus endpoint on a daemon thread (it lives as long as the job)."""
+    from prometheus_client import start_http_server  # noqa: PLC0415 (only when --metrics-port is given)
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise JobError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
