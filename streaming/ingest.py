@@ -30,10 +30,9 @@ from streaming.state_layout import list_log_dirs, log_dir, open_partition_log
 
 log = logging.getLogger(__name__)
 
-STATS_DDL = ("topic string, partition int, appended long, skipped long, rolled long, rejected long, "
-             "log_end_offset long")
-STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("appended", pa.int64()),
-                          ("skipped", pa.int64()), ("rolled", pa.int64()), ("rejected", pa.int64()),
+COUNTS = ("appended", "skipped", "rolled", "rejected", "odd_timestamps")
+STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COUNTS) + ", log_end_offset long"
+STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
                           ("log_end_offset", pa.int64())])
 REJECTED_FILE = "rejected.jsonl"
 
@@ -52,16 +51,18 @@ def records_from_arrow(batch: pa.RecordBatch) -> list[LogRecord]:
                                          batch.column("value").to_pylist(), batch.column("headers").to_pylist())]
 
 
-def append_reporting_rejects(plog: PartitionLog, records: list[LogRecord], where: str) -> tuple[int, int, int, int]:
+def append_reporting_rejects(plog: PartitionLog, records: list[LogRecord], where: str,
+                             now_ms: int) -> tuple[int, ...]:
     """Append everything the log can take; a record it cannot is written to rejected.jsonl beside the log
-    and named in the job's log output. Returns (appended, skipped, rolled, rejected)."""
-    appended = skipped = rolled = rejected = 0
+    and named in the job's log output. Returns the COUNTS."""
+    appended = skipped = rolled = rejected = odd = 0
     offsets = [r.get("offset") for r in records]
     start = 0
     while start < len(records):
         try:
-            res = plog.append(records[start:])
+            res = plog.append(records[start:], now_ms)
             appended, skipped, rolled = appended + res.appended, skipped + res.skipped, rolled + res.rolled
+            odd += res.odd_timestamps
             break
         except BadRecordError as err:
             appended += err.accepted
@@ -74,7 +75,11 @@ def append_reporting_rejects(plog: PartitionLog, records: list[LogRecord], where
             plog.storage.append(os.path.join(plog.dir, REJECTED_FILE), (line + "\n").encode())
             rejected += 1
             start = bad + 1
-    return appended, skipped, rolled, rejected
+    if odd:
+        log.warning("%s: %d records have a negative timestamp or one more than message.timestamp.after.max.ms "
+                    "ahead; they keep it, but their append time drives segment rolls and compaction lags",
+                    where, odd)
+    return appended, skipped, rolled, rejected, odd
 
 
 def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
@@ -99,8 +104,8 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
                 directory = log_dir(state_dir, *tp)
                 locks.enter_context(partition_lock(directory))
                 logs[tp] = open_partition_log(directory, *tp, config)
-            counts = append_reporting_rejects(logs[tp], records_from_arrow(rows), f"{tp[0]}-{tp[1]}")
-            stats[tp] = [a + b for a, b in zip(stats.get(tp, [0, 0, 0, 0]), counts)]
+            counts = append_reporting_rejects(logs[tp], records_from_arrow(rows), f"{tp[0]}-{tp[1]}", now_ms)
+            stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts)]
     for tp, plog in logs.items():
         if plog.maybe_roll(now_ms):
             stats[tp][2] += 1
@@ -108,7 +113,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
         tps = list(stats)
         yield pa.RecordBatch.from_arrays(
             [pa.array([t for t, _ in tps], pa.string()), pa.array([p for _, p in tps], pa.int32()),
-             *(pa.array([stats[tp][i] for tp in tps], pa.int64()) for i in range(4)),
+             *(pa.array([stats[tp][i] for tp in tps], pa.int64()) for i in range(len(COUNTS))),
              pa.array([logs[tp].log_end_offset for tp in tps], pa.int64())], schema=STATS_SCHEMA)
 
 
@@ -126,6 +131,7 @@ class BatchStats:
     skipped: int = 0
     rolled: int = 0
     rejected: int = 0
+    odd_timestamps: int = 0
 
 
 @dataclass
@@ -144,12 +150,12 @@ class LogAppender:
         task = functools.partial(append_partitions, state_dir=self.state_dir, config=self.config, now_ms=now_ms)
         with self.lock:
             rows = df.mapInArrow(task, STATS_DDL).collect()
-        stats = BatchStats(batch_id, len(rows), sum(r.appended for r in rows), sum(r.skipped for r in rows),
-                           sum(r.rolled for r in rows), sum(r.rejected for r in rows))
+        stats = BatchStats(batch_id, len(rows), *(sum(getattr(r, c) for r in rows) for c in COUNTS))
         self.last_batch = stats
         self.batches += 1
-        log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected",
-                 batch_id, stats.partitions, stats.appended, stats.skipped, stats.rolled, stats.rejected)
+        log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected, "
+                 "%d with out-of-range timestamps", batch_id, stats.partitions, stats.appended, stats.skipped,
+                 stats.rolled, stats.rejected, stats.odd_timestamps)
 
     def roll_idle(self, spark) -> int:
         """KIP-354 forced roll for every known partition log, as Spark tasks; returns how many rolled."""

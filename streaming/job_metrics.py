@@ -35,6 +35,8 @@ KAFKA_MBEANS = {
 CLEANER_COUNTERS = {"keyless-records", "dead-letter-records", "invalid-version-headers"}
 JOB_COUNTERS = {"batches": "micro-batches appended", "records-ingested": "records appended to the logs",
                 "records-rejected": "records the log could not store (see rejected.jsonl)",
+                "records-timestamp-out-of-range": "records timestamped below 0 or beyond "
+                                                  "message.timestamp.after.max.ms: their append time is used for lags",
                 "stages": "compaction stages run", "passes": "cleaning passes",
                 "records-emitted": "records produced to the sink"}
 PARTITION_GAUGES = {

@@ -80,6 +80,7 @@ class JobTotals:
     batches: int = 0
     ingested: int = 0
     rejected: int = 0
+    odd_timestamps: int = 0
     passes: int = 0
     emitted: int = 0
     stages: int = 0
@@ -87,6 +88,7 @@ class JobTotals:
 
     def counters(self) -> dict[str, int]:
         return {"batches": self.batches, "records-ingested": self.ingested, "records-rejected": self.rejected,
+                "records-timestamp-out-of-range": self.odd_timestamps,
                 "stages": self.stages, "passes": self.passes, "records-emitted": self.emitted}
 
 
@@ -123,6 +125,7 @@ class CompactorJob:
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
             self.totals.rejected += self.appender.last_batch.rejected
+            self.totals.odd_timestamps += self.appender.last_batch.odd_timestamps
             self.compaction_stage()
 
     def compaction_stage(self) -> list[dict]:

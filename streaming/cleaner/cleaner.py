@@ -180,7 +180,8 @@ class Cleaner:
                     itertools.islice(self._read_group(plog, group), unchanged),
                     self._apply(chunk, keep, horizon, result),
                     itertools.chain.from_iterable(self._apply(c, k, h, result) for c, k, h in decisions))
-                new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset)
+                new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset,
+                                   now_ms=result.now_ms)
                 result.bytes_written += new.size_bytes
                 throttler.maybe_throttle(new.size_bytes)
                 break

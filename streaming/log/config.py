@@ -15,11 +15,13 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX     # max.compaction.lag.ms
     compact: bool = True                      # cleanup.policy contains "compact"
     fsync: bool = True                        # make every append durable before it returns
+    timestamp_after_max_ms: int = 3_600_000   # message.timestamp.after.max.ms (see record.lag_timestamp)
 
     def __post_init__(self) -> None:
         for name, value, low in (("segment.bytes", self.segment_bytes, 1), ("segment.ms", self.segment_ms, 1),
                                  ("segment.jitter.ms", self.segment_jitter_ms, 0),
-                                 ("max.compaction.lag.ms", self.max_compaction_lag_ms, 1)):
+                                 ("max.compaction.lag.ms", self.max_compaction_lag_ms, 1),
+                                 ("message.timestamp.after.max.ms", self.timestamp_after_max_ms, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 

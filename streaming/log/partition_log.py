@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
@@ -21,7 +22,7 @@ from typing import Iterable, Iterator, Sequence
 from fastavro.validation import ValidationError, validate
 
 from streaming.log.config import LogConfig
-from streaming.log.record import LogRecord, parsed_schema, record_size
+from streaming.log.record import LogRecord, lag_timestamp, parsed_schema, record_size
 from streaming.log.segment import (CLEANED_SUFFIX, HDR_BASE, HDR_CLEAN, HDR_NEXT, META_SUFFIX, SEGMENT_SUFFIX,
                                    SWAP_SUFFIX, BlockEncoder, CorruptSegmentError, SegmentMeta, iter_verified,
                                    meta_name, read_header, rebuild_meta, segment_name, size_damage)
@@ -59,6 +60,7 @@ class AppendResult:
     appended: int = 0
     skipped: int = 0
     rolled: int = 0
+    odd_timestamps: int = 0  # negative or too far ahead: their append time drives rolls and lags
 
 
 @dataclass
@@ -123,17 +125,20 @@ class PartitionLog:
 
     # ----- append and roll ---------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[LogRecord]) -> AppendResult:
-        """Append records in increasing offset order; offsets below the log end are skipped (replays)."""
+    def append(self, records: Sequence[LogRecord], now_ms: int | None = None) -> AppendResult:
+        """Append records in increasing offset order; offsets below the log end are skipped (replays).
+        ``now_ms`` is the append time (default: the wall clock), see record.lag_timestamp."""
         result = AppendResult()
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         start = 0
         while start < len(records):
-            start = self._append_into_active(records, start, result)
+            start = self._append_into_active(records, start, result, now)
         return result
 
-    def _append_into_active(self, records: Sequence[LogRecord], start: int, result: AppendResult) -> int:
+    def _append_into_active(self, records: Sequence[LogRecord], start: int, result: AppendResult, now: int) -> int:
         """Write records[start:] until the active segment must roll; return the index to resume from."""
         seg = self.active
+        ceiling = now + self.config.timestamp_after_max_ms
         enc = self._active_encoder()
         segment_bytes = self.config.segment_bytes
         roll_after = self.roll_after_ms
@@ -150,14 +155,17 @@ class PartitionLog:
                     i += 1
                     continue
                 size = record_size(r)
-                if seg.record_count and (seg.size_bytes + size > segment_bytes
-                                         or r["timestamp"] - seg.first_timestamp > roll_after):
+                ts = r["timestamp"]
+                if not 0 <= ts <= ceiling:
+                    ts = now
+                    result.odd_timestamps += 1
+                if seg.record_count and (seg.size_bytes + size > segment_bytes or ts - seg.first_timestamp > roll_after):
                     self._flush_active(enc, seg)
                     self._roll(offset)
                     result.rolled += 1
                     return i
                 enc.write(r)
-                observe(r, size)
+                observe(r, size, ts)
                 result.appended += 1
                 i += 1
         except Exception as exc:
@@ -165,7 +173,7 @@ class PartitionLog:
             # store the good prefix again so nothing accepted before the bad record is lost.
             result.appended, result.skipped = appended0, skipped0
             self._reload_active()
-            self._append_into_active(records[:i], start, result)
+            self._append_into_active(records[:i], start, result, now)
             bad = records[i]
             offset = bad.get("offset") if isinstance(bad, dict) else None
             raise BadRecordError(offset, explain_bad_record(bad, exc), result.appended) from exc
@@ -253,7 +261,8 @@ class PartitionLog:
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
-    def replace(self, old: Sequence[SegmentMeta], records: Iterable[LogRecord], clean: bool = True) -> SegmentMeta:
+    def replace(self, old: Sequence[SegmentMeta], records: Iterable[LogRecord], clean: bool = True,
+                now_ms: int | None = None) -> SegmentMeta:
         """Swap consecutive sealed segments for one segment of the given records, crash-safely.
 
         The new segment keeps the first old segment's base offset and the last one's next offset, so
@@ -271,8 +280,9 @@ class PartitionLog:
         enc = BlockEncoder(metadata={HDR_BASE: str(base), HDR_NEXT: str(nxt), HDR_CLEAN: "1" if clean else "0"})
         final = self.path(segment_name(base))
         cleaned = final + CLEANED_SUFFIX
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         try:
-            written, crc = self._write_cleaned(cleaned, enc, new, records, base, nxt)
+            written, crc = self._write_cleaned(cleaned, enc, new, records, base, nxt, now)
         except BaseException:
             self.storage.delete(cleaned)  # give the space back now (a disk-full pass), not at the next open
             raise
@@ -285,7 +295,8 @@ class PartitionLog:
         return new
 
     def _write_cleaned(self, cleaned: str, enc: BlockEncoder, new: SegmentMeta, records: Iterable[LogRecord],
-                       base: int, nxt: int) -> tuple[int, int]:
+                       base: int, nxt: int, now: int) -> tuple[int, int]:
+        after_max = self.config.timestamp_after_max_ms
         with self.storage.open_write(cleaned) as f:
             f.write(enc.header)
             written = len(enc.header)
@@ -297,7 +308,7 @@ class PartitionLog:
                     raise ValueError(f"replacement record offset {off} outside ({last}, {nxt}) or out of order")
                 last = off
                 enc.write(r)
-                new.observe(r, record_size(r))
+                new.observe(r, record_size(r), lag_timestamp(r["timestamp"], now, after_max))
                 if new.record_count % 4096 == 0:
                     chunk = enc.take()
                     f.write(chunk)
@@ -390,7 +401,7 @@ class PartitionLog:
                     self.recovery.damaged[segment_name(base)] = damage
                 if damage or size == meta.file_bytes:
                     return meta
-        meta, cut = rebuild_meta(self.storage, seg_path, base)
+        meta, cut = rebuild_meta(self.storage, seg_path, base, self.config.timestamp_after_max_ms)
         if cut:
             self.recovery.truncated[segment_name(base)] = cut
         self.recovery.rebuilt.append(segment_name(base))

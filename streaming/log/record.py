@@ -62,3 +62,14 @@ def make_record(offset: int, key: bytes | None, value: bytes | None, timestamp: 
     return {"offset": offset, "timestamp": timestamp, "timestamp_type": timestamp_type, "key": key,
             "value": value, "headers": [{"key": k, "value": v} for k, v in (headers or [])],
             "delete_horizon_ms": None}
+
+
+def lag_timestamp(timestamp: int, append_ms: int, after_max_ms: int) -> int:
+    """The time a record counts as written, for the roll and lag clocks (segment.ms, min/max lag).
+
+    A record keeps its own timestamp (it is emitted unchanged), but a negative one (Kafka's NO_TIMESTAMP
+    is -1) says nothing, and one more than message.timestamp.after.max.ms ahead of the append would hold
+    its segment back from rolling and cleaning until that future time, and with it every key after it.
+    Both count as written when they were appended.
+    """
+    return timestamp if 0 <= timestamp <= append_ms + after_max_ms else append_ms

@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import time
 import zlib
 from dataclasses import asdict, dataclass
 from typing import BinaryIO, Iterator
@@ -21,7 +22,7 @@ from typing import BinaryIO, Iterator
 import fastavro
 from fastavro.write import Writer
 
-from streaming.log.record import LogRecord, parsed_schema, record_size
+from streaming.log.record import LogRecord, lag_timestamp, parsed_schema, record_size
 from streaming.log.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -71,9 +72,9 @@ class SegmentMeta:
     def empty(self) -> bool:
         return self.record_count == 0
 
-    def observe(self, r: LogRecord, size: int) -> None:
-        """Account for one record written to this segment (kept in step with the file)."""
-        ts = r["timestamp"]
+    def observe(self, r: LogRecord, size: int, ts: int) -> None:
+        """Account for one record written to this segment (kept in step with the file); ``ts`` is its
+        lag timestamp (see record.lag_timestamp), which is what the time fields hold."""
         if self.first_timestamp is None:
             self.first_timestamp = ts
         if self.largest_timestamp is None or ts > self.largest_timestamp:
@@ -174,8 +175,10 @@ def whole_blocks_end(f: BinaryIO, file_size: int) -> int:
     return good
 
 
-def rebuild_meta(storage: Storage, path: str, base_offset: int) -> tuple[SegmentMeta, int]:
-    """Recompute a segment's metadata from its records; cut a torn tail. Returns (meta, bytes cut)."""
+def rebuild_meta(storage: Storage, path: str, base_offset: int, timestamp_after_max_ms: int) -> tuple[SegmentMeta, int]:
+    """Recompute a segment's metadata from its records; cut a torn tail. Returns (meta, bytes cut).
+
+    Append times are not in the file: out-of-range timestamps count as written now, at the rebuild."""
     size = storage.size(path)
     try:
         with storage.open_read(path) as f:
@@ -191,9 +194,10 @@ def rebuild_meta(storage: Storage, path: str, base_offset: int) -> tuple[Segment
         raise CorruptSegmentError(f"{path}: header says base offset {base}, file name says {base_offset}")
     meta = SegmentMeta(base_offset=base_offset, next_offset=int(meta_hdr.get(HDR_NEXT, str(base).encode())),
                        clean=meta_hdr.get(HDR_CLEAN) == b"1")
+    now_ms = int(time.time() * 1000)
     try:
         for r in iter_file(storage, path):
-            meta.observe(r, record_size(r))
+            meta.observe(r, record_size(r), lag_timestamp(r["timestamp"], now_ms, timestamp_after_max_ms))
     except Exception as exc:
         raise CorruptSegmentError(f"{path}: a whole block does not decode ({exc})") from exc
     meta.file_bytes = good

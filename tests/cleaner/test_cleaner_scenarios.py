@@ -246,11 +246,14 @@ def test_header_strategy_counts_unusable_version_headers(tmp_path) -> None:
     plog = new_log(tmp_path, c)
     plog.append([rec(0, b"a", b"8-byte", headers=[("v", (1).to_bytes(8, "big"))]),
                  rec(1, b"a", b"short", headers=[("v", b"\x01")]),
-                 rec(2, b"a", b"repeated", headers=[("v", (9).to_bytes(8, "big")), ("v", (0).to_bytes(8, "big"))])])
+                 rec(2, b"a", b"repeated", headers=[("v", (9).to_bytes(8, "big")), ("v", (0).to_bytes(8, "big"))]),
+                 rec(3, b"b", b"versioned", headers=[("v", (-5).to_bytes(8, "big", signed=True))]),
+                 rec(4, b"b", b"missing")])
     plog.roll()
     outcome = LogCleanerManager(c).clean_partition(PID, plog, 0)
-    assert contents(plog) == [(0, b"a", b"8-byte")], "last occurrence of a repeated header counts (0 < 1)"
-    assert outcome.state.invalid_version_headers == 1
+    assert contents(plog) == [(0, b"a", b"8-byte"), (3, b"b", b"versioned")], \
+        "last occurrence of a repeated header counts (0 < 1); a record with a version beats one without"
+    assert outcome.state.invalid_version_headers == 1, "a missing header is no version, not an invalid one"
 
 
 def test_checkpoint_file_is_kafka_format(tmp_path) -> None:

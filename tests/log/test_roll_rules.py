@@ -65,3 +65,24 @@ def test_forced_roll_survives_reopen(tmp_path) -> None:
     reopened = _log(tmp_path, max_compaction_lag_ms=10)
     assert [(s.base_offset, s.next_offset, s.record_count) for s in reopened.segments] == [(0, 6, 1), (6, 6, 0)]
     assert not reopened.recovery
+
+
+def test_negative_and_far_future_timestamps_count_as_appended_for_rolls_and_lags(tmp_path) -> None:
+    log = _log(tmp_path, max_compaction_lag_ms=1000, timestamp_after_max_ms=3_600_000)
+    now = 1_800_000_000_000
+    far = now + 10 * 86_400_000
+    result = log.append([make_record(0, b"a", b"v", far), make_record(1, b"b", b"v", -1),
+                         make_record(2, b"c", b"v", now - 5)], now_ms=now)
+    assert result.odd_timestamps == 2
+    assert (log.active.first_timestamp, log.active.largest_timestamp) == (now, now), \
+        "the lag clock of the far-future and the negative record is their append time"
+    assert [r["timestamp"] for r in log.read()] == [far, -1, now - 5], "the records keep their own timestamps"
+    assert not log.maybe_roll(now + 1000)
+    assert log.maybe_roll(now + 1001), "KIP-354's bound holds: a future timestamp does not pin the segment"
+
+
+def test_timestamps_within_message_timestamp_after_max_ms_are_used_as_they_are(tmp_path) -> None:
+    log = _log(tmp_path, timestamp_after_max_ms=60_000)
+    now = 1_800_000_000_000
+    assert log.append([make_record(0, b"a", b"v", now + 60_000)], now_ms=now).odd_timestamps == 0
+    assert log.active.first_timestamp == now + 60_000
