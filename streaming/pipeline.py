@@ -241,7 +241,11 @@ class CompactorJob:
                                f"{self.retry_timeout_s:.0f}s; last failure: {_first_line(exc)}") from exc
             log.warning("the query failed on a transient Kafka error (%s); restarting it from its checkpoint "
                         "in %.0fs", _first_line(exc), pause)
-            if self._stop.wait(pause):
+            try:
+                if self._stop.wait(pause):
+                    return
+            except KeyboardInterrupt:
+                log.info("interrupted while waiting to restart the query")
                 return
 
     def _watch(self, query) -> None:
