@@ -143,7 +143,8 @@ class PartitionLog:
         segment_bytes = self.config.segment_bytes
         roll_after = self.roll_after_ms
         observe = seg.observe
-        appended0, skipped0 = result.appended, result.skipped
+        write = enc.write
+        appended0, skipped0, odd0 = result.appended, result.skipped, result.odd_timestamps
         i = start
         n = len(records)
         try:
@@ -160,23 +161,24 @@ class PartitionLog:
                     ts = now
                     result.odd_timestamps += 1
                 if seg.record_count and (seg.size_bytes + size > segment_bytes or ts - seg.first_timestamp > roll_after):
+                    result.appended += i - start - (result.skipped - skipped0)
                     self._flush_active(enc, seg)
                     self._roll(offset)
                     result.rolled += 1
                     return i
-                enc.write(r)
+                write(r)
                 observe(r, size, ts)
-                result.appended += 1
                 i += 1
         except Exception as exc:
             # The encoder may hold half of the bad record: drop it, return to the durable state, and
             # store the good prefix again so nothing accepted before the bad record is lost.
-            result.appended, result.skipped = appended0, skipped0
+            result.appended, result.skipped, result.odd_timestamps = appended0, skipped0, odd0
             self._reload_active()
             self._append_into_active(records[:i], start, result, now)
             bad = records[i]
             offset = bad.get("offset") if isinstance(bad, dict) else None
             raise BadRecordError(offset, explain_bad_record(bad, exc), result.appended) from exc
+        result.appended += i - start - (result.skipped - skipped0)
         self._flush_active(enc, seg)
         return i
 
