@@ -5,6 +5,7 @@ Each run goes through the CLI against the real broker; the sink is compared with
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import signal
@@ -200,3 +201,98 @@ def test_broker_outages_during_ingest_and_emit_are_ridden_out(tmp_path) -> None:
             job.wait()
         job_log.close()
         broker.stop()
+
+
+class BouncingBroker:
+    """A local broker of a test's own that can be stopped and started again on the same port and data."""
+
+    def __init__(self, data_dir) -> None:
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.broker = start_local_broker(port=self.port, data_dir=data_dir)
+        self.bootstrap_servers = self.broker.bootstrap_servers
+
+    def down(self) -> None:
+        self.broker.stop()
+
+    def up(self) -> None:
+        """On the thread that started the broker: PR_SET_PDEATHSIG is tied to that thread."""
+        self.broker = start_local_broker(port=self.port, data_dir=self.data_dir)
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+
+@pytest.fixture
+def bouncing_broker(tmp_path):
+    broker = BouncingBroker(tmp_path / "broker")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _in_thread(fn) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001 (handed to the test)
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_partition_read_waits_out_a_broker_outage(bouncing_broker) -> None:
+    from streaming.source.kafka_source import read_partition  # noqa: PLC0415
+    from streaming.source.options import KafkaSourceOptions  # noqa: PLC0415
+
+    bs = bouncing_broker.bootstrap_servers
+    topic = create_topic(bs, unique_topic_name("read-bounce"), 1)
+    sent = produce(bs, topic, [Sent(0, b"k%d" % i, b"v" * 200, 1_000 + i) for i in range(60_000)])
+    options = dataclasses.replace(KafkaSourceOptions.parse({"kafka.bootstrap.servers": bs, "subscribe": topic}),
+                                  records_per_batch=1000)
+    batches: list = []
+
+    def read() -> int:
+        batches.extend(read_partition(options, topic, 0, 0, len(sent)))
+        return sum(b.num_rows for b in batches)
+
+    bouncing_broker.down()  # the read starts while the broker is away, and must wait for it
+    thread, out = _in_thread(read)
+    time.sleep(5)
+    assert thread.is_alive() and "error" not in out, out.get("error")
+    bouncing_broker.up()
+    thread.join(180)
+    assert "error" not in out, out.get("error")
+    assert out["result"] == len(sent)
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(len(sent))), "every record once, in order, across the outage"
+
+
+def test_transactional_emit_survives_a_broker_outage_exactly_once(bouncing_broker) -> None:
+    from streaming.log import make_record  # noqa: PLC0415
+    from streaming.sink import PartitionEmitter  # noqa: PLC0415
+
+    bs = bouncing_broker.bootstrap_servers
+    sink = create_topic(bs, unique_topic_name("emit-bounce"), 1)
+    records = [make_record(o, b"k%d" % o, b"v" * 200, 1_000 + o) for o in range(100_000)]
+    emitter = PartitionEmitter(bs, sink, 0)
+    thread, out = _in_thread(lambda: emitter.emit(iter(records)))
+    while emitter.emitted_up_to < 0 and thread.is_alive():
+        time.sleep(0.005)
+    bouncing_broker.down()  # after the first committed transaction, before the last
+    assert thread.is_alive(), "the outage must land while records are still to be emitted"
+    time.sleep(5)
+    bouncing_broker.up()
+    thread.join(300)
+    emitter.close()
+    if "error" in out:  # a transaction the outage broke: the next emitter resumes from the sink's progress
+        resumed = PartitionEmitter(bs, sink, 0)
+        resumed.emit(iter(records))
+        resumed.close()
+    got = read_topic(bs, sink, 1)[0]
+    assert [r["source_offset"] for r in got] == list(range(len(records))), "no record lost, none twice"
