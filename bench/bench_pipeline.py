@@ -27,8 +27,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streaming.broker import running_broker
 from streaming.cleaner import CompactionConfig
-from streaming.job_spec import JobSpec
 from streaming.cluster import Cluster
+from streaming.job_spec import JobSpec
 from streaming.pipeline import CompactorJob
 from streaming.spark_session import build_session
 from streaming.topics import create_topic, unique_topic_name
