@@ -172,7 +172,7 @@ def test_record_the_log_cannot_take_is_set_aside_with_its_offset(tmp_path) -> No
         schema=ARROW_SCHEMA)
     stats = next(append_partitions(iter([batch]), str(tmp_path), LogConfig(fsync=False), now_ms=0)).to_pylist()
     assert stats == [{"topic": "t", "partition": 0, "appended": 3, "skipped": 0, "rolled": 0, "rejected": 1,
-                      "log_end_offset": 14}]
+                      "odd_timestamps": 0, "log_end_offset": 14}]
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 12, 13]
     rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
     assert [r["offset"] for r in rejected] == [11] and "timestamp" in rejected[0]["reason"]
