@@ -84,7 +84,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                        compaction=compaction, source_kafka=source_kafka, sink_kafka=sink_kafka,
                        dead_letter_topic=args.dead_letter_topic)
         spec.save()
-        spark = build_session("kcompact", master=args.spark_master)
+        spark = build_session("kcompact", master=args.spark_master,
+                              extra=logging_setup.for_workers(args.log_level, args.log_format))
         job = CompactorJob(spark, spec, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,

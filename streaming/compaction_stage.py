@@ -18,6 +18,7 @@ from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogClea
                                PartitionCleanerState, PartitionId, log_to_clean, read_checkpoint)
 from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
+from streaming.logging_setup import configure_worker
 from streaming.partition_lock import partition_lock
 from streaming.sink import PartitionEmitter
 from streaming.state_layout import open_partition_log
@@ -137,6 +138,7 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
 
 
 def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
+    configure_worker([spec.source_kafka, spec.sink_kafka])
     with partition_lock(item[2]):
         return _compact_partition(item, spec, now_ms)
 

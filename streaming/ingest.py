@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.log import BadRecordError, LogConfig, LogRecord, PartitionLog
+from streaming.logging_setup import configure_worker
 from streaming.partition_lock import partition_lock
 from streaming.state_layout import list_log_dirs, log_dir, open_partition_log
 
@@ -85,6 +86,7 @@ def append_reporting_rejects(plog: PartitionLog, records: list[LogRecord], where
 def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
                       now_ms: int) -> Iterator[pa.RecordBatch]:
     """The task body: append this Spark partition's rows to their partition logs, then apply roll rules."""
+    configure_worker()
     logs: dict[tuple[str, int], PartitionLog] = {}
     stats: dict[tuple[str, int], list[int]] = {}
     with contextlib.ExitStack() as locks:
@@ -119,6 +121,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
 
 def roll_log(item: tuple[str, int, str], config: LogConfig, now_ms: int) -> bool:
     topic, partition, directory = item
+    configure_worker()
     with partition_lock(directory):
         return open_partition_log(directory, topic, partition, config).maybe_roll(now_ms)
 

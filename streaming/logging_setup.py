@@ -2,19 +2,27 @@
 
 JSON lines are for log shippers (one object per record: time, level, logger, message, and the exception
 when there is one); text is for people. Both go to stderr, so stdout stays the command's own output.
+Spark's Python workers are other processes: the driver's choice reaches them through the environment
+(LEVEL_ENV, FORMAT_ENV, inherited in local mode and set as spark.executorEnv.* for executors), and each
+task calls configure_worker() before it logs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from datetime import datetime, timezone
+from typing import Iterable, Mapping
 
-from streaming.redaction import MaskingFilter
+from streaming import redaction
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET_LOGGERS = ("py4j",)
+LEVEL_ENV = "KCOMPACT_LOG_LEVEL"
+FORMAT_ENV = "KCOMPACT_LOG_FORMAT"
+_worker_configured = False
 
 
 class JsonFormatter(logging.Formatter):
@@ -31,7 +39,7 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    handler.addFilter(MaskingFilter())
+    handler.addFilter(redaction.MaskingFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -39,3 +47,19 @@ def configure(level: str, fmt: str) -> None:
     root.setLevel(level)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+def for_workers(level: str, fmt: str) -> dict[str, str]:
+    """Hand the choice to Spark's Python workers; returns the Spark settings that carry it to executors."""
+    os.environ[LEVEL_ENV], os.environ[FORMAT_ENV] = level, fmt
+    return {f"spark.executorEnv.{LEVEL_ENV}": level, f"spark.executorEnv.{FORMAT_ENV}": fmt}
+
+
+def configure_worker(secret_settings: Iterable[Mapping[str, str]] = ()) -> None:
+    """In a Spark task: the driver's log level and format (once per worker process), and this job's
+    secret values registered for masking (the task's settings carry them)."""
+    global _worker_configured
+    redaction.register(secret_settings)
+    if not _worker_configured and LEVEL_ENV in os.environ:
+        configure(os.environ[LEVEL_ENV], os.environ.get(FORMAT_ENV, "text"))
+        _worker_configured = True

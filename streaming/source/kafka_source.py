@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from streaming.kafka_failures import TRANSIENT, retrying
+from streaming.logging_setup import configure_worker
 from streaming.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.source.options import KafkaSourceOptions, SourceOptionError
 
@@ -82,7 +83,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ----- driver side: offsets ----------------------------------------------------------------------------
 
     def _metadata(self) -> Consumer:
-        if self._client is None:
+        if self._client is None:  # first call in the process Spark runs the source's driver side in
+            configure_worker([self.options.client_config])
             self._client = _consumer(self.options)
         return self._client
 
@@ -187,6 +189,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ----- executor side: records --------------------------------------------------------------------------
 
     def read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+        configure_worker([self.options.client_config])
         yield from read_partition(self.options, partition.topic, partition.partition, partition.start, partition.end)
 
 

@@ -30,7 +30,8 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
                                                                                     new_topic, tmp_path) -> None:
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     past = int(time.time() * 1000) - 7_200_000
-    produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 10), b"v%d" % i, past + i) for i in range(100)])
+    produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 10), b"v%d" % i, -1 if i == 99 else past + i)
+                                     for i in range(100)])  # one NO_TIMESTAMP record: a warning from a worker
     port = free_port()
     state = str(tmp_path / "state")
     proc = subprocess.Popen([sys.executable, "-m", "streaming", "--log-format", "json", "run",
@@ -67,7 +68,11 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
         code = proc.wait(60)
     stderr = proc.stderr.read()
     assert code == 0, stderr[-3000:]
-    assert all(json.loads(line)["level"] for line in stderr.splitlines() if line.startswith("{"))
+    ours = [json.loads(line) for line in stderr.splitlines() if line.startswith('{"time"')]
+    assert any(d["logger"] == "streaming.pipeline" and d["message"].startswith("progress") for d in ours), \
+        "the driver logs JSON lines"
+    assert any(d["logger"] == "streaming.ingest" and d["level"] == "WARNING" and "timestamp" in d["message"]
+               for d in ours), "so do Spark's Python workers"
 
     status = json.loads(subprocess.run([sys.executable, "-m", "streaming", "status", "--state-dir", state, "--json"],
                                        capture_output=True, text=True, timeout=120, check=True).stdout)
