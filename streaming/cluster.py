@@ -25,15 +25,14 @@ class Cluster:
     role: str  # "source" or "sink": named in every error
     bootstrap_servers: str
     settings: dict[str, str] = field(default_factory=dict)
-    _refusal: KafkaError | None = field(default=None, init=False, repr=False)
+    _refusals: list[KafkaError] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
+        # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
+        refusals = self._refusals
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **self.settings,
-                                  "error_cb": self._on_error})
-
-    def _on_error(self, err: KafkaError) -> None:
-        if err.code() in REFUSED:
-            self._refusal = err
+                                  "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None})
 
     def metadata(self, timeout_s: float = 30.0) -> ClusterMetadata:
         """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
@@ -43,9 +42,9 @@ class Cluster:
                 return self.admin.list_topics(timeout=min(2.0, timeout_s))
             except KafkaException as exc:
                 self.admin.poll(0)
-                if self._refusal is not None:
+                if self._refusals:
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} refused the compactor: "
-                                   f"{self._refusal.str()}. Check the security settings given with "
+                                   f"{self._refusals[-1].str()}. Check the security settings given with "
                                    f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
                 if time.monotonic() > deadline:
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "

@@ -38,21 +38,16 @@ class LogCleanerManager:
         target = target or self.select(plog, pid, now_ms)
         if state.in_backoff(now_ms):
             return PartitionOutcome(target, state, skipped_backoff=True)
-        if not target.eligible(self.config.min_cleanable_dirty_ratio) and not plog.damaged:
+        if plog.damaged:  # found on open: no pass can read it, whatever the dirty ratio
+            damage = "; ".join(f"{name}: {what}" for name, what in sorted(plog.damaged.items()))
+            return self._uncleanable(pid, plog, target, state, now_ms,
+                                     CorruptSegmentError(f"damaged segments in {plog.dir}: {damage}"))
+        if not target.eligible(self.config.min_cleanable_dirty_ratio):
             return PartitionOutcome(target, state)
         try:
-            if plog.damaged:
-                raise CorruptSegmentError(f"damaged segments in {plog.dir}: " + "; ".join(
-                    f"{name}: {what}" for name, what in sorted(plog.damaged.items())))
             result = self.cleaner.clean(plog, target, now_ms, dead_letter)
         except Exception as exc:  # any failure: mark this partition, keep the others going
-            log.error("cleaning %s failed; uncleanable, retry in %d ms: %s", pid, self.config.backoff_ms, exc)
-            if state.uncleanable_since_ms is None:
-                state.uncleanable_since_ms = now_ms
-            state.uncleanable_error = f"{type(exc).__name__}: {exc}"
-            state.retry_at_ms = now_ms + self.config.backoff_ms
-            state.save(plog.storage, plog.dir)
-            return PartitionOutcome(target, state, error=state.uncleanable_error)
+            return self._uncleanable(pid, plog, target, state, now_ms, exc)
         state.passes += 1
         state.last_clean_ms = now_ms
         state.last_clean_secs = result.elapsed_s
@@ -63,6 +58,16 @@ class LogCleanerManager:
         state.tombstones_removed += result.tombstones_removed
         state.save(plog.storage, plog.dir)
         return PartitionOutcome(target, state, result=result)
+
+    def _uncleanable(self, pid: PartitionId, plog: PartitionLog, target: LogToClean, state: PartitionCleanerState,
+                     now_ms: int, exc: Exception) -> PartitionOutcome:
+        log.error("cleaning %s failed; uncleanable, retry in %d ms: %s", pid, self.config.backoff_ms, exc)
+        if state.uncleanable_since_ms is None:
+            state.uncleanable_since_ms = now_ms
+        state.uncleanable_error = f"{type(exc).__name__}: {exc}"
+        state.retry_at_ms = now_ms + self.config.backoff_ms
+        state.save(plog.storage, plog.dir)
+        return PartitionOutcome(target, state, error=state.uncleanable_error)
 
     def run_round(self, logs: Mapping[PartitionId, PartitionLog], now_ms: int) -> list[PartitionOutcome]:
         """Clean every eligible partition once, dirtiest first (the order Kafka's cleaner threads pick)."""
