@@ -275,18 +275,28 @@ def test_partition_read_waits_out_a_broker_outage(bouncing_broker) -> None:
 
 def test_transactional_emit_survives_a_broker_outage_exactly_once(bouncing_broker) -> None:
     from streaming.log import make_record  # noqa: PLC0415
-    from streaming.sink import PartitionEmitter  # noqa: PLC0415
+    from streaming.sink import TRANSACTION_RECORDS, PartitionEmitter  # noqa: PLC0415
 
     bs = bouncing_broker.bootstrap_servers
     sink = create_topic(bs, unique_topic_name("emit-bounce"), 1)
     records = [make_record(o, b"k%d" % o, b"v" * 200, 1_000 + o) for o in range(100_000)]
     emitter = PartitionEmitter(bs, sink, 0)
-    thread, out = _in_thread(lambda: emitter.emit(iter(records)))
+    broker_down = threading.Event()
+
+    def held_back():
+        """The records, held back mid-transaction until the broker is down (a stop takes a while)."""
+        for r in records:
+            if r["offset"] == TRANSACTION_RECORDS + 10_000:
+                broker_down.wait(120)
+            yield r
+
+    thread, out = _in_thread(lambda: emitter.emit(held_back()))
     while emitter.emitted_up_to < 0 and thread.is_alive():
         time.sleep(0.005)
-    bouncing_broker.down()  # after the first committed transaction, before the last
-    assert thread.is_alive(), "the outage must land while records are still to be emitted"
+    bouncing_broker.down()  # after the first committed transaction, inside the second
+    broker_down.set()
     time.sleep(5)
+    assert thread.is_alive(), "the emission waits for the broker"
     bouncing_broker.up()
     thread.join(300)
     emitter.close()
