@@ -24,6 +24,7 @@ from streaming.sink import PartitionEmitter
 from streaming.state_layout import open_partition_log
 
 EMITTED_FILE = "emitted.json"
+SINK_UNREACHABLE = "sink: "  # prefix of a report's error when the sink's progress could not be read
 
 
 @dataclass
@@ -137,13 +138,16 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 
 
-def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
+def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, sink_read: frozenset[int]) -> dict:
+    """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
+    sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
+    down is filled again."""
     configure_worker([spec.source_kafka, spec.sink_kafka])
     with partition_lock(item[2]):
-        return _compact_partition(item, spec, now_ms)
+        return _compact_partition(item, spec, now_ms, item[1] in sink_read)
 
 
-def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -> dict:
+def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, trust_local: bool) -> dict:
     topic, partition, directory = item
     started = time.monotonic()
     report = StageReport(topic, partition)
@@ -151,13 +155,13 @@ def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int) -
     plog = open_partition_log(directory, topic, partition, config.log_config)
     report.rolled = plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
-    if _idle(plog, config, now_ms, report):
+    if trust_local and _idle(plog, config, now_ms, report):
         report.stage_secs = time.monotonic() - started
         return asdict(report)
     try:
         emitter = PartitionEmitter(spec.sink_bootstrap, spec.sink_topic, partition, spec.sink_kafka)
     except Exception as exc:  # sink unreachable: nothing is cleaned unseen; the next trigger tries again
-        report.error = f"sink: {type(exc).__name__}: {exc}"
+        report.error = f"{SINK_UNREACHABLE}{type(exc).__name__}: {exc}"
         report.stage_secs = time.monotonic() - started
         return asdict(report)
     try:

@@ -22,7 +22,7 @@ from typing import Callable
 from streaming.cleaner import CleanerMetrics, PartitionFigures
 from streaming import job_metrics
 from streaming.cluster import Cluster
-from streaming.compaction_stage import compact_partition
+from streaming.compaction_stage import SINK_UNREACHABLE, compact_partition
 from streaming.errors import JobError
 from streaming.ingest import LogAppender
 from streaming.job_spec import JobSpec
@@ -115,6 +115,7 @@ class CompactorJob:
         self._stop = threading.Event()
         self._last_progress: tuple[tuple, float] = ((), 0.0)
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
+        self._sink_read: set[int] = set()  # partitions whose progress this run has read from the sink
         self.collector = job_metrics.JobMetricsCollector()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
@@ -135,8 +136,11 @@ class CompactorJob:
             if not items:
                 return []
             now_ms = int(self.clock() * 1000)
-            task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms)
+            task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,
+                                     sink_read=frozenset(self._sink_read))
             reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
+            self._sink_read.update(r["partition"] for r in reports
+                                   if not (r["error"] or "").startswith(SINK_UNREACHABLE))
             self.last_reports = reports
             self.totals.stages += 1
             self.totals.passes += sum(r["passes"] for r in reports)

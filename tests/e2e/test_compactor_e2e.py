@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from streaming.cli import main
 from streaming.pipeline import StateDirLock
@@ -204,3 +205,21 @@ def test_idle_topic_reaches_the_sink_within_max_lag_below_the_dirty_ratio(bootst
             proc.kill()
             raise
     assert code == 0, proc.stderr.read()[-3000:]
+
+
+def test_a_recreated_sink_receives_every_winner_again(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    """The sink is the record of emission: a run that finds it emptied re-emits every winner, even for
+    partitions with nothing new to clean."""
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    past = now_ms() - 2 * HOUR
+    sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 6), b"v%d" % i, past + i) for i in range(30)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin.delete_topics([sink])[sink].result(30)
+    deadline = time.monotonic() + 30
+    while sink in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    got = read_topic(bootstrap_servers, sink, 2)
+    for p in range(2):
+        assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
