@@ -51,13 +51,22 @@ PARTITION_GAUGES = {
 }
 
 
+def ingest_lag(source_end: int | None, log_end: int) -> int | None:
+    """Source offsets not yet in the log; unknown while the source's end is."""
+    return None if source_end is None else max(0, source_end - log_end)
+
+
+def emit_lag(log_end: int, emitted_up_to: int | None) -> int | None:
+    """Log offsets past the last emitted one (an upper bound: superseded records are never emitted)."""
+    return None if emitted_up_to is None else max(0, log_end - 1 - emitted_up_to)
+
+
 def partition_progress(report: Mapping, source_end: int | None) -> dict:
     """One partition's lags from a compaction-stage report and the source's high watermark."""
     log_end, emitted = report["log_end_offset"], report["emitted_up_to"]
     return {"topic": report["topic"], "partition": report["partition"], "log_end_offset": log_end,
-            "source_end_offset": source_end,
-            "ingest_lag": None if source_end is None else max(0, source_end - log_end),
-            "emitted_up_to": emitted, "emit_lag": max(0, log_end - 1 - emitted),
+            "source_end_offset": source_end, "ingest_lag": ingest_lag(source_end, log_end),
+            "emitted_up_to": emitted, "emit_lag": emit_lag(log_end, emitted),
             "dirty_ratio": report["cleanable_ratio"], "compaction_delay_seconds": report["compaction_delay_ms"] / 1000,
             "uncleanable": int(bool(report["uncleanable"]))}
 

@@ -17,7 +17,7 @@ from streaming.compaction_stage import EMITTED_FILE
 from streaming.job_spec import load_saved, saved_compaction_config
 from streaming.log import LocalStorage
 from streaming.log.segment import damaged_segments, read_segment_metas
-from streaming.job_metrics import read_doc
+from streaming.job_metrics import emit_lag, ingest_lag, read_doc
 from streaming.state_layout import list_log_dirs
 
 
@@ -70,8 +70,7 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "damaged_segments": damaged,
             "emitted_up_to": emitted_up_to,
             "source_end_offset": source_end,
-            "ingest_lag": None if source_end is None else max(0, source_end - log_end),
-            "emit_lag": None if emitted_up_to is None else max(0, log_end - 1 - emitted_up_to),
+            "ingest_lag": ingest_lag(source_end, log_end), "emit_lag": emit_lag(log_end, emitted_up_to),
             "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
     cleaner = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
