@@ -136,15 +136,41 @@ def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
         assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
 
 
-def test_broker_outages_during_ingest_and_emit_are_ridden_out(tmp_path) -> None:
+class BouncingBroker:
+    """A local broker of a test's own that can be stopped and started again on the same port and data."""
+
+    def __init__(self, data_dir) -> None:
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.broker = start_local_broker(port=self.port, data_dir=data_dir)
+        self.bootstrap_servers = self.broker.bootstrap_servers
+
+    def down(self) -> None:
+        self.broker.stop()
+
+    def up(self) -> None:
+        """On the thread that started the broker: PR_SET_PDEATHSIG is tied to that thread."""
+        self.broker = start_local_broker(port=self.port, data_dir=self.data_dir)
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+
+@pytest.fixture
+def bouncing_broker(tmp_path):
+    broker = BouncingBroker(tmp_path / "broker")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_broker_outages_during_ingest_and_emit_are_ridden_out(bouncing_broker, tmp_path) -> None:
     """A broker of its own (the session's must stay up), stopped and started again on the same port and
     data while a producer keeps writing and the job ingests, cleans and emits: the job keeps running, and
     the sink ends up exactly as if nothing had happened. Always a local noida-db broker: an external
     cluster or a container cannot be bounced from here."""
-    port = free_port()
-    data = tmp_path / "broker"
-    broker = start_local_broker(port=port, data_dir=data)
-    bootstrap = broker.bootstrap_servers
+    bootstrap = bouncing_broker.bootstrap_servers
     src, sink = create_topic(bootstrap, unique_topic_name("bounce"), 2), unique_topic_name("sink")
     sent: list[Sent] = []
     producer_failures: list[BaseException] = []
@@ -173,9 +199,9 @@ def test_broker_outages_during_ingest_and_emit_are_ridden_out(tmp_path) -> None:
     try:
         time.sleep(12)  # the JVM is up and the job busy: a backlog to ingest, thousands of keys to emit
         for down_s in (3.0, 45.0, 4.0):
-            broker.stop()
+            bouncing_broker.down()
             time.sleep(down_s)
-            broker = start_local_broker(port=port, data_dir=data)  # from this thread: PDEATHSIG is per thread
+            bouncing_broker.up()
             time.sleep(8)
             assert job.poll() is None, open(tmp_path / "job.log").read()[-4000:]
         stop.set()
@@ -200,36 +226,6 @@ def test_broker_outages_during_ingest_and_emit_are_ridden_out(tmp_path) -> None:
             job.kill()
             job.wait()
         job_log.close()
-        broker.stop()
-
-
-class BouncingBroker:
-    """A local broker of a test's own that can be stopped and started again on the same port and data."""
-
-    def __init__(self, data_dir) -> None:
-        self.port = free_port()
-        self.data_dir = data_dir
-        self.broker = start_local_broker(port=self.port, data_dir=data_dir)
-        self.bootstrap_servers = self.broker.bootstrap_servers
-
-    def down(self) -> None:
-        self.broker.stop()
-
-    def up(self) -> None:
-        """On the thread that started the broker: PR_SET_PDEATHSIG is tied to that thread."""
-        self.broker = start_local_broker(port=self.port, data_dir=self.data_dir)
-
-    def stop(self) -> None:
-        self.broker.stop()
-
-
-@pytest.fixture
-def bouncing_broker(tmp_path):
-    broker = BouncingBroker(tmp_path / "broker")
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def _in_thread(fn) -> tuple[threading.Thread, dict]:
