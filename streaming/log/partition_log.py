@@ -157,7 +157,7 @@ class PartitionLog:
                     continue
                 size = record_size(r)
                 ts = r["timestamp"]
-                if not 0 <= ts <= ceiling:
+                if not 0 <= ts <= ceiling:  # record.lag_timestamp, inlined: a call per record costs 3%
                     ts = now
                     result.odd_timestamps += 1
                 if seg.record_count and (seg.size_bytes + size > segment_bytes or ts - seg.first_timestamp > roll_after):
