@@ -10,7 +10,6 @@ so an idle partition still becomes cleanable within max.compaction.lag.ms.
 from __future__ import annotations
 
 import base64
-import bisect
 import contextlib
 import functools
 import json
@@ -21,10 +20,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.log import BadRecordError, LogConfig, LogRecord, PartitionLog
+from streaming.log import LOG_BATCH_SCHEMA, LogConfig, PartitionLog, encode_headers
+from streaming.log.columns import validity
 from streaming.logging_setup import configure_worker
 from streaming.partition_lock import partition_lock
 from streaming.state_layout import list_log_dirs, log_dir, open_partition_log
@@ -38,49 +39,74 @@ STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((
 REJECTED_FILE = "rejected.jsonl"
 
 
+REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
+
+
 def _b64(b: bytes | None) -> str | None:
     return None if b is None else base64.b64encode(b).decode()
 
 
-def records_from_arrow(batch: pa.RecordBatch) -> list[LogRecord]:
-    """Spark's Kafka columns -> log records (ms timestamps, headers as the log stores them)."""
-    ts = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
-    return [{"offset": o, "timestamp": t, "timestamp_type": tt, "key": k, "value": v, "headers": h or [],
-             "delete_horizon_ms": None}
-            for o, t, tt, k, v, h in zip(batch.column("offset").to_pylist(), ts,
-                                         batch.column("timestampType").to_pylist(), batch.column("key").to_pylist(),
-                                         batch.column("value").to_pylist(), batch.column("headers").to_pylist())]
+def _headers(column: pa.Array) -> pa.Array:
+    """Spark's headers (list<struct<key, value>>) -> each record's headers in their Avro encoding."""
+    n = len(column)
+    if pc.sum(pc.list_value_length(column).fill_null(0)).as_py() in (0, None):
+        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
+                                                      pa.py_buffer(np.zeros(n, dtype=np.uint8))])
+    return pa.array([encode_headers([(h["key"], h["value"]) for h in hs or []]) for hs in column.to_pylist()],
+                    pa.binary())
 
 
-def append_reporting_rejects(plog: PartitionLog, records: list[LogRecord], where: str,
-                             now_ms: int) -> tuple[int, ...]:
-    """Append everything the log can take; a record it cannot is written to rejected.jsonl beside the log
-    and named in the job's log output. Returns the COUNTS."""
-    appended = skipped = rolled = rejected = odd = 0
-    offsets = [r.get("offset") for r in records]
-    start = 0
-    while start < len(records):
-        try:
-            res = plog.append(records[start:], now_ms)
-            appended, skipped, rolled = appended + res.appended, skipped + res.skipped, rolled + res.rolled
-            odd += res.odd_timestamps
-            break
-        except BadRecordError as err:
-            appended += err.accepted
-            bad = bisect.bisect_left(offsets, err.offset, lo=start) if isinstance(err.offset, int) else start
-            r = records[bad]
+def _storable(batch: pa.RecordBatch) -> tuple[np.ndarray, list[str | None]]:
+    """(mask of rows the log can store, the reason for each row it cannot)."""
+    ok = np.ones(batch.num_rows, dtype=bool)
+    reasons: list[str | None] = [None] * batch.num_rows
+    for name in REQUIRED:
+        missing = ~validity(batch.column(name))
+        for i in np.flatnonzero(missing & ok):
+            reasons[i] = f"{name} is null, the log schema needs a value"
+        ok &= ~missing
+    keys = pc.list_flatten(batch.column("headers")).field("key") if batch.num_rows else None
+    if keys is not None and keys.null_count:
+        for i, hs in enumerate(batch.column("headers").to_pylist()):
+            if ok[i] and any(h["key"] is None for h in hs or []):
+                reasons[i] = "a header has a null key, the log schema needs a string"
+                ok[i] = False
+    return ok, reasons
+
+
+def log_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Spark's Kafka columns (all non-null where the log needs it) -> a batch of LOG_BATCH_SCHEMA, with ms
+    timestamps. Only headers that are present are encoded record by record."""
+    micros = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return pa.RecordBatch.from_arrays([
+        batch.column("offset").cast(pa.int64()), pa.array(micros // 1000), batch.column("timestampType").cast(pa.int32()),
+        batch.column("key").cast(pa.binary()), batch.column("value").cast(pa.binary()),
+        _headers(batch.column("headers")), pa.nulls(batch.num_rows, pa.int64())], schema=LOG_BATCH_SCHEMA)
+
+
+def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int) -> tuple[int, ...]:
+    """Append every row the log can take; a row it cannot is written to rejected.jsonl beside the log and
+    named in the job's log output. Returns the COUNTS."""
+    ok, reasons = _storable(batch)
+    rejected = int(len(ok) - ok.sum())
+    if rejected:
+        lines = []
+        rows = batch.filter(pa.array(~ok))
+        micros = rows.column("timestamp").cast(pa.int64()).to_pylist()
+        for row, us, why in zip(rows.to_pylist(), micros, [reasons[i] for i in np.flatnonzero(~ok)]):
             log.error("%s: record at offset %s cannot be stored and was set aside in %s: %s",
-                      where, err.offset, REJECTED_FILE, err.reason)
-            line = json.dumps({"offset": err.offset, "reason": err.reason, "key": _b64(r.get("key")),
-                               "value": _b64(r.get("value")), "timestamp": r.get("timestamp")})
-            plog.storage.append(os.path.join(plog.dir, REJECTED_FILE), (line + "\n").encode())
-            rejected += 1
-            start = bad + 1
-    if odd:
+                      where, row["offset"], REJECTED_FILE, why)
+            lines.append(json.dumps({"offset": row["offset"], "reason": why, "key": _b64(row["key"]),
+                                     "value": _b64(row["value"]),
+                                     "timestamp": None if us is None else us // 1000}) + "\n")
+        plog.storage.append(os.path.join(plog.dir, REJECTED_FILE), "".join(lines).encode())
+        batch = batch.filter(pa.array(ok))
+    res = plog.append(log_batch(batch), now_ms)
+    if res.odd_timestamps:
         log.warning("%s: %d records have a negative timestamp or one more than message.timestamp.after.max.ms "
                     "ahead; they keep it, but their append time drives segment rolls and compaction lags",
-                    where, odd)
-    return appended, skipped, rolled, rejected, odd
+                    where, res.odd_timestamps)
+    return res.appended, res.skipped, res.rolled, rejected, res.odd_timestamps
 
 
 def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
@@ -106,7 +132,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
                 directory = log_dir(state_dir, *tp)
                 locks.enter_context(partition_lock(directory))
                 logs[tp] = open_partition_log(directory, *tp, config)
-            counts = append_reporting_rejects(logs[tp], records_from_arrow(rows), f"{tp[0]}-{tp[1]}", now_ms)
+            counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
             stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts)]
     for tp, plog in logs.items():
         if plog.maybe_roll(now_ms):

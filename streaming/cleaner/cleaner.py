@@ -23,20 +23,22 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.cleaner.checkpoint import PartitionId, write_checkpoint
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
-from streaming.cleaner.offset_map import OffsetMap, chunk_winners, hash_keys, rank_greater
+from streaming.cleaner.offset_map import OffsetMap, hash_keys, rank_greater
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
 from streaming.cleaner.throttle import Throttler
-from streaming.log.partition_log import PartitionLog
-from streaming.log.record import LogRecord, record_size
+from streaming.log import PartitionLog, records_from_batch
+from streaming.log.columns import offsets_of, record_sizes, validity
+from streaming.log.record import LogRecord
 from streaming.log.segment import SegmentMeta
 
 log = logging.getLogger(__name__)
 
-CHUNK = 16_384
 DeadLetterSink = Callable[[list[LogRecord]], None]
 
 
@@ -76,12 +78,6 @@ class CleanResult:
             if r["offset"] >= self.end_offset:
                 return
             yield r
-
-
-def _chunks(records: Iterable[LogRecord], size: int = CHUNK) -> Iterator[list[LogRecord]]:
-    it = iter(records)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
 
 
 class Cleaner:
@@ -125,28 +121,24 @@ class Cleaner:
         """Map the dirty range; return the pass's end offset (first offset not mapped)."""
         lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
         omap = self.map
-        for chunk in _chunks(r for r in plog.read(lo) if r["offset"] < hi):
-            keyed = [r for r in chunk if r["key"] is not None]
-            if len(keyed) != len(chunk) and self.config.keyless_policy is KeylessPolicy.FAIL:
-                bad = next(r for r in chunk if r["key"] is None)
-                raise KeylessRecordError(target.partition, bad["offset"])
-            h1, h2 = hash_keys([r["key"] for r in keyed])
-            off = np.fromiter((r["offset"] for r in keyed), dtype=np.int64, count=len(keyed))
-            ver = np.array(versions.versions(keyed), dtype=np.int64) if omap.versioned else None
-            room = omap.max_entries - omap.size
-            new = np.flatnonzero(omap.new_key_positions(h1, h2))
-            cut = None
-            if len(new) > room:
-                cut = int(new[room])  # the first record whose key no longer fits
-                h1, h2, off = h1[:cut], h2[:cut], off[:cut]
-                ver = ver[:cut] if ver is not None else None
-            if len(off):
-                w = chunk_winners(h1, h2, off, ver)
-                omap.put_winners(h1[w], h2[w], off[w], None if ver is None else ver[w])
-            throttler.maybe_throttle(sum(record_size(r) for r in chunk))
-            if cut is not None:
+        for batch in plog.read_batches(lo):
+            off = offsets_of(batch)
+            if off[0] >= hi:
+                break
+            if off[-1] >= hi:
+                batch = batch.slice(0, int(np.searchsorted(off, hi)))
+            has_key = validity(batch.column("key"))
+            keyed = batch if has_key.all() else batch.filter(pa.array(has_key))
+            if keyed is not batch and self.config.keyless_policy is KeylessPolicy.FAIL:
+                raise KeylessRecordError(target.partition, int(off[np.argmin(has_key)]))
+            h1, h2 = hash_keys(keyed.column("key").to_pylist())
+            off = offsets_of(keyed)
+            ver = versions.versions(keyed) if omap.versioned else None
+            mapped = omap.put(h1, h2, off, ver)
+            throttler.maybe_throttle(int(record_sizes(batch).sum()))
+            if mapped < len(off):  # the map is full: this record's key is the first that did not fit
                 result.map_full = True
-                return int(keyed[cut]["offset"])
+                return int(off[mapped])
         return hi
 
     # ----- phase 2: recopy ---------------------------------------------------------------------------------
@@ -172,14 +164,14 @@ class Cleaner:
             decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
                                      dead_letter)
             unchanged = 0
-            for chunk, keep, horizon in decisions:
+            for batch, keep, horizon in decisions:
                 if keep.all() and not horizon.any():
-                    unchanged += len(chunk)
+                    unchanged += 1
                     continue
                 survivors = itertools.chain(
                     itertools.islice(self._read_group(plog, group), unchanged),
-                    self._apply(chunk, keep, horizon, result),
-                    itertools.chain.from_iterable(self._apply(c, k, h, result) for c, k, h in decisions))
+                    [self._apply(batch, keep, horizon, result)],
+                    (self._apply(b, k, h, result) for b, k, h in decisions))
                 new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset,
                                    now_ms=result.now_ms)
                 result.bytes_written += new.size_bytes
@@ -187,32 +179,33 @@ class Cleaner:
                 break
 
     @staticmethod
-    def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta]) -> Iterator[LogRecord]:
-        return itertools.chain.from_iterable(plog.read_segment(s) for s in group)
+    def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta]) -> Iterator[pa.RecordBatch]:
+        """The group's records; re-reading gives the same batches, which is how unchanged ones are copied."""
+        return itertools.chain.from_iterable(plog.segment_batches(s) for s in group)
 
-    def _apply(self, chunk: list[LogRecord], keep: np.ndarray, horizon: np.ndarray,
-               result: CleanResult) -> Iterator[LogRecord]:
-        new_horizon = result.now_ms + self.config.delete_retention_ms
-        for i in np.flatnonzero(keep):
-            r = chunk[i]
-            if horizon[i]:
-                r["delete_horizon_ms"] = new_horizon
-            yield r
+    def _apply(self, batch: pa.RecordBatch, keep: np.ndarray, horizon: np.ndarray,
+               result: CleanResult) -> pa.RecordBatch:
+        if horizon.any():
+            i = batch.schema.get_field_index("delete_horizon_ms")
+            column = pc.if_else(pa.array(horizon), pa.scalar(result.now_ms + self.config.delete_retention_ms),
+                                batch.column(i))
+            batch = batch.set_column(i, batch.schema.field(i), column)
+        return batch.filter(pa.array(keep))
 
     def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
                 result: CleanResult, throttler: Throttler,
-                dead_letter: DeadLetterSink | None) -> Iterator[tuple[list[LogRecord], np.ndarray, np.ndarray]]:
-        """Per chunk of the group: which records survive, and which surviving tombstones get a horizon."""
+                dead_letter: DeadLetterSink | None) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+        """Per batch of the group: which records survive, and which surviving tombstones get a horizon."""
         omap = self.map
         end = result.end_offset
         now = result.now_ms
-        for chunk in _chunks(self._read_group(plog, group)):
-            n = len(chunk)
+        for batch in self._read_group(plog, group):
+            n = batch.num_rows
             result.records_read += n
-            nbytes = sum(record_size(r) for r in chunk)
+            nbytes = int(record_sizes(batch).sum())
             result.bytes_read += nbytes
-            off = np.fromiter((r["offset"] for r in chunk), dtype=np.int64, count=n)
-            has_key = np.fromiter((r["key"] is not None for r in chunk), dtype=bool, count=n)
+            off = offsets_of(batch)
+            has_key = validity(batch.column("key"))
             in_pass = off < end
             keep = np.ones(n, dtype=bool)
 
@@ -221,7 +214,7 @@ class Cleaner:
                 keep[keyless] = False
                 result.keyless += int(keyless.sum())
                 if self.config.keyless_policy is KeylessPolicy.DEAD_LETTER:
-                    letters = [chunk[i] for i in np.flatnonzero(keyless)]
+                    letters = records_from_batch(batch.filter(pa.array(keyless)))
                     if dead_letter is not None:
                         dead_letter(letters)
                     else:
@@ -232,8 +225,8 @@ class Cleaner:
 
             idx = np.flatnonzero(in_pass & has_key)
             if idx.size:
-                keyed = [chunk[i] for i in idx]
-                h1, h2 = hash_keys([r["key"] for r in keyed])
+                keyed = batch.take(pa.array(idx))
+                h1, h2 = hash_keys(keyed.column("key").to_pylist())
                 roff = off[idx]
                 slot, moff, mver = omap.get(h1, h2)
                 found = slot >= 0
@@ -241,25 +234,22 @@ class Cleaner:
                 if clean.any() and omap.versioned:
                     # A clean record that outranks the dirty winner stays the winner: record it in the map
                     # so the dirty records of its key, met later in this pass, are dropped.
-                    cver = np.array(versions.versions([keyed[i] for i in np.flatnonzero(clean)]), dtype=np.int64)
+                    cver = versions.versions(keyed.filter(pa.array(clean)))
                     beats = rank_greater(cver, roff[clean], mver[clean], moff[clean])
                     if beats.any():
                         omap.set_at(slot[clean][beats], roff[clean][beats], cver[beats])
-                        # dirty records of the same keys may sit in this very chunk: re-read winners
+                        # dirty records of the same keys may sit in this very batch: re-read winners
                         moff = np.where(found, omap.off[np.where(found, slot, 0)], moff)
                 keep[idx] = ~found | (moff == roff)
 
-            value_none = np.fromiter((r["value"] is None for r in chunk), dtype=bool, count=n)
-            horizon = np.zeros(n, dtype=bool)
-            tomb = np.flatnonzero(keep & value_none & has_key)
-            for i in tomb:
-                h = chunk[i].get("delete_horizon_ms")
-                if h is None:
-                    if off[i] < end:
-                        horizon[i] = True
-                elif now >= h:
-                    keep[i] = False
-                    result.tombstones_removed += 1
+            horizons = batch.column("delete_horizon_ms")
+            has_horizon = validity(horizons)
+            tomb = keep & ~validity(batch.column("value")) & has_key
+            horizon = tomb & ~has_horizon & in_pass
+            expired = tomb & has_horizon & (now >= horizons.fill_null(0).to_numpy(zero_copy_only=False))
+            keep &= ~expired
+            result.tombstones_removed += int(expired.sum())
             result.records_removed += int(n - keep.sum())
             throttler.maybe_throttle(nbytes)
-            yield chunk, keep, horizon
+            yield batch, keep, horizon
+

@@ -5,8 +5,8 @@ arrays, holding a 128-bit MD5 of the key (two uint64 words) and the winner's off
 8 for the version under a version strategy. Memory is fixed at construction whatever the log holds; when
 the table reaches its load factor the pass stops mapping and cleans only what it mapped.
 
-All operations take whole chunks of keys and work on numpy arrays: probing, conflict resolution and rank
-comparison are vectorised, so the per-record Python cost is one MD5 call.
+All operations take whole chunks of keys; probing, inserting and ranking run in compiled loops (numba),
+so the per-record Python cost is one MD5 call.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import hashlib
 from typing import Sequence
 
 import numpy as np
+from numba import njit
 
 HASH_BYTES = 16
 OFFSET_BYTES = 8
@@ -37,16 +38,48 @@ def rank_greater(v1: np.ndarray | None, o1: np.ndarray, v2: np.ndarray | None, o
     return (v1 > v2) | ((v1 == v2) & (o1 > o2))
 
 
-def chunk_winners(h1: np.ndarray, h2: np.ndarray, off: np.ndarray, ver: np.ndarray | None) -> np.ndarray:
-    """Indices of the best-ranked record per distinct hash within one chunk."""
-    if ver is None:
-        order = np.lexsort((off, h2, h1))
-    else:
-        order = np.lexsort((off, ver, h2, h1))
-    sh1, sh2 = h1[order], h2[order]
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = (sh1[1:] != sh1[:-1]) | (sh2[1:] != sh2[:-1])
-    return order[last]
+@njit(cache=True, nogil=True)
+def _probe(th1, th2, toff, a, b):
+    """The slot holding hash (a, b), or the empty slot where its probe path ends."""
+    slots = th1.shape[0]
+    s = np.int64(a % np.uint64(slots))
+    while toff[s] != EMPTY and not (th1[s] == a and th2[s] == b):
+        s += 1
+        if s == slots:
+            s = 0
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _insert(th1, th2, toff, tver, versioned, size, max_entries, h1, h2, off, ver):
+    """Map records in order, keeping each key's best rank; stop at the first record whose key is new when
+    the map is at max_entries. Returns (records mapped, new size)."""
+    for i in range(h1.shape[0]):
+        s = _probe(th1, th2, toff, h1[i], h2[i])
+        if toff[s] == EMPTY:
+            if size >= max_entries:
+                return i, size
+            th1[s] = h1[i]
+            th2[s] = h2[i]
+            size += 1
+        elif versioned:
+            if ver[i] < tver[s] or (ver[i] == tver[s] and off[i] < toff[s]):
+                continue
+        elif off[i] < toff[s]:
+            continue
+        toff[s] = off[i]
+        if versioned:
+            tver[s] = ver[i]
+    return h1.shape[0], size
+
+
+@njit(cache=True, nogil=True)
+def _lookup(th1, th2, toff, h1, h2):
+    found = np.empty(h1.shape[0], dtype=np.int64)
+    for i in range(h1.shape[0]):
+        s = _probe(th1, th2, toff, h1[i], h2[i])
+        found[i] = -1 if toff[s] == EMPTY else s
+    return found
 
 
 class OffsetMap:
@@ -60,7 +93,6 @@ class OffsetMap:
         self.off = np.full(self.slots, EMPTY, dtype=np.int64)
         self.ver = np.zeros(self.slots, dtype=np.int64) if versioned else None
         self.size = 0
-        self._slots_u = np.uint64(self.slots)
 
     @property
     def nbytes(self) -> int:
@@ -70,35 +102,13 @@ class OffsetMap:
     def utilization(self) -> float:
         return self.size / self.slots
 
-    @property
-    def full(self) -> bool:
-        return self.size >= self.max_entries
-
     def clear(self) -> None:
         self.off.fill(EMPTY)
         self.size = 0
 
-    def find(self, h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each hash: (slot holding it or -1, first empty slot on its probe path or -1)."""
-        n = len(h1)
-        found = np.full(n, -1, dtype=np.int64)
-        empty = np.full(n, -1, dtype=np.int64)
-        slot = (h1 % self._slots_u).astype(np.int64)
-        active = np.arange(n)
-        while active.size:
-            s = slot[active]
-            occupied = self.off[s] != EMPTY
-            match = occupied & (self.h1[s] == h1[active]) & (self.h2[s] == h2[active])
-            found[active[match]] = s[match]
-            free = ~occupied
-            empty[active[free]] = s[free]
-            active = active[occupied & ~match]
-            slot[active] = (slot[active] + 1) % self.slots
-        return found, empty
-
     def get(self, h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(slot or -1, winning offset or -1, winning version) for each hash."""
-        found, _ = self.find(h1, h2)
+        found = _lookup(self.h1, self.h2, self.off, h1, h2)
         hit = found >= 0
         off = np.where(hit, self.off[np.where(hit, found, 0)], EMPTY)
         ver = self.ver[np.where(hit, found, 0)] if self.ver is not None else None
@@ -110,40 +120,11 @@ class OffsetMap:
         if self.ver is not None:
             self.ver[slots] = ver
 
-    def new_key_positions(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
-        """Boolean mask: the first occurrence, in chunk order, of each key not yet in the map."""
-        found, _ = self.find(h1, h2)
-        first = np.zeros(len(h1), dtype=bool)
-        if len(h1):
-            pairs = np.stack([h1, h2], axis=1)
-            _, idx = np.unique(pairs, axis=0, return_index=True)
-            first[idx] = True
-        return first & (found < 0)
-
-    def put_winners(self, h1: np.ndarray, h2: np.ndarray, off: np.ndarray, ver: np.ndarray | None) -> None:
-        """Merge one chunk's per-key winners (distinct hashes) into the map, keeping the best rank."""
-        found, empty = self.find(h1, h2)
-        hit = found >= 0
-        if hit.any():
-            s = found[hit]
-            better = rank_greater(None if ver is None else ver[hit], off[hit],
-                                  None if self.ver is None else self.ver[s], self.off[s])
-            self.set_at(s[better], off[hit][better], None if ver is None else ver[hit][better])
-        pending = np.flatnonzero(~hit)
-        target = empty[pending]
-        while pending.size:
-            # Several new keys may probe to the same empty slot: the first takes it, the rest probe on.
-            _, first = np.unique(target, return_index=True)
-            won = pending[first]
-            slots = target[first]
-            self.h1[slots] = h1[won]
-            self.h2[slots] = h2[won]
-            self.off[slots] = off[won]
-            if self.ver is not None:
-                self.ver[slots] = ver[won]
-            self.size += len(won)
-            keep = np.ones(pending.size, dtype=bool)
-            keep[first] = False
-            pending = pending[keep]
-            if pending.size:
-                _, target = self.find(h1[pending], h2[pending])
+    def put(self, h1: np.ndarray, h2: np.ndarray, off: np.ndarray, ver: np.ndarray | None) -> int:
+        """Map records in offset order, each key keeping its best-ranked record. Stops at the first record
+        whose key is new while the map is at its load factor; returns how many records were mapped."""
+        none = np.zeros(1, dtype=np.int64)
+        mapped, self.size = _insert(self.h1, self.h2, self.off, none if self.ver is None else self.ver,
+                                    self.ver is not None, self.size, self.max_entries, h1, h2, off,
+                                    none if ver is None else ver)
+        return int(mapped)

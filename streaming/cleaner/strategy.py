@@ -8,10 +8,12 @@ version, so a record that carries one always beats it, and two without one fall 
 
 from __future__ import annotations
 
-from typing import Sequence
+import numpy as np
+import pyarrow as pa
 
 from streaming.cleaner.config import CompactionConfig, Strategy
-from streaming.log.record import Header, LogRecord
+from streaming.log import decode_headers
+from streaming.log.record import Header
 
 NO_VERSION = -(2**63)  # Long.MIN_VALUE: a version header holding exactly this value counts as absent
 VERSION_BYTES = 8
@@ -44,14 +46,15 @@ class VersionReader:
     def versioned(self) -> bool:
         return self.strategy is not Strategy.OFFSET
 
-    def versions(self, records: Sequence[LogRecord]) -> list[int]:
+    def versions(self, batch: pa.RecordBatch) -> np.ndarray:
+        """One version per record of the batch (a batch of LOG_BATCH_SCHEMA)."""
         if self.strategy is Strategy.TIMESTAMP:
-            return [r["timestamp"] for r in records]
+            return batch.column("timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
         name = self.header
-        out = []
-        for r in records:
-            version, usable = header_version(r["headers"], name)
+        out = np.empty(batch.num_rows, dtype=np.int64)
+        for i, encoded in enumerate(batch.column("headers").to_pylist()):
+            version, usable = header_version(decode_headers(encoded), name)
             if not usable:
                 self.invalid_headers += 1
-            out.append(version)
+            out[i] = version
         return out

@@ -15,7 +15,7 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX     # max.compaction.lag.ms
     compact: bool = True                      # cleanup.policy contains "compact"
     fsync: bool = True                        # make every append durable before it returns
-    timestamp_after_max_ms: int = 3_600_000   # message.timestamp.after.max.ms (see record.lag_timestamp)
+    timestamp_after_max_ms: int = 3_600_000   # message.timestamp.after.max.ms (see columns.lag_timestamps)
 
     def __post_init__(self) -> None:
         for name, value, low in (("segment.bytes", self.segment_bytes, 1), ("segment.ms", self.segment_ms, 1),

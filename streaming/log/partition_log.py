@@ -19,13 +19,17 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from fastavro.validation import ValidationError, validate
+import numpy as np
+import pyarrow as pa
+from fastavro.validation import ValidationError, validate, validate_many
 
+from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
-from streaming.log.record import LogRecord, lag_timestamp, parsed_schema, record_size
+from streaming.log.record import LogRecord, parsed_schema
 from streaming.log.segment import (CLEANED_SUFFIX, HDR_BASE, HDR_CLEAN, HDR_NEXT, META_SUFFIX, SEGMENT_SUFFIX,
-                                   SWAP_SUFFIX, BlockEncoder, CorruptSegmentError, SegmentMeta, iter_verified,
-                                   meta_name, read_header, rebuild_meta, segment_name, size_damage)
+                                   SWAP_SUFFIX, SYNC_SIZE, CorruptSegmentError, SegmentMeta, container_header,
+                                   encode_blocks, meta_name, read_header, read_verified, rebuild_meta,
+                                   segment_name, size_damage)
 from streaming.log.storage import LocalStorage, Storage
 
 log = logging.getLogger(__name__)
@@ -34,15 +38,17 @@ LOG_STATE = "log.json"
 TMP_SUFFIX = ".tmp"
 
 
-def explain_bad_record(record: object, exc: Exception) -> str:
-    """Name the field at fault: the schema validator says which, where the hot path only saw a TypeError."""
+def schema_error(record: object) -> str | None:
+    """What keeps a record out of the log, naming the field at fault; None when it fits the schema."""
     if not isinstance(record, dict):
         return f"not a log record: expected a dict, got {type(record).__name__}"
-    try:
+    if validate(record, parsed_schema(), raise_errors=False):
+        return None
+    try:  # raise_errors=True names the field, but costs a JSON dump per union branch tried
         validate(record, parsed_schema(), raise_errors=True)
     except ValidationError as verr:
         return f"does not fit the log schema: {'; '.join(str(e) for e in verr.errors)}"
-    return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 class BadRecordError(ValueError):
@@ -87,7 +93,7 @@ class PartitionLog:
         self.recovery = RecoveryReport()
         self.jitter_ms = self._load_jitter(jitter_seed if jitter_seed is not None else directory)
         self._segments: list[SegmentMeta] = []
-        self._encoder: BlockEncoder | None = None
+        self._sync: bytes | None = None  # the active segment's sync marker, read once
         self._open()
 
     # ----- public view -------------------------------------------------------------------------------------
@@ -125,62 +131,70 @@ class PartitionLog:
 
     # ----- append and roll ---------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[LogRecord], now_ms: int | None = None) -> AppendResult:
-        """Append records in increasing offset order; offsets below the log end are skipped (replays).
-        ``now_ms`` is the append time (default: the wall clock), see record.lag_timestamp."""
-        result = AppendResult()
+    def append(self, records: Sequence[LogRecord] | pa.RecordBatch, now_ms: int | None = None) -> AppendResult:
+        """Append records (dicts, or a batch of LOG_BATCH_SCHEMA) in increasing offset order; offsets below
+        the log end are skipped (replays). ``now_ms`` is the append time (default: the wall clock), see
+        columns.lag_timestamps. A dict that does not fit the schema raises BadRecordError after the records
+        before it are stored."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        start = 0
-        while start < len(records):
-            start = self._append_into_active(records, start, result, now)
+        if isinstance(records, pa.RecordBatch):
+            return self._append_batch(records, now)
+        if all(isinstance(r, dict) for r in records) and validate_many(records, parsed_schema(), raise_errors=False):
+            return self._append_batch(batch_from_records(records), now)
+        bad, why = next((i, e) for i, e in enumerate(map(schema_error, records)) if e is not None)
+        result = self._append_batch(batch_from_records(records[:bad]), now)
+        r = records[bad]
+        raise BadRecordError(r.get("offset") if isinstance(r, dict) else None, why, result.appended)
+
+    def _append_batch(self, batch: pa.RecordBatch, now: int) -> AppendResult:
+        result = AppendResult()
+        if batch.num_rows == 0:
+            return result
+        off = offsets_of(batch)
+        before = np.maximum.accumulate(np.concatenate(([self.active.next_offset - 1], off[:-1])))
+        fresh = off > before  # above the log end and above every earlier record of the batch
+        result.skipped = int(len(off) - fresh.sum())
+        if result.skipped:
+            batch, off = batch.filter(pa.array(fresh)), off[fresh]
+        sizes = record_sizes(batch)
+        lag = lag_timestamps(batch, now, self.config.timestamp_after_max_ms)
+        result.odd_timestamps = int((lag != batch.column("timestamp").to_numpy(zero_copy_only=False)).sum())
+        i = 0
+        while i < len(off):
+            seg = self.active
+            j = self._room(seg, sizes, lag, i)
+            if j > i:
+                self._write_active(seg, batch.slice(i, j - i), sizes[i:j], lag[i:j])
+                result.appended += j - i
+                i = j
+            if i < len(off):
+                self._roll(int(off[i]))
+                result.rolled += 1
         return result
 
-    def _append_into_active(self, records: Sequence[LogRecord], start: int, result: AppendResult, now: int) -> int:
-        """Write records[start:] until the active segment must roll; return the index to resume from."""
-        seg = self.active
-        ceiling = now + self.config.timestamp_after_max_ms
-        enc = self._active_encoder()
-        segment_bytes = self.config.segment_bytes
-        roll_after = self.roll_after_ms
-        observe = seg.observe
-        write = enc.write
-        appended0, skipped0, odd0 = result.appended, result.skipped, result.odd_timestamps
-        i = start
-        n = len(records)
+    def _room(self, seg: SegmentMeta, sizes: np.ndarray, lag: np.ndarray, i: int) -> int:
+        """The index of the first record from i on that must start a new segment (segment.bytes, or its lag
+        timestamp more than segment.ms less the jitter after the segment's first); len(sizes) if none."""
+        after = seg.size_bytes + np.cumsum(sizes[i:])
+        first = seg.first_timestamp if seg.record_count else lag[i]
+        full = (after > self.config.segment_bytes) | (lag[i:] - first > self.roll_after_ms)
+        if not seg.record_count:
+            full[0] = False  # an empty segment takes its first record, however large
+        return i + int(np.argmax(full)) if full.any() else len(sizes)
+
+    def _write_active(self, seg: SegmentMeta, batch: pa.RecordBatch, sizes: np.ndarray, lag: np.ndarray) -> None:
+        data = encode_blocks(batch, self._active_sync())
         try:
-            while i < n:
-                r = records[i]
-                offset = r["offset"]
-                if offset < seg.next_offset:
-                    result.skipped += 1
-                    i += 1
-                    continue
-                size = record_size(r)
-                ts = r["timestamp"]
-                if not 0 <= ts <= ceiling:  # record.lag_timestamp, inlined: a call per record costs 3%
-                    ts = now
-                    result.odd_timestamps += 1
-                if seg.record_count and (seg.size_bytes + size > segment_bytes or ts - seg.first_timestamp > roll_after):
-                    result.appended += i - start - (result.skipped - skipped0)
-                    self._flush_active(enc, seg)
-                    self._roll(offset)
-                    result.rolled += 1
-                    return i
-                write(r)
-                observe(r, size, ts)
-                i += 1
-        except Exception as exc:
-            # The encoder may hold half of the bad record: drop it, return to the durable state, and
-            # store the good prefix again so nothing accepted before the bad record is lost.
-            result.appended, result.skipped, result.odd_timestamps = appended0, skipped0, odd0
+            self.storage.append(self.path(segment_name(seg.base_offset)), data)
+            seg.file_bytes += len(data)
+            seg.crc32 = zlib.crc32(data, seg.crc32)
+            seg.observe(batch, sizes, lag)
+            self._write_meta(seg)
+        except BaseException:
+            # A failed write (disk full, I/O error) may leave a torn block: go back to what the file
+            # holds, cutting the torn part, so memory never claims records the disk does not have.
             self._reload_active()
-            self._append_into_active(records[:i], start, result, now)
-            bad = records[i]
-            offset = bad.get("offset") if isinstance(bad, dict) else None
-            raise BadRecordError(offset, explain_bad_record(bad, exc), result.appended) from exc
-        result.appended += i - start - (result.skipped - skipped0)
-        self._flush_active(enc, seg)
-        return i
+            raise
 
     def maybe_roll(self, now_ms: int) -> bool:
         """KIP-354 forced roll: the active segment's first record is older than max.compaction.lag.ms."""
@@ -197,46 +211,30 @@ class PartitionLog:
 
     def _roll(self, base_offset: int) -> None:
         base_offset = max(base_offset, self.active.next_offset)
-        self._encoder = None
+        self._sync = None
         seg = SegmentMeta(base_offset=base_offset, next_offset=base_offset)
         self._create_segment_file(seg)
         self._segments.append(seg)
 
-    def _active_encoder(self) -> BlockEncoder:
-        if self._encoder is None:
+    def _active_sync(self) -> bytes:
+        if self._sync is None:
             with self.storage.open_read(self.path(segment_name(self.active.base_offset))) as f:
-                _, sync, _ = read_header(f)
-            self._encoder = BlockEncoder(sync_marker=sync)
-        return self._encoder
-
-    def _flush_active(self, enc: BlockEncoder, seg: SegmentMeta) -> None:
-        data = enc.take()
-        if not data:
-            return
-        try:
-            self.storage.append(self.path(segment_name(seg.base_offset)), data)
-            seg.file_bytes += len(data)
-            seg.crc32 = zlib.crc32(data, seg.crc32)
-            self._write_meta(seg)
-        except BaseException:
-            # A failed write (disk full, I/O error) may leave a torn block: go back to what the file
-            # holds, cutting the torn part, so memory never claims records the disk does not have.
-            self._reload_active()
-            raise
+                _, self._sync, _ = read_header(f)
+        return self._sync
 
     def _reload_active(self) -> None:
         """Forget unflushed state of the active segment: re-read its durable metadata."""
-        self._encoder = None
+        self._sync = None
         base = self.active.base_offset
         self._segments[-1] = self._load_segment(base, last=True)
 
     def _create_segment_file(self, seg: SegmentMeta, header_meta: dict[str, str] | None = None) -> None:
-        enc = BlockEncoder(metadata={HDR_BASE: str(seg.base_offset), **(header_meta or {})})
+        header = container_header(metadata={HDR_BASE: str(seg.base_offset), **(header_meta or {})})
         tmp = self.path(segment_name(seg.base_offset) + TMP_SUFFIX)
-        self.storage.write(tmp, enc.header)
+        self.storage.write(tmp, header)
         self.storage.rename(tmp, self.path(segment_name(seg.base_offset)))
-        seg.file_bytes = len(enc.header)
-        seg.crc32 = zlib.crc32(enc.header)
+        seg.file_bytes = len(header)
+        seg.crc32 = zlib.crc32(header)
         self._write_meta(seg)
 
     def _write_meta(self, seg: SegmentMeta) -> None:
@@ -248,24 +246,32 @@ class PartitionLog:
 
     def read(self, from_offset: int = 0) -> Iterator[LogRecord]:
         """Records with offset >= from_offset; an offset removed by cleaning starts at the next present one."""
+        return iter_records(self.read_batches(from_offset))
+
+    def read_batches(self, from_offset: int = 0) -> Iterator[pa.RecordBatch]:
+        """read() as batches of LOG_BATCH_SCHEMA."""
         bases = [s.base_offset for s in self._segments]
         first = max(0, bisect.bisect_right(bases, from_offset) - 1)
         for seg in self._segments[first:]:
             if seg.last_offset is None or seg.last_offset < from_offset:
                 continue
-            for r in self.read_segment(seg):
-                if r["offset"] >= from_offset:
-                    yield r
+            for batch in self.segment_batches(seg):
+                off = offsets_of(batch)
+                if off[0] < from_offset:
+                    batch = batch.slice(int(np.searchsorted(off, from_offset)))
+                if batch.num_rows:
+                    yield batch
 
-    def read_segment(self, seg: SegmentMeta) -> Iterator[LogRecord]:
+    def segment_batches(self, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
         """All records of a segment, its bytes checked first: raises CorruptSegmentError on damage."""
-        return iter_verified(self.storage, self.path(segment_name(seg.base_offset)), seg)
+        return read_verified(self.storage, self.path(segment_name(seg.base_offset)), seg)
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
-    def replace(self, old: Sequence[SegmentMeta], records: Iterable[LogRecord], clean: bool = True,
+    def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True,
                 now_ms: int | None = None) -> SegmentMeta:
-        """Swap consecutive sealed segments for one segment of the given records, crash-safely.
+        """Swap consecutive sealed segments for one segment of the given records (batches of
+        LOG_BATCH_SCHEMA, in offset order), crash-safely.
 
         The new segment keeps the first old segment's base offset and the last one's next offset, so
         offsets and the log end are unchanged whatever the cleaner removed.
@@ -279,12 +285,12 @@ class PartitionLog:
             raise ValueError("the active segment cannot be replaced")
         base, nxt = old[0].base_offset, old[-1].next_offset
         new = SegmentMeta(base_offset=base, next_offset=nxt, clean=clean)
-        enc = BlockEncoder(metadata={HDR_BASE: str(base), HDR_NEXT: str(nxt), HDR_CLEAN: "1" if clean else "0"})
+        header = container_header(metadata={HDR_BASE: str(base), HDR_NEXT: str(nxt), HDR_CLEAN: "1" if clean else "0"})
         final = self.path(segment_name(base))
         cleaned = final + CLEANED_SUFFIX
         now = int(time.time() * 1000) if now_ms is None else now_ms
         try:
-            written, crc = self._write_cleaned(cleaned, enc, new, records, base, nxt, now)
+            written, crc = self._write_cleaned(cleaned, header, new, batches, base, nxt, now)
         except BaseException:
             self.storage.delete(cleaned)  # give the space back now (a disk-full pass), not at the next open
             raise
@@ -296,30 +302,27 @@ class PartitionLog:
         self._segments[idx: idx + len(old)] = [new]
         return new
 
-    def _write_cleaned(self, cleaned: str, enc: BlockEncoder, new: SegmentMeta, records: Iterable[LogRecord],
+    def _write_cleaned(self, cleaned: str, header: bytes, new: SegmentMeta, batches: Iterable[pa.RecordBatch],
                        base: int, nxt: int, now: int) -> tuple[int, int]:
         after_max = self.config.timestamp_after_max_ms
+        sync = header[-SYNC_SIZE:]
         with self.storage.open_write(cleaned) as f:
-            f.write(enc.header)
-            written = len(enc.header)
-            crc = zlib.crc32(enc.header)
+            f.write(header)
+            written = len(header)
+            crc = zlib.crc32(header)
             last = base - 1
-            for r in records:
-                off = r["offset"]
-                if off <= last or off >= nxt:
-                    raise ValueError(f"replacement record offset {off} outside ({last}, {nxt}) or out of order")
-                last = off
-                enc.write(r)
-                new.observe(r, record_size(r), lag_timestamp(r["timestamp"], now, after_max))
-                if new.record_count % 4096 == 0:
-                    chunk = enc.take()
-                    f.write(chunk)
-                    written += len(chunk)
-                    crc = zlib.crc32(chunk, crc)
-            chunk = enc.take()
-            f.write(chunk)
-            written += len(chunk)
-            crc = zlib.crc32(chunk, crc)
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                off = offsets_of(batch)
+                if off[0] <= last or off[-1] >= nxt or (len(off) > 1 and (np.diff(off) <= 0).any()):
+                    raise ValueError(f"replacement records [{off[0]}, {off[-1]}] not in ({last}, {nxt}) or out of order")
+                last = int(off[-1])
+                data = encode_blocks(batch, sync)
+                f.write(data)
+                written += len(data)
+                crc = zlib.crc32(data, crc)
+                new.observe(batch, record_sizes(batch), lag_timestamps(batch, now, after_max))
         return written, crc
 
     def _complete_swap(self, base: int, nxt: int) -> None:

@@ -20,9 +20,14 @@ from dataclasses import asdict, dataclass
 from typing import BinaryIO, Iterator
 
 import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro.write import Writer
 
-from streaming.log.record import LogRecord, lag_timestamp, parsed_schema, record_size
+from streaming.log import codec
+from streaming.log.columns import DecodeError, decode_blocks, encode_batch, iter_records, lag_timestamps, record_sizes
+from streaming.log.record import LogRecord, parsed_schema
 from streaming.log.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -33,6 +38,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SYNC_SIZE = 16
 VERIFY_CHUNK = 1 << 20
+READ_CHUNK = 8 << 20
 
 # Avro header metadata: a cleaned segment carries its offset range so a crash mid-swap can be completed
 # from the swap file alone.
@@ -72,22 +78,26 @@ class SegmentMeta:
     def empty(self) -> bool:
         return self.record_count == 0
 
-    def observe(self, r: LogRecord, size: int, ts: int) -> None:
-        """Account for one record written to this segment (kept in step with the file); ``ts`` is its
-        lag timestamp (see record.lag_timestamp), which is what the time fields hold."""
+    def observe(self, batch: pa.RecordBatch, sizes: np.ndarray, lag_ts: np.ndarray) -> None:
+        """Account for records written to this segment, in order (kept in step with the file); ``lag_ts``
+        are their lag timestamps (see columns.lag_timestamps), which is what the time fields hold."""
+        n = batch.num_rows
+        if n == 0:
+            return
         if self.first_timestamp is None:
-            self.first_timestamp = ts
-        if self.largest_timestamp is None or ts > self.largest_timestamp:
-            self.largest_timestamp = ts
-        self.last_offset = r["offset"]
-        self.next_offset = max(self.next_offset, r["offset"] + 1)
-        self.record_count += 1
-        self.size_bytes += size
-        if r["value"] is None:
-            self.tombstone_count += 1
-            horizon = r.get("delete_horizon_ms")
-            if horizon is not None and (self.min_delete_horizon_ms is None or horizon < self.min_delete_horizon_ms):
-                self.min_delete_horizon_ms = horizon
+            self.first_timestamp = int(lag_ts[0])
+        top = int(lag_ts.max())
+        if self.largest_timestamp is None or top > self.largest_timestamp:
+            self.largest_timestamp = top
+        self.last_offset = batch.column("offset")[n - 1].as_py()
+        self.next_offset = max(self.next_offset, self.last_offset + 1)
+        self.record_count += n
+        self.size_bytes += int(sizes.sum())
+        tombstones = batch.column("value").is_null()
+        self.tombstone_count += pc.sum(tombstones).as_py() or 0
+        horizons = pc.min(pc.filter(batch.column("delete_horizon_ms"), tombstones)).as_py()
+        if horizons is not None and (self.min_delete_horizon_ms is None or horizons < self.min_delete_horizon_ms):
+            self.min_delete_horizon_ms = horizons
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -97,36 +107,25 @@ class SegmentMeta:
         return cls(**json.loads(data))
 
 
-class BlockEncoder:
-    """Encodes records into whole Avro blocks in memory; the caller appends the bytes to the file.
+BLOCK_RECORDS = 4096
+BLOCK_BYTES = 1 << 16
+
+
+def container_header(sync_marker: bytes | None = None, metadata: dict[str, str] | None = None) -> bytes:
+    """The Avro container header of a new segment file (a fresh random sync marker unless given)."""
+    buf = io.BytesIO()
+    Writer(buf, parsed_schema(), codec="null", sync_marker=sync_marker or b"", metadata=metadata).flush()
+    return buf.getvalue()
+
+
+def encode_blocks(batch: pa.RecordBatch, sync_marker: bytes) -> bytes:
+    """The batch's records as whole Avro blocks, ready to append to a file with this sync marker.
 
     Encoding in memory keeps every append a single write of whole blocks (so a crash tears at most the
-    last write) and works on filesystems that only offer append streams.
-    """
-
-    def __init__(self, sync_marker: bytes | None = None, metadata: dict[str, str] | None = None) -> None:
-        self._buf = io.BytesIO()
-        self._writer = Writer(self._buf, parsed_schema(), codec="null", sync_marker=sync_marker or b"",
-                              metadata=metadata)
-        self.header = self._take()
-
-    @property
-    def sync_marker(self) -> bytes:
-        return self.header[-SYNC_SIZE:]
-
-    def write(self, r: LogRecord) -> None:
-        self._writer.write(r)
-
-    def take(self) -> bytes:
-        """The encoded blocks since the last take, as bytes ready to append."""
-        self._writer.flush()
-        return self._take()
-
-    def _take(self) -> bytes:
-        data = self._buf.getvalue()
-        self._buf.seek(0)
-        self._buf.truncate()
-        return data
+    last write) and works on filesystems that only offer append streams."""
+    payload, ends = encode_batch(batch)
+    return codec.frame_blocks(payload, ends, np.frombuffer(sync_marker, dtype=np.uint8), BLOCK_RECORDS,
+                              BLOCK_BYTES).tobytes()
 
 
 def _read_varint(f: BinaryIO) -> int | None:
@@ -196,8 +195,8 @@ def rebuild_meta(storage: Storage, path: str, base_offset: int, timestamp_after_
                        clean=meta_hdr.get(HDR_CLEAN) == b"1")
     now_ms = int(time.time() * 1000)
     try:
-        for r in iter_file(storage, path):
-            meta.observe(r, record_size(r), lag_timestamp(r["timestamp"], now_ms, timestamp_after_max_ms))
+        for batch in read_batches(storage, path):
+            meta.observe(batch, record_sizes(batch), lag_timestamps(batch, now_ms, timestamp_after_max_ms))
     except Exception as exc:
         raise CorruptSegmentError(f"{path}: a whole block does not decode ({exc})") from exc
     meta.file_bytes = good
@@ -248,16 +247,38 @@ def verify_segment(storage: Storage, path: str, meta: SegmentMeta) -> None:
                                   f"its sidecar records {meta.crc32:08x}")
 
 
-def iter_file(storage: Storage, path: str) -> Iterator[LogRecord]:
+def read_batches(storage: Storage, path: str) -> Iterator[pa.RecordBatch]:
+    """The file's records, a batch per READ_CHUNK of blocks (memory stays flat whatever the segment size)."""
     with storage.open_read(path) as f:
-        yield from fastavro.reader(f)
+        _, sync, pos = read_header(f)
+        f.seek(pos)
+        pending = b""
+        while True:
+            chunk = f.read(READ_CHUNK)
+            data = pending + chunk if pending else chunk
+            if not data:
+                return
+            buf = np.frombuffer(data, dtype=np.uint8)
+            batch, used = decode_blocks(buf, 0, len(buf), sync)
+            if batch.num_rows:
+                yield batch
+            pending = data[used:]
+            if not chunk:
+                if pending:
+                    raise DecodeError(codec.ERR_TRUNCATED, pos)
+                return
+            pos += used
 
 
-def iter_verified(storage: Storage, path: str, meta: SegmentMeta) -> Iterator[LogRecord]:
+def iter_file(storage: Storage, path: str) -> Iterator[LogRecord]:
+    return iter_records(read_batches(storage, path))
+
+
+def read_verified(storage: Storage, path: str, meta: SegmentMeta) -> Iterator[pa.RecordBatch]:
     """The segment's records, after checking its bytes; a decoding failure is reported as damage too."""
     verify_segment(storage, path, meta)
     try:
-        yield from iter_file(storage, path)
+        yield from read_batches(storage, path)
     except (ValueError, EOFError, TypeError, IndexError, UnicodeDecodeError) as exc:
         raise CorruptSegmentError(f"{path}: does not decode ({type(exc).__name__}: {exc})") from exc
 

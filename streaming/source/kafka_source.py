@@ -10,11 +10,13 @@ record batches, Spark's fast path for Python sources.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 import uuid
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -36,8 +38,9 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic"
                           ("partition", pa.int32()), ("offset", pa.int64()),
                           ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
                           ("headers", HEADER_TYPE)])
-# confluent-kafka's timestamp types -> Kafka's TimestampType ids, which Spark's timestampType column holds
-TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
+# confluent-kafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's TimestampType ids, which
+# Spark's timestampType column holds
+_TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
 METADATA_TIMEOUT_S = 30.0
 
 TopicPartitionKey = tuple[str, int]
@@ -218,25 +221,25 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
         idle_since = time.monotonic()
         while position < end:
             msgs = consumer.consume(min(end - position, options.records_per_batch), timeout=1.0)
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() in TRANSIENT:  # the broker is away: librdkafka reconnects, the poll timeout bounds it
-                        log.warning("partition %s-%d: %s; waiting for the broker", topic, partition, err)
-                        continue
-                    if err.code() != KafkaError.OFFSET_OUT_OF_RANGE:
-                        raise KafkaException(err)
-                    data_loss(f"partition {topic}-{partition}: offset {position} is out of range",
-                              options.fail_on_data_loss)
-                    position = max(position, log_start())
-                    consumer.assign([TopicPartition(topic, partition, position)])
+            i = 0
+            while i < len(msgs) and position < end:
+                j = _first_error(msgs, i)
+                if j > i:
+                    position = cols.add(msgs[i:j], position, end)
+                if j == len(msgs):
                     break
-                offset = m.offset()
-                if offset >= end:
-                    position = end
-                    break
-                cols.add(m)
-                position = offset + 1
+                err = msgs[j].error()
+                i = j + 1
+                if err.code() in TRANSIENT:  # the broker is away: librdkafka reconnects, the poll timeout bounds it
+                    log.warning("partition %s-%d: %s; waiting for the broker", topic, partition, err)
+                    continue
+                if err.code() != KafkaError.OFFSET_OUT_OF_RANGE:
+                    raise KafkaException(err)
+                data_loss(f"partition {topic}-{partition}: offset {position} is out of range",
+                          options.fail_on_data_loss)
+                position = max(position, log_start())
+                consumer.assign([TopicPartition(topic, partition, position)])
+                break
             if not msgs:
                 current = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if current >= end:
@@ -255,8 +258,16 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
         consumer.close()
 
 
+def _first_error(msgs: list, start: int) -> int:
+    for i in range(start, len(msgs)):
+        if msgs[i].error() is not None:
+            return i
+    return len(msgs)
+
+
 class _Columns:
-    """Column buffers for one partition's records, turned into an Arrow batch in one go."""
+    """Column buffers for one partition's records, filled a consume() result at a time and turned into an
+    Arrow batch in one go: per-message Python work is a handful of list comprehensions."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
@@ -267,28 +278,40 @@ class _Columns:
         self.values: list = []
         self.offsets: list = []
         self.timestamps: list = []
-        self.types: list = []
         self.headers: list = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, m) -> None:
-        self.keys.append(m.key())
-        self.values.append(m.value())
-        self.offsets.append(m.offset())
-        ts_type, ts = m.timestamp()
-        self.timestamps.append(ts * 1000)
-        self.types.append(TIMESTAMP_TYPES.get(ts_type, -1))
-        self.headers.append(m.headers() or [])
+    def add(self, msgs: list, position: int, end: int) -> int:
+        """Take the messages (none with an error) below ``end``; returns the new read position."""
+        offsets = [m.offset() for m in msgs]
+        stop = bisect.bisect_left(offsets, end)
+        if stop < len(msgs):  # a message at or past the end: the range is read
+            msgs, offsets = msgs[:stop], offsets[:stop]
+            position = end
+        elif offsets:
+            position = offsets[-1] + 1
+        self.offsets += offsets
+        self.keys += [m.key() for m in msgs]
+        self.values += [m.value() for m in msgs]
+        self.timestamps += [m.timestamp() for m in msgs]
+        self.headers += [m.headers() for m in msgs]
+        return position
 
     def take(self) -> pa.RecordBatch:
         n = len(self.offsets)
+        kinds, millis = zip(*self.timestamps)
+        types = _TIMESTAMP_TYPE_IDS[np.array(kinds, dtype=np.int64)]
+        headers = (pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
+                                            pa.array([], HEADER_TYPE.value_type), type=HEADER_TYPE)
+                   if not any(self.headers) else pa.array([h or [] for h in self.headers], HEADER_TYPE))
         batch = pa.RecordBatch.from_arrays([
             pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()), pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()), pa.array(self.timestamps, pa.int64()).cast(ARROW_SCHEMA.field("timestamp").type),
-            pa.array(self.types, pa.int32()), pa.array(self.headers, HEADER_TYPE)], schema=ARROW_SCHEMA)
+            pa.array([self.topic] * n, pa.string()), pa.array(np.full(n, self.partition, dtype=np.int32)),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(np.array(millis, dtype=np.int64) * 1000).cast(ARROW_SCHEMA.field("timestamp").type),
+            pa.array(types), headers], schema=ARROW_SCHEMA)
         self._reset()
         return batch
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
-from streaming.cleaner.offset_map import OffsetMap, chunk_winners, hash_keys
+from streaming.cleaner.offset_map import OffsetMap, hash_keys
 from streaming.log import PartitionLog, make_record
 
 
@@ -36,8 +36,7 @@ def test_winners_match_a_dict(entries, versioned: bool, chunks: int) -> None:
         h1, h2 = hash_keys(keys[lo:hi])
         off = np.arange(lo, hi, dtype=np.int64)
         ver = np.array(vers[lo:hi], dtype=np.int64) if versioned else None
-        w = chunk_winners(h1, h2, off, ver)
-        m.put_winners(h1[w], h2[w], off[w], None if ver is None else ver[w])
+        assert m.put(h1, h2, off, ver) == hi - lo
     assert m.size == len(ref)
     h1, h2 = hash_keys(list(ref))
     _, off, _ = m.get(h1, h2)

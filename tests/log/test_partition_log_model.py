@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from streaming.log import ArrowStorage, LocalStorage, LogConfig, PartitionLog, make_record
+from streaming.log import ArrowStorage, LocalStorage, LogConfig, PartitionLog, batch_from_records, make_record
 from streaming.log.segment import meta_name, segment_name
 
 
@@ -97,7 +97,7 @@ class LogMachine(RuleBasedStateMachine):
         keep = [r for r in inside if data.draw(st.booleans())]
         crash = data.draw(st.sampled_from(["none", "before-swap", "mid-swap"]))
         if crash == "none":
-            self.log.replace(group, keep)
+            self.log.replace(group, [batch_from_records(keep)])
         else:
             self._crash_during_replace(group, keep, crash)
             self.reopen()
@@ -124,7 +124,7 @@ class LogMachine(RuleBasedStateMachine):
 
             log.storage.delete = dies_after_one
         with pytest.raises(SimulatedCrash):
-            log.replace(group, keep)
+            log.replace(group, [batch_from_records(keep)])
         if where != "before-swap":
             del log.storage.delete
 

@@ -1,0 +1,305 @@
+"""Avro binary encoding of the log schema (schemas/log_record.avsc), compiled, a whole batch per call.
+
+fastavro encodes and decodes one record per Python call, which cost 3-4 µs a record and was most of
+the pipeline's CPU. The schema is fixed, so these kernels write and parse its exact bytes in compiled
+loops over columns (numba), and records never become Python objects on the append and clean paths.
+The bytes are the ones fastavro writes for the same records (tests/log/test_codec.py holds them to it),
+so segment files stay plain Avro container files that any Avro reader opens.
+
+Field order: offset long, timestamp long, timestamp_type int, key [null, bytes], value [null, bytes],
+headers array<{key string, value [null, bytes]}>, delete_horizon_ms [null, long]. A record's headers
+travel as their own Avro encoding (the array, terminator included), so only code that needs them
+(header strategy, emission) decodes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OK = 0
+ERR_FRAMING = 1   # a block's records do not end where its byte count says
+ERR_SYNC = 2      # the 16 bytes after a block are not the file's sync marker
+ERR_TRUNCATED = 3  # a field runs past the end of its block
+
+_U7F = np.uint64(0x7F)
+_U80 = np.uint64(0x80)
+_SEVEN = np.uint64(7)
+
+
+@njit(cache=True, nogil=True)
+def _long_size(v):
+    z = np.uint64((v << 1) ^ (v >> 63))
+    n = 1
+    while z >= _U80:
+        z >>= _SEVEN
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _put_long(out, pos, v):
+    z = np.uint64((v << 1) ^ (v >> 63))
+    while z >= _U80:
+        out[pos] = np.uint8((z & _U7F) | _U80)
+        z >>= _SEVEN
+        pos += 1
+    out[pos] = np.uint8(z)
+    return pos + 1
+
+
+@njit(cache=True, nogil=True)
+def _get_long(buf, pos, end):
+    """(value, next position); next position -1 when the varint runs past ``end``."""
+    z = np.uint64(0)
+    shift = np.uint64(0)
+    while pos < end:
+        b = np.uint64(buf[pos])
+        pos += 1
+        z |= (b & _U7F) << shift
+        if b < _U80:
+            return np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1)), pos
+        shift += _SEVEN
+        if shift > np.uint64(63):
+            return np.int64(0), -1
+    return np.int64(0), -1
+
+
+@njit(cache=True, nogil=True)
+def _put_bytes_union(out, pos, valid, offsets, data, i):
+    if not valid[i]:
+        out[pos] = 0
+        return pos + 1
+    out[pos] = 2
+    a, b = offsets[i], offsets[i + 1]
+    pos = _put_long(out, pos + 1, b - a)
+    out[pos:pos + b - a] = data[a:b]
+    return pos + b - a
+
+
+@njit(cache=True, nogil=True)
+def encode_records(offset, timestamp, timestamp_type, key_off, key_data, key_valid, val_off, val_data,
+                   val_valid, hdr_off, hdr_data, horizon, horizon_valid):
+    """All records of a batch, back to back: (bytes, end position of each record)."""
+    n = offset.shape[0]
+    ends = np.empty(n, dtype=np.int64)
+    total = 0
+    for i in range(n):
+        s = _long_size(offset[i]) + _long_size(timestamp[i]) + _long_size(np.int64(timestamp_type[i])) + 3
+        if key_valid[i]:
+            k = key_off[i + 1] - key_off[i]
+            s += _long_size(k) + k
+        if val_valid[i]:
+            v = val_off[i + 1] - val_off[i]
+            s += _long_size(v) + v
+        h = hdr_off[i + 1] - hdr_off[i]
+        s += h if h > 0 else 1
+        if horizon_valid[i]:
+            s += _long_size(horizon[i])
+        total += s
+        ends[i] = total
+    out = np.empty(total, dtype=np.uint8)
+    pos = 0
+    for i in range(n):
+        pos = _put_long(out, pos, offset[i])
+        pos = _put_long(out, pos, timestamp[i])
+        pos = _put_long(out, pos, np.int64(timestamp_type[i]))
+        pos = _put_bytes_union(out, pos, key_valid, key_off, key_data, i)
+        pos = _put_bytes_union(out, pos, val_valid, val_off, val_data, i)
+        a, b = hdr_off[i], hdr_off[i + 1]
+        if b > a:
+            out[pos:pos + b - a] = hdr_data[a:b]
+            pos += b - a
+        else:
+            out[pos] = 0
+            pos += 1
+        if horizon_valid[i]:
+            out[pos] = 2
+            pos = _put_long(out, pos + 1, horizon[i])
+        else:
+            out[pos] = 0
+            pos += 1
+    return out, ends
+
+
+@njit(cache=True, nogil=True)
+def _skip_bytes_union(buf, pos, end):
+    """(start, length, next) of a [null, bytes] value; length -1 for null; next -1 when truncated."""
+    idx, pos = _get_long(buf, pos, end)
+    if pos < 0:
+        return 0, 0, -1
+    if idx == 0:
+        return pos, -1, pos
+    if idx != 1:
+        return 0, 0, -1
+    n, pos = _get_long(buf, pos, end)
+    if pos < 0 or n < 0 or pos + n > end:
+        return 0, 0, -1
+    return pos, n, pos + n
+
+
+@njit(cache=True, nogil=True)
+def _skip_headers(buf, pos, end):
+    while True:
+        count, pos = _get_long(buf, pos, end)
+        if pos < 0:
+            return -1
+        if count == 0:
+            return pos
+        if count < 0:  # a block with its byte size: Avro allows it, fastavro never writes it
+            count = -count
+            _, pos = _get_long(buf, pos, end)
+            if pos < 0:
+                return -1
+        for _ in range(count):
+            n, pos = _get_long(buf, pos, end)
+            if pos < 0 or n < 0 or pos + n > end:
+                return -1
+            _, _, pos = _skip_bytes_union(buf, pos + n, end)
+            if pos < 0:
+                return -1
+
+
+@njit(cache=True, nogil=True)
+def _whole_blocks(buf, pos, end, max_records):
+    """Records in the whole blocks from ``pos`` that fit before ``end`` (at most max_records, unless the
+    first block alone holds more)."""
+    total = 0
+    while pos < end:
+        count, p = _get_long(buf, pos, end)
+        if p < 0:
+            break
+        size, p = _get_long(buf, p, end)
+        if p < 0 or count < 0 or size < 0 or p + size + 16 > end or (total > 0 and total + count > max_records):
+            break
+        total += count
+        pos = p + size + 16
+    return total
+
+
+@njit(cache=True, nogil=True)
+def decode_blocks(buf, pos, end, sync, max_records):
+    """Parse whole blocks of a container file's body from ``pos`` while they fit before ``end`` and in
+    ``max_records``. Returns (records, position after the last whole block parsed, error code,
+    columns...) where byte fields are (start, length) pairs into ``buf`` (length -1 = null)."""
+    capacity = _whole_blocks(buf, pos, end, max_records)
+    offset = np.empty(capacity, dtype=np.int64)
+    timestamp = np.empty(capacity, dtype=np.int64)
+    ttype = np.empty(capacity, dtype=np.int32)
+    key_start = np.empty(capacity, dtype=np.int64)
+    key_len = np.empty(capacity, dtype=np.int64)
+    val_start = np.empty(capacity, dtype=np.int64)
+    val_len = np.empty(capacity, dtype=np.int64)
+    hdr_start = np.empty(capacity, dtype=np.int64)
+    hdr_len = np.empty(capacity, dtype=np.int64)
+    horizon = np.zeros(capacity, dtype=np.int64)
+    horizon_valid = np.zeros(capacity, dtype=np.bool_)
+    rec_len = np.empty(capacity, dtype=np.int64)
+    n = 0
+    err = OK
+    while pos < end:
+        count, p = _get_long(buf, pos, end)
+        if p < 0:
+            break
+        size, p = _get_long(buf, p, end)
+        if p < 0 or count < 0 or size < 0 or p + size + 16 > end or n + count > capacity:
+            break  # past the blocks counted above
+        block_end = p + size
+        for _ in range(count):
+            start = p
+            offset[n], p = _get_long(buf, p, block_end)
+            if p < 0:
+                break
+            timestamp[n], p = _get_long(buf, p, block_end)
+            if p < 0:
+                break
+            t, p = _get_long(buf, p, block_end)
+            if p < 0:
+                break
+            ttype[n] = t
+            key_start[n], key_len[n], p = _skip_bytes_union(buf, p, block_end)
+            if p < 0:
+                break
+            val_start[n], val_len[n], p = _skip_bytes_union(buf, p, block_end)
+            if p < 0:
+                break
+            hdr_start[n] = p
+            p = _skip_headers(buf, p, block_end)
+            if p < 0:
+                break
+            hdr_len[n] = p - hdr_start[n]
+            idx, p = _get_long(buf, p, block_end)
+            if p < 0:
+                break
+            if idx == 1:
+                horizon[n], p = _get_long(buf, p, block_end)
+                if p < 0:
+                    break
+                horizon_valid[n] = True
+            elif idx != 0:
+                p = -1
+                break
+            rec_len[n] = p - start
+            n += 1
+        if p < 0:
+            err = ERR_TRUNCATED
+            break
+        if p != block_end:
+            err = ERR_FRAMING
+            break
+        for j in range(16):
+            if buf[block_end + j] != sync[j]:
+                err = ERR_SYNC
+        if err != OK:
+            break
+        pos = block_end + 16
+    return (n, pos, err, offset[:n], timestamp[:n], ttype[:n], key_start[:n], key_len[:n], val_start[:n],
+            val_len[:n], hdr_start[:n], hdr_len[:n], horizon[:n], horizon_valid[:n], rec_len[:n])
+
+
+@njit(cache=True, nogil=True)
+def gather_binary(buf, starts, lengths):
+    """Arrow binary buffers (int32 offsets, data) of slices of ``buf``; a length of -1 is a null."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int32)
+    total = 0
+    offsets[0] = 0
+    for i in range(n):
+        if lengths[i] > 0:
+            total += lengths[i]
+        offsets[i + 1] = total
+    data = np.empty(total, dtype=np.uint8)
+    for i in range(n):
+        a = offsets[i]
+        b = offsets[i + 1]
+        if b > a:
+            data[a:b] = buf[starts[i]:starts[i] + b - a]
+    return offsets, data
+
+
+@njit(cache=True, nogil=True)
+def frame_blocks(payload, ends, sync, max_records, max_bytes):
+    """Cut encoded records into Avro blocks (count, byte size, records, sync marker)."""
+    n = ends.shape[0]
+    out = np.empty(payload.shape[0] + (n // max(1, max_records) + n // 64 + 2) * 36, dtype=np.uint8)
+    pos = 0
+    i = 0
+    start = 0
+    while i < n:
+        j = i
+        while j < n and j - i < max_records and (j == i or ends[j] - start <= max_bytes):
+            j += 1
+        stop = ends[j - 1]
+        if pos + 36 + stop - start > out.shape[0]:
+            grown = np.empty(2 * out.shape[0] + 36 + stop - start, dtype=np.uint8)
+            grown[:pos] = out[:pos]
+            out = grown
+        pos = _put_long(out, pos, np.int64(j - i))
+        pos = _put_long(out, pos, stop - start)
+        out[pos:pos + stop - start] = payload[start:stop]
+        pos += stop - start
+        out[pos:pos + 16] = sync
+        pos += 16
+        i = j
+        start = stop
+    return out[:pos]
