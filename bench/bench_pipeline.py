@@ -86,9 +86,11 @@ def warm_up_topic(bootstrap: str, args: argparse.Namespace) -> str:
     return topic
 
 
-def run_job(spark, bootstrap: str, source: str, state_dir: str, sink: str | None = None) -> tuple[float, CompactorJob]:
-    spec = JobSpec(bootstrap, source, bootstrap, sink or unique_topic_name("bench-warm-sink"), state_dir,
-                   CompactionConfig(max_compaction_lag_ms=60_000))
+def run_job(spark, bootstrap: str, source: str, partitions: int, state_dir: str) -> tuple[float, CompactorJob]:
+    """The job on ``source`` into a new sink (as `kcompact run` makes it, but not compacted by the broker)."""
+    sink = unique_topic_name("bench-sink")
+    Cluster("sink", bootstrap).ensure_topic(sink, partitions, {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
+    spec = JobSpec(bootstrap, source, bootstrap, sink, state_dir, CompactionConfig(max_compaction_lag_ms=60_000))
     job = CompactorJob(spark, spec, once=True)
     t = time.perf_counter()
     assert job.run() == 0
@@ -103,12 +105,9 @@ def bench_throughput(args: argparse.Namespace) -> None:
             source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
             produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
             mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
-            sink = unique_topic_name("bench-sink")
-            Cluster("sink", bs).ensure_topic(sink, args.partitions, {"cleanup.policy": "delete", "retention.ms": "-1"},
-                                             "sink")
             spark = build_session("kcompact-bench")
-            warm_s = run_job(spark, bs, warm_up_topic(bs, args), os.path.join(work, "warm-up"))[0]
-            pipeline_s, job = run_job(spark, bs, source, os.path.join(work, "measured"), sink)
+            warm_s = run_job(spark, bs, warm_up_topic(bs, args), args.partitions, os.path.join(work, "warm-up"))[0]
+            pipeline_s, job = run_job(spark, bs, source, args.partitions, os.path.join(work, "measured"))
             spark.stop()
             mirror_s = bare_mirror(bs, source, mirror, args.partitions)
         print(f"bare mirror (consume -> produce) {args.records / mirror_s:10,.0f} records/s  {mirror_s:6.1f}s")

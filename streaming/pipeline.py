@@ -116,12 +116,14 @@ class CompactorJob:
         self._last_progress: tuple[tuple, float] = ((), 0.0)
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
         self._sink_read: set[int] = set()  # partitions whose progress this run has read from the sink
+        self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
         self.collector = job_metrics.JobMetricsCollector()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
 
     def on_batch(self, df, batch_id: int) -> None:
         with self.lock:
+            self._stage_after_batch = False
             self.appender(df, batch_id)
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
@@ -147,6 +149,7 @@ class CompactorJob:
             self.totals.emitted += sum(r["emitted"] for r in reports)
             self._write_metrics(reports, now_ms)
             self.last_run_ms = now_ms
+            self._stage_after_batch = True
             for r in reports:
                 if r["error"]:
                     log.error("partition %s-%d: %s", r["topic"], r["partition"], r["error"])
@@ -255,7 +258,7 @@ class CompactorJob:
     def _watch(self, query) -> None:
         """Wait while the query runs; on idle triggers (no micro-batch) run the compaction stage here."""
         seen = -1
-        while query.isActive and not self._stop.wait(0.2 if self.once else self.trigger_interval_s):
+        while query.isActive and not self._stop.wait(0.05 if self.once else self.trigger_interval_s):
             if not self.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
                 try:
                     self.compaction_stage()
@@ -264,10 +267,13 @@ class CompactorJob:
             seen = self.totals.batches
 
     def _final_stage(self) -> int:
-        """--once: clean at the current time, also when no batch ran; a sink that is away is waited for."""
+        """--once: clean at the current time, also when no batch ran; a sink that is away is waited for. The
+        stage that followed the last micro-batch counts when it left nothing to retry."""
         restarts = Restarts(self.retry_timeout_s)
         while True:
-            self.compaction_stage()
+            if not self._stage_after_batch:
+                self.compaction_stage()
+            self._stage_after_batch = False
             failed = [r for r in self.last_reports if r["error"] or r["uncleanable"]]
             waiting = failed and all(r["error"] and is_transient(r["error"]) for r in failed)
             pause = restarts.next_pause(self.totals.emitted) if waiting else None

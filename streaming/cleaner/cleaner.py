@@ -131,7 +131,7 @@ class Cleaner:
             keyed = batch if has_key.all() else batch.filter(pa.array(has_key))
             if keyed is not batch and self.config.keyless_policy is KeylessPolicy.FAIL:
                 raise KeylessRecordError(target.partition, int(off[np.argmin(has_key)]))
-            h1, h2 = hash_keys(keyed.column("key").to_pylist())
+            h1, h2 = hash_keys(keyed.column("key"))
             off = offsets_of(keyed)
             ver = versions.versions(keyed) if omap.versioned else None
             mapped = omap.put(h1, h2, off, ver)
@@ -226,7 +226,7 @@ class Cleaner:
             idx = np.flatnonzero(in_pass & has_key)
             if idx.size:
                 keyed = batch.take(pa.array(idx))
-                h1, h2 = hash_keys(keyed.column("key").to_pylist())
+                h1, h2 = hash_keys(keyed.column("key"))
                 roff = off[idx]
                 slot, moff, mver = omap.get(h1, h2)
                 found = slot >= 0

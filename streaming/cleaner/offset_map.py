@@ -6,16 +6,18 @@ arrays, holding a 128-bit MD5 of the key (two uint64 words) and the winner's off
 the table reaches its load factor the pass stops mapping and cleans only what it mapped.
 
 All operations take whole chunks of keys; probing, inserting and ranking run in compiled loops (numba),
-so the per-record Python cost is one MD5 call.
+as is the MD5 of the keys: no Python call per record.
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import Sequence
+import math
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
+
+from streaming.log.columns import binary_parts
 
 HASH_BYTES = 16
 OFFSET_BYTES = 8
@@ -23,12 +25,65 @@ VERSION_BYTES = 8
 EMPTY = -1
 
 
-def hash_keys(keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """MD5 of each key as two uint64 arrays (high, low)."""
-    md5 = hashlib.md5
-    digests = b"".join([md5(k).digest() for k in keys])
-    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2) if keys else np.empty((0, 2), dtype="<u8")
-    return words[:, 0].copy(), words[:, 1].copy()
+_MASK = np.uint64(0xFFFFFFFF)
+_SHIFTS = np.array([7, 12, 17, 22] * 4 + [5, 9, 14, 20] * 4 + [4, 11, 16, 23] * 4 + [6, 10, 15, 21] * 4,
+                   dtype=np.uint64)
+_SINES = np.array([int(abs(math.sin(i + 1)) * 2**32) & 0xFFFFFFFF for i in range(64)], dtype=np.uint64)
+
+
+@njit(cache=True, nogil=True)
+def _md5(data, offsets, shifts, sines):
+    """RFC 1321 MD5 of each data[offsets[i]:offsets[i + 1]], as the digest's two little-endian uint64 words.
+    hashlib costs a Python call per key, which was most of a cleaning pass."""
+    n = offsets.shape[0] - 1
+    h1 = np.empty(n, dtype=np.uint64)
+    h2 = np.empty(n, dtype=np.uint64)
+    block = np.zeros(64, dtype=np.uint8)
+    words = np.zeros(16, dtype=np.uint64)
+    for i in range(n):
+        start = offsets[i]
+        length = offsets[i + 1] - start
+        padded = ((length + 8) // 64 + 1) * 64
+        a0, b0, c0, d0 = np.uint64(0x67452301), np.uint64(0xEFCDAB89), np.uint64(0x98BADCFE), np.uint64(0x10325476)
+        for at in range(0, padded, 64):
+            for j in range(64):
+                p = at + j
+                block[j] = data[start + p] if p < length else (0x80 if p == length else 0)
+            if at + 64 == padded:
+                bits = np.uint64(length) * np.uint64(8)
+                for j in range(8):
+                    block[56 + j] = (bits >> np.uint64(8 * j)) & np.uint64(0xFF)
+            for j in range(16):
+                words[j] = (np.uint64(block[4 * j]) | (np.uint64(block[4 * j + 1]) << np.uint64(8))
+                            | (np.uint64(block[4 * j + 2]) << np.uint64(16)) | (np.uint64(block[4 * j + 3]) << np.uint64(24)))
+            a, b, c, d = a0, b0, c0, d0
+            for r in range(64):
+                if r < 16:
+                    f = (b & c) | (~b & d)
+                    g = r
+                elif r < 32:
+                    f = (d & b) | (~d & c)
+                    g = (5 * r + 1) % 16
+                elif r < 48:
+                    f = b ^ c ^ d
+                    g = (3 * r + 5) % 16
+                else:
+                    f = c ^ (b | (~d & _MASK))
+                    g = (7 * r) % 16
+                f = (f + a + sines[r] + words[g]) & _MASK
+                a, d, c = d, c, b
+                b = (b + (((f << shifts[r]) | (f >> (np.uint64(32) - shifts[r]))) & _MASK)) & _MASK
+            a0, b0, c0, d0 = (a0 + a) & _MASK, (b0 + b) & _MASK, (c0 + c) & _MASK, (d0 + d) & _MASK
+        h1[i] = a0 | (b0 << np.uint64(32))
+        h2[i] = c0 | (d0 << np.uint64(32))
+    return h1, h2
+
+
+def hash_keys(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """MD5 of each key (a binary array without nulls) as two uint64 arrays: the digest's first and last
+    8 bytes, little-endian."""
+    offsets, data, _ = binary_parts(keys)
+    return _md5(data, offsets, _SHIFTS, _SINES)
 
 
 def rank_greater(v1: np.ndarray | None, o1: np.ndarray, v2: np.ndarray | None, o2: np.ndarray) -> np.ndarray:

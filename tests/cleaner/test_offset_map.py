@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
+import hashlib
+
 import numpy as np
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,12 +36,12 @@ def test_winners_match_a_dict(entries, versioned: bool, chunks: int) -> None:
         ref[k] = max(ref.get(k, (v, i)), (v, i))
     bounds = np.linspace(0, len(keys), chunks + 1).astype(int)
     for lo, hi in zip(bounds, bounds[1:]):
-        h1, h2 = hash_keys(keys[lo:hi])
+        h1, h2 = hash_keys(pa.array(keys[lo:hi], pa.binary()))
         off = np.arange(lo, hi, dtype=np.int64)
         ver = np.array(vers[lo:hi], dtype=np.int64) if versioned else None
         assert m.put(h1, h2, off, ver) == hi - lo
     assert m.size == len(ref)
-    h1, h2 = hash_keys(list(ref))
+    h1, h2 = hash_keys(pa.array(list(ref), pa.binary()))
     _, off, _ = m.get(h1, h2)
     assert off.tolist() == [ref[k][1] for k in ref]
 
@@ -58,3 +61,12 @@ def test_full_map_cleans_in_several_passes_each_progressing(tmp_path) -> None:
     assert len(ends) >= 12 and ends == sorted(set(ends)) and ends[-1] == 1200
     assert sorted(r["key"] for r in plog.read()) == sorted(b"key-%d" % k for k in keys)
     assert mgr.cleaner.map.nbytes <= 24 * 100
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=40))
+def test_key_hashes_are_md5(keys: list[bytes]) -> None:
+    h1, h2 = hash_keys(pa.array(keys, pa.binary()))
+    digests = b"".join(hashlib.md5(k).digest() for k in keys)
+    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2) if keys else np.empty((0, 2), dtype="<u8")
+    assert h1.tolist() == words[:, 0].tolist() and h2.tolist() == words[:, 1].tolist()
