@@ -38,7 +38,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SYNC_SIZE = 16
 VERIFY_CHUNK = 1 << 20
-READ_CHUNK = 8 << 20
+READ_CHUNK = 2 << 20
 
 # Avro header metadata: a cleaned segment carries its offset range so a crash mid-swap can be completed
 # from the swap file alone.
