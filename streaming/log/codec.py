@@ -194,7 +194,6 @@ def decode_blocks(buf, pos, end, sync, max_records):
     hdr_len = np.empty(capacity, dtype=np.int64)
     horizon = np.zeros(capacity, dtype=np.int64)
     horizon_valid = np.zeros(capacity, dtype=np.bool_)
-    rec_len = np.empty(capacity, dtype=np.int64)
     n = 0
     err = OK
     while pos < end:
@@ -206,7 +205,6 @@ def decode_blocks(buf, pos, end, sync, max_records):
             break  # past the blocks counted above
         block_end = p + size
         for _ in range(count):
-            start = p
             offset[n], p = _get_long(buf, p, block_end)
             if p < 0:
                 break
@@ -239,7 +237,6 @@ def decode_blocks(buf, pos, end, sync, max_records):
             elif idx != 0:
                 p = -1
                 break
-            rec_len[n] = p - start
             n += 1
         if p < 0:
             err = ERR_TRUNCATED
@@ -254,7 +251,7 @@ def decode_blocks(buf, pos, end, sync, max_records):
             break
         pos = block_end + 16
     return (n, pos, err, offset[:n], timestamp[:n], ttype[:n], key_start[:n], key_len[:n], val_start[:n],
-            val_len[:n], hdr_start[:n], hdr_len[:n], horizon[:n], horizon_valid[:n], rec_len[:n])
+            val_len[:n], hdr_start[:n], hdr_len[:n], horizon[:n], horizon_valid[:n])
 
 
 @njit(cache=True, nogil=True)

@@ -122,10 +122,6 @@ def iter_records(batches: Iterable[pa.RecordBatch]) -> Iterable[LogRecord]:
         yield from records_from_batch(b)
 
 
-def empty_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in LOG_BATCH_SCHEMA], schema=LOG_BATCH_SCHEMA)
-
-
 # ----- numpy views for the kernels ------------------------------------------------------------------------
 
 def _ints(arr: pa.Array, dtype) -> np.ndarray:
@@ -221,7 +217,7 @@ def decode_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
     if err != codec.OK:
         raise DecodeError(err, after)
     (offset, timestamp, ttype, key_start, key_len, val_start, val_len, hdr_start, hdr_len, horizon,
-     horizon_valid, _) = out[3:]
+     horizon_valid) = out[3:]
     validity = None if horizon_valid.all() else pa.py_buffer(np.packbits(horizon_valid, bitorder="little"))
     batch = pa.RecordBatch.from_arrays([
         pa.array(offset), pa.array(timestamp), pa.array(ttype),
