@@ -40,8 +40,6 @@ REJECTED_FILE = "rejected.jsonl"
 # Spark hands a task its rows in Arrow batches of 10,000; they are appended in larger groups, since every
 # append ends with an fsync of the data and of the sidecar. A crash before the task ends replays the batch.
 APPEND_ROWS = 100_000
-
-
 REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
 
 

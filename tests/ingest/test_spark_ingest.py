@@ -176,3 +176,19 @@ def test_record_the_log_cannot_take_is_set_aside_with_its_offset(tmp_path) -> No
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 12, 13]
     rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
     assert [r["offset"] for r in rejected] == [11] and "timestamp" in rejected[0]["reason"]
+
+
+def test_record_with_a_null_header_key_is_set_aside_and_the_others_keep_their_headers(tmp_path) -> None:
+    headers = [[{"key": "h", "value": b"1"}], [{"key": None, "value": b"2"}], [], [{"key": "h", "value": None}]]
+    n = len(headers)
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([b"k"] * n), pa.array([b"v"] * n), pa.array(["t"] * n), pa.array([0] * n, pa.int32()),
+        pa.array([10, 11, 12, 13], pa.int64()),
+        pa.array([1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([0] * n, pa.int32()), pa.array(headers, ARROW_SCHEMA.field("headers").type)], schema=ARROW_SCHEMA)
+    stats = next(append_partitions(iter([batch]), str(tmp_path), LogConfig(fsync=False), now_ms=0)).to_pylist()
+    assert (stats[0]["appended"], stats[0]["rejected"]) == (3, 1)
+    assert [(o, h) for o, *_, h in log_contents(str(tmp_path), "t", 0)] == [
+        (10, [{"key": "h", "value": b"1"}]), (12, []), (13, [{"key": "h", "value": None}])]
+    rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
+    assert [r["offset"] for r in rejected] == [11] and "header" in rejected[0]["reason"]
