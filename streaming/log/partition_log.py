@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 LOG_STATE = "log.json"
 TMP_SUFFIX = ".tmp"
+ROOM_WINDOW = 1024  # records scanned at first for the next roll point
 
 
 def schema_error(record: object) -> str | None:
@@ -174,13 +175,21 @@ class PartitionLog:
 
     def _room(self, seg: SegmentMeta, sizes: np.ndarray, lag: np.ndarray, i: int) -> int:
         """The index of the first record from i on that must start a new segment (segment.bytes, or its lag
-        timestamp more than segment.ms less the jitter after the segment's first); len(sizes) if none."""
-        after = seg.size_bytes + np.cumsum(sizes[i:])
+        timestamp more than segment.ms less the jitter after the segment's first); len(sizes) if none. The
+        scan window doubles until it finds the end, so a batch costs O(records), not O(records x rolls)."""
         first = seg.first_timestamp if seg.record_count else lag[i]
-        full = (after > self.config.segment_bytes) | (lag[i:] - first > self.roll_after_ms)
-        if not seg.record_count:
-            full[0] = False  # an empty segment takes its first record, however large
-        return i + int(np.argmax(full)) if full.any() else len(sizes)
+        window = ROOM_WINDOW
+        while True:
+            stop = min(len(sizes), i + window)
+            after = seg.size_bytes + np.cumsum(sizes[i:stop])
+            full = (after > self.config.segment_bytes) | (lag[i:stop] - first > self.roll_after_ms)
+            if not seg.record_count:
+                full[0] = False  # an empty segment takes its first record, however large
+            if full.any():
+                return i + int(np.argmax(full))
+            if stop == len(sizes):
+                return stop
+            window *= 2
 
     def _write_active(self, seg: SegmentMeta, batch: pa.RecordBatch, sizes: np.ndarray, lag: np.ndarray) -> None:
         data = encode_blocks(batch, self._active_sync())

@@ -86,3 +86,10 @@ def test_timestamps_within_message_timestamp_after_max_ms_are_used_as_they_are(t
     now = 1_800_000_000_000
     assert log.append([make_record(0, b"a", b"v", now + 60_000)], now_ms=now).odd_timestamps == 0
     assert log.active.first_timestamp == now + 60_000
+
+
+def test_roll_points_past_the_first_scan_window_are_found(tmp_path) -> None:
+    one = record_size(make_record(0, b"k", b"v" * 50, 0))
+    log = _log(tmp_path, segment_bytes=3000 * one)
+    log.append([make_record(o, b"k", b"v" * 50, 0) for o in range(7000)])
+    assert [(s.base_offset, s.record_count) for s in log.segments] == [(0, 3000), (3000, 3000), (6000, 1000)]
