@@ -9,6 +9,7 @@ the sink itself (see streaming.sink), so the stage is safe to repeat at any poin
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -20,10 +21,13 @@ from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
 from streaming.logging_setup import configure_worker
 from streaming.partition_lock import partition_lock
-from streaming.sink import PartitionEmitter
+from streaming.sink import PartitionEmitter, TransactionInterrupted
 from streaming.state_layout import open_partition_log
 
+log = logging.getLogger(__name__)
+
 EMITTED_FILE = "emitted.json"
+EMIT_ATTEMPTS = 3  # tries within one stage to emit past transactions the emitter abandoned
 SINK_UNREACHABLE = "sink: "  # prefix of a report's error when the sink's progress could not be read
 
 
@@ -71,12 +75,25 @@ def _cleaner(config: CompactionConfig) -> Cleaner:
 
 
 def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
+    """Emits the log below ``end``. A transaction the emitter abandoned (a sink outage, a fatal producer
+    error) is emitted again from the committed progress, a few times, before the failure is left to the
+    next trigger."""
     def pending():
         for r in plog.read(emitter.emitted_up_to + 1):
             if r["offset"] >= end:
                 return
             yield r
-    return emitter.emit(pending())
+    before = emitter.committed_records
+    attempt = 1
+    while True:
+        try:
+            emitter.emit(pending())
+            return emitter.committed_records - before
+        except TransactionInterrupted as exc:
+            if attempt == EMIT_ATTEMPTS:
+                raise
+            log.warning("%s (attempt %d of %d)", exc, attempt, EMIT_ATTEMPTS)
+            attempt += 1
 
 
 def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, now_ms: int,

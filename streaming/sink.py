@@ -6,6 +6,16 @@ emission got. A restarted emitter first calls init_transactions with the partiti
 transactional.id, which fences a zombie producer of an earlier run and aborts its open transaction; only
 then does it read the sink's progress. Records are emitted in source-offset order, in transactions, and a
 record at or below the progress offset is never produced again.
+
+A transaction during which the sink's cluster went away entirely is abandoned, never committed, and so is
+one whose producer hit a fatal error (a broker that lost the producer's sequence state). Kafka keeps an
+open transaction across a broker restart, but a broker that does not (noida-db may forget the records it
+acked before the restart and then commit the rest of the transaction without them, or leave records of an
+aborted transaction to be committed by the producer's next one) would turn a commit into a silent gap or
+duplicate. So the emitter aborts, replaces its producer (whose init_transactions fences the old epoch and
+ends whatever the broker still holds of its transaction), re-reads the progress from the sink (never going
+below what it committed itself), and raises TransactionInterrupted: the caller emits again from there, at
+the cost of one transaction's records.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import logging
 import time
 from typing import Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from streaming.kafka_defaults import CONSUMER_DEFAULTS
 from streaming.log.record import LogRecord
@@ -42,16 +52,49 @@ def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
     return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, str(r["offset"]).encode("ascii"))]
 
 
+def _fatal(exc: BaseException) -> bool:
+    """A fatal producer error: this producer instance can do nothing more."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.fatal()
+
+
+class TransactionInterrupted(RuntimeError):
+    """A transaction was abandoned and the emitter renewed: emit again, from ``emitted_up_to``."""
+
+
 class PartitionEmitter:
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
                  client_config: Mapping[str, str] | None = None, txn_prefix: str = "kcompact") -> None:
         self.topic = topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
-        self.producer = Producer({**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
-                                  "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000})
-        self.producer.init_transactions(TIMEOUT_S)
+        self.producer_config = {**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
+                                "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000,
+                                "error_cb": self._on_error}
+        self.outage: str | None = None  # set by librdkafka's error callback when every broker is down
+        self.committed_records = 0
+        self.producer = self._new_producer()
         self.emitted_up_to = self._read_progress()
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(self.producer_config)
+        producer.init_transactions(TIMEOUT_S)
+        return producer
+
+    def _renew(self) -> None:
+        """A new producer, and the progress read again: a commit that failed may have happened. The read
+        never lowers the progress this emitter committed itself: a just-restarted noida-db can report a
+        committed transaction as open for a while, and taking its word would emit that transaction twice."""
+        self.producer = self._new_producer()
+        reported = self._read_progress()
+        if reported < self.emitted_up_to:
+            log.warning("%s-%d: the sink reports progress %d, below the %d this emitter committed; keeping %d",
+                        self.topic, self.partition, reported, self.emitted_up_to, self.emitted_up_to)
+        self.emitted_up_to = max(reported, self.emitted_up_to)
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.outage = err.str()
 
     def _read_progress(self) -> int:
         """The source offset of the last committed sink record of this partition, or -1."""
@@ -91,13 +134,14 @@ class PartitionEmitter:
 
     def emit(self, records: Iterable[LogRecord]) -> int:
         """Produce records above the progress offset, in order, in transactions; return how many."""
-        sent = 0
+        before = self.committed_records
         in_txn = 0
         try:
             for r in records:
                 if r["offset"] <= self.emitted_up_to:
                     continue
                 if in_txn == 0:
+                    self.outage = None
                     self.producer.begin_transaction()
                 self.producer.produce(self.topic, key=r["key"], value=r["value"], partition=self.partition,
                                       timestamp=r["timestamp"], headers=sink_headers(r))
@@ -105,24 +149,33 @@ class PartitionEmitter:
                 in_txn += 1
                 last = r["offset"]
                 if in_txn >= TRANSACTION_RECORDS:
-                    self._commit(last)
-                    sent += in_txn
+                    self._commit(last, in_txn)
                     in_txn = 0
             if in_txn:
-                self._commit(last)
-                sent += in_txn
-        except BaseException:
+                self._commit(last, in_txn)
+        except BaseException as exc:
             if in_txn:
                 try:
                     self.producer.abort_transaction(TIMEOUT_S)
-                except KafkaException as exc:  # the next run's init_transactions aborts it anyway
-                    log.warning("%s-%d: abort after failure failed: %s", self.topic, self.partition, exc)
+                except KafkaException as abort_exc:  # the next init_transactions aborts it anyway
+                    log.warning("%s-%d: abort after failure failed: %s", self.topic, self.partition, abort_exc)
+            if isinstance(exc, TransactionInterrupted) or _fatal(exc):
+                self._renew()
+                if not isinstance(exc, TransactionInterrupted):
+                    raise TransactionInterrupted(f"{self.topic}-{self.partition}: the producer failed ({exc}); "
+                                                 f"emission resumes after offset {self.emitted_up_to}") from exc
             raise
-        return sent
+        return self.committed_records - before
 
-    def _commit(self, last_offset: int) -> None:
+    def _commit(self, last_offset: int, records: int) -> None:
+        self.producer.flush(TIMEOUT_S)  # every record acknowledged, and every error callback served
+        if self.outage is not None:
+            raise TransactionInterrupted(f"{self.topic}-{self.partition}: the sink's cluster was unreachable during "
+                                         f"the transaction ending at source offset {last_offset} ({self.outage}), "
+                                         f"which is abandoned")
         self.producer.commit_transaction(TIMEOUT_S)
         self.emitted_up_to = last_offset
+        self.committed_records += records
 
     def produce_plain(self, topic: str, records: Iterable[LogRecord]) -> int:
         """One committed transaction of records to another topic (the dead-letter topic), same partition

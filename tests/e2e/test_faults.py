@@ -20,7 +20,17 @@ from streaming.broker import free_port, start_local_broker
 from streaming.log.segment import META_SUFFIX, SegmentMeta, segment_name
 from streaming.state_layout import log_dir
 from streaming.topics import create_topic, unique_topic_name
-from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once, sent_view, sink_view, status_json, winners
+from tests.e2e.helpers import (
+    NO_SINK_COMPACTION,
+    assert_sink_contract,
+    offsets_diff,
+    read_topic,
+    run_once,
+    sent_view,
+    sink_view,
+    status_json,
+    winners,
+)
 from tests.kafka_helpers import Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
@@ -266,39 +276,76 @@ def test_partition_read_waits_out_a_broker_outage(bouncing_broker) -> None:
     assert "error" not in out, out.get("error")
     assert out["result"] == len(sent)
     offsets = [o for b in batches for o in b.column("offset").to_pylist()]
-    assert offsets == list(range(len(sent))), "every record once, in order, across the outage"
+    want = list(range(len(sent)))
+    assert offsets == want, f"every record once, in order, across the outage: {offsets_diff(offsets, want)}"
 
 
-def test_transactional_emit_survives_a_broker_outage_exactly_once(bouncing_broker) -> None:
+def _emit_across_an_outage(broker: BouncingBroker, hold_at: int):
+    """Emits 100k records in a thread, holding them back at source offset ``hold_at``, once all before it
+    are acknowledged, until the broker is down; starts the broker again 5 s later."""
     from streaming.log import make_record  # noqa: PLC0415
-    from streaming.sink import TRANSACTION_RECORDS, PartitionEmitter  # noqa: PLC0415
+    from streaming.sink import PartitionEmitter  # noqa: PLC0415
 
-    bs = bouncing_broker.bootstrap_servers
-    sink = create_topic(bs, unique_topic_name("emit-bounce"), 1, {"retention.ms": "-1"})  # old timestamps
+    sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-bounce"), 1,
+                        {"retention.ms": "-1"})  # the records' timestamps are from 1970
     records = [make_record(o, b"k%d" % o, b"v" * 200, 1_000 + o) for o in range(100_000)]
-    emitter = PartitionEmitter(bs, sink, 0)
-    broker_down = threading.Event()
+    emitter = PartitionEmitter(broker.bootstrap_servers, sink, 0)
+    held, broker_down = threading.Event(), threading.Event()
 
     def held_back():
-        """The records, held back mid-transaction until the broker is down (a stop takes a while)."""
         for r in records:
-            if r["offset"] == TRANSACTION_RECORDS + 10_000:
-                broker_down.wait(120)
+            if r["offset"] == hold_at:
+                emitter.producer.flush(60)  # everything before the hold is at the broker
+                held.set()
+                broker_down.wait(120)  # a stop takes a while
             yield r
 
     thread, out = _in_thread(lambda: emitter.emit(held_back()))
-    while emitter.emitted_up_to < 0 and thread.is_alive():
-        time.sleep(0.005)
-    bouncing_broker.down()  # after the first committed transaction, inside the second
+    assert held.wait(120), out
+    broker.down()
     broker_down.set()
     time.sleep(5)
     assert thread.is_alive(), "the emission waits for the broker"
-    bouncing_broker.up()
+    broker.up()
     thread.join(300)
+    return sink, records, emitter, out
+
+
+def test_transaction_open_across_a_broker_outage_is_abandoned_not_committed(bouncing_broker) -> None:
+    """The broker stops mid-transaction. Depending on timing, the restarted noida-db has either forgotten
+    the records it acked before the restart, and would commit the rest of the transaction without them (a
+    gap, seen in CI), or lost the producer's sequence state, which is fatal to that producer. Either way
+    the emitter must commit nothing of that transaction, and renew its producer.
+
+    What follows on this broker is not tested here: noida-db keeps the forgotten transaction's records
+    pending, which pins the partition's last stable offset or lets the producer's next commit make them
+    visible. Kafka keeps transaction state in __transaction_state across a restart and does neither."""
+    from streaming.sink import TRANSACTION_RECORDS, TransactionInterrupted  # noqa: PLC0415
+
+    sink, _, emitter, out = _emit_across_an_outage(bouncing_broker, TRANSACTION_RECORDS + 10_000)
+    assert isinstance(out.get("error"), TransactionInterrupted), out
+    assert emitter.emitted_up_to == TRANSACTION_RECORDS - 1, "renewed, its progress the first transaction"
     emitter.close()
-    if "error" in out:  # a transaction the outage broke: the next emitter resumes from the sink's progress
-        resumed = PartitionEmitter(bs, sink, 0)
-        resumed.emit(iter(records))
-        resumed.close()
-    got = read_topic(bs, sink, 1)[0]
-    assert [r["source_offset"] for r in got] == list(range(len(records))), "no record lost, none twice"
+    got = [r["source_offset"] for r in read_topic(bouncing_broker.bootstrap_servers, sink, 1)[0]]
+    want = list(range(TRANSACTION_RECORDS))
+    assert got == want, f"only the first transaction is committed: {offsets_diff(got, want)}"
+
+
+def test_transactional_emit_survives_a_broker_outage_exactly_once(bouncing_broker) -> None:
+    """The broker stops between two transactions, and emission goes on: whether or not the emitter saw
+    the outage in time to abandon the transaction it began meanwhile, emitting again from its progress
+    leaves every record in the sink exactly once."""
+    from streaming.sink import TRANSACTION_RECORDS, PartitionEmitter, TransactionInterrupted  # noqa: PLC0415
+
+    sink, records, emitter, out = _emit_across_an_outage(bouncing_broker, TRANSACTION_RECORDS)
+    if "error" in out:
+        assert isinstance(out["error"], TransactionInterrupted), out
+        emitter.emit(iter(records))
+    emitter.close()
+    bs = bouncing_broker.bootstrap_servers
+    recovered = PartitionEmitter(bs, sink, 0)
+    recovered.close()
+    assert recovered.emitted_up_to == len(records) - 1, "progress recovered from the sink"
+    got = [r["source_offset"] for r in read_topic(bs, sink, 1)[0]]
+    want = list(range(len(records)))
+    assert got == want, f"no record lost, none twice: {offsets_diff(got, want)}"
