@@ -7,7 +7,8 @@ throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on N rec
 confluent-kafka mirror (consume -> produce, no compaction, idempotent producer). Spark start-up is excluded:
 a first run of the job on a small topic of its own (--warm-up records) starts the Python workers and
 compiles what the JVM and numba compile once per process, as a long-running compactor has long done. Its
-time is printed too.
+time is printed too. With the local broker, the broker's CPU time during each side is printed as well: on
+two cores it competes with the side being measured.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 """
@@ -37,6 +38,15 @@ from streaming.spark_session import build_session
 from streaming.topics import create_topic, unique_topic_name
 
 HOUR = 3_600_000
+
+
+def broker_cpu_s(pid: int | None) -> float:
+    """CPU seconds the local broker process has used so far (0 for a broker we did not start)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int) -> None:
@@ -107,13 +117,19 @@ def bench_throughput(args: argparse.Namespace) -> None:
             mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
             spark = build_session("kcompact-bench")
             warm_s = run_job(spark, bs, warm_up_topic(bs, args), args.partitions, os.path.join(work, "warm-up"))[0]
+            cpu = broker_cpu_s(broker.pid)
             pipeline_s, job = run_job(spark, bs, source, args.partitions, os.path.join(work, "measured"))
+            pipeline_cpu = broker_cpu_s(broker.pid) - cpu
             spark.stop()
+            cpu = broker_cpu_s(broker.pid)
             mirror_s = bare_mirror(bs, source, mirror, args.partitions)
+            mirror_cpu = broker_cpu_s(broker.pid) - cpu
         print(f"bare mirror (consume -> produce) {args.records / mirror_s:10,.0f} records/s  {mirror_s:6.1f}s")
         print(f"kcompact pipeline (--once)       {args.records / pipeline_s:10,.0f} records/s  {pipeline_s:6.1f}s  "
               f"(ingested {job.totals.ingested:,}, passes {job.totals.passes}, emitted {job.totals.emitted:,})")
         print(f"ratio pipeline/mirror = {mirror_s / pipeline_s:.3f}  (target >= 0.5)")
+        if broker.pid is not None:
+            print(f"(local broker CPU: {pipeline_cpu:.1f} CPU-s during the pipeline, {mirror_cpu:.1f} during the mirror)")
         print(f"(warm-up run on {args.warm_up:,} records of another topic: {warm_s:.1f}s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
