@@ -36,17 +36,31 @@ TRANSIENT_TEXT = tuple(f"code={KafkaError(c).name()}," for c in TRANSIENT) + (
 REFUSED_TEXT = tuple(f"code={KafkaError(c).name()}," for c in REFUSED) + ("SASL authentication error",)
 
 
-def is_transient(exc: BaseException | str) -> bool:
+def kafka_error(exc: BaseException | str) -> KafkaError | None:
+    """The KafkaError a KafkaException carries, if it carries one."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        err = exc.args[0]
+        return exc.args[0]
+    return None
+
+
+def is_transient(exc: BaseException | str) -> bool:
+    err = kafka_error(exc)
+    if err is not None:
         return err.code() in TRANSIENT or (err.retriable() and err.code() not in REFUSED)
     return not is_refused(exc) and any(t in str(exc) for t in TRANSIENT_TEXT)
 
 
 def is_refused(exc: BaseException | str) -> bool:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].code() in REFUSED
+    err = kafka_error(exc)
+    if err is not None:
+        return err.code() in REFUSED
     return any(t in str(exc) for t in REFUSED_TEXT)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """A fatal producer error: that producer instance can do nothing more."""
+    err = kafka_error(exc)
+    return err is not None and err.fatal()
 
 
 def retrying(call: Callable[[], T], what: str, timeout_s: float, pause_s: float = 1.0) -> T:

@@ -27,6 +27,7 @@ from typing import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from streaming.kafka_defaults import CONSUMER_DEFAULTS
+from streaming.kafka_failures import is_fatal
 from streaming.log.record import LogRecord
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,6 @@ def source_offset(headers: list[tuple[str, bytes | None]] | None) -> int | None:
 
 def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
     return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, str(r["offset"]).encode("ascii"))]
-
-
-def _fatal(exc: BaseException) -> bool:
-    """A fatal producer error: this producer instance can do nothing more."""
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and error.fatal()
 
 
 class TransactionInterrupted(RuntimeError):
@@ -159,7 +154,7 @@ class PartitionEmitter:
                     self.producer.abort_transaction(TIMEOUT_S)
                 except KafkaException as abort_exc:  # the next init_transactions aborts it anyway
                     log.warning("%s-%d: abort after failure failed: %s", self.topic, self.partition, abort_exc)
-            if isinstance(exc, TransactionInterrupted) or _fatal(exc):
+            if isinstance(exc, TransactionInterrupted) or is_fatal(exc):
                 self._renew()
                 if not isinstance(exc, TransactionInterrupted):
                     raise TransactionInterrupted(f"{self.topic}-{self.partition}: the producer failed ({exc}); "
