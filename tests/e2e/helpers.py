@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -102,10 +103,10 @@ def offsets_diff(got: list[int], want: list[int]) -> str:
         shown = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans[:10])
         return f"{len(offsets)} ({shown}{', ...' if len(spans) > 10 else ''})"
 
-    seen: set[int] = set()
-    twice = [o for o in got if o in seen or seen.add(o)]
-    missing = sorted(set(want) - seen)
-    extra = sorted(seen - set(want))
+    counts = Counter(got)
+    twice = [o for o, n in counts.items() for _ in range(n - 1)]
+    missing = sorted(set(want) - counts.keys())
+    extra = sorted(counts.keys() - set(want))
     return f"missing {runs(missing)}; twice {runs(twice)}; unexpected {runs(extra)}; {len(got)} got, {len(want)} wanted"
 
 
