@@ -19,10 +19,10 @@ from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogClea
                                PartitionCleanerState, PartitionId, log_to_clean, read_checkpoint)
 from streaming.job_spec import JobSpec
 from streaming.log import PartitionLog
-from streaming.logging_setup import configure_worker
 from streaming.partition_lock import partition_lock
 from streaming.sink import PartitionEmitter, TransactionInterrupted
 from streaming.state_layout import open_partition_log
+from streaming.worker_process import prepare_task
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, si
     """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
     sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
     down is filled again."""
-    configure_worker([spec.source_kafka, spec.sink_kafka])
+    prepare_task([spec.source_kafka, spec.sink_kafka])
     with partition_lock(item[2]):
         return _compact_partition(item, spec, now_ms, item[1] in sink_read)
 

@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, PartitionLog, encode_headers
 from streaming.log.columns import validity
-from streaming.logging_setup import configure_worker
 from streaming.partition_lock import partition_lock
 from streaming.state_layout import list_log_dirs, log_dir, open_partition_log
+from streaming.worker_process import prepare_task
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
 def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
                       now_ms: int) -> Iterator[pa.RecordBatch]:
     """The task body: append this Spark partition's rows to their partition logs, then apply roll rules."""
-    configure_worker()
+    prepare_task()
     logs: dict[tuple[str, int], PartitionLog] = {}
     stats: dict[tuple[str, int], list[int]] = {}
     with contextlib.ExitStack() as locks:
@@ -159,7 +159,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: Lo
 
 def roll_log(item: tuple[str, int, str], config: LogConfig, now_ms: int) -> bool:
     topic, partition, directory = item
-    configure_worker()
+    prepare_task()
     with partition_lock(directory):
         return open_partition_log(directory, topic, partition, config).maybe_roll(now_ms)
 

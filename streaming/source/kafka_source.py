@@ -27,6 +27,7 @@ from streaming.kafka_failures import TRANSIENT, retrying
 from streaming.logging_setup import configure_worker
 from streaming.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.source.options import KafkaSourceOptions, SourceOptionError
+from streaming.worker_process import prepare_task
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ----- executor side: records --------------------------------------------------------------------------
 
     def read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-        configure_worker([self.options.client_config])
+        prepare_task([self.options.client_config])
         yield from read_partition(self.options, partition.topic, partition.partition, partition.start, partition.end)
 
 
