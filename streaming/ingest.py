@@ -37,8 +37,9 @@ STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COU
 STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
                           ("log_end_offset", pa.int64())])
 REJECTED_FILE = "rejected.jsonl"
-# Spark hands a task its rows in Arrow batches of 10,000; they are appended in larger groups, since every
-# append ends with an fsync of the data and of the sidecar. A crash before the task ends replays the batch.
+# Spark hands a task its rows in Arrow batches (spark_session.ARROW_BATCH_ROWS); they are appended in larger
+# groups, since every append ends with an fsync of the data and of the sidecar. A crash before the task ends
+# replays the batch.
 APPEND_ROWS = 100_000
 REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
 
