@@ -7,8 +7,11 @@ throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on N rec
 confluent-kafka mirror (consume -> produce, no compaction, idempotent producer). Spark start-up is excluded:
 a first run of the job on a small topic of its own (--warm-up records) starts the Python workers and
 compiles what the JVM and numba compile once per process, as a long-running compactor has long done. Its
-time is printed too. With the local broker, the broker's CPU time during each side is printed as well: on
-two cores it competes with the side being measured.
+time is printed too. Both sides write into topics created before either runs, and each starts once the
+local broker is quiet: noida-db keeps a whole cluster's data in one JSON file that it rewrites after every
+change (a created topic, a produced batch), about 3 CPU-s per million records stored, and on two cores
+that rewrite would be charged to whichever side happens to run next. The broker's CPU time during each
+side is printed: what it spends on the side's own writes and reads stays in that side's time.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 """
@@ -47,6 +50,19 @@ def broker_cpu_s(pid: int | None) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pid: int | None, quiet_s: float = 1.0, timeout_s: float = 60.0) -> float:
+    """Wait until the local broker has used under 5% of a core for ``quiet_s``; returns the seconds waited."""
+    started = time.monotonic()
+    if pid is None:
+        return 0.0
+    while time.monotonic() - started < timeout_s:
+        before = broker_cpu_s(pid)
+        time.sleep(quiet_s)
+        if broker_cpu_s(pid) - before < 0.05 * quiet_s:
+            break
+    return time.monotonic() - started
 
 
 def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int) -> None:
@@ -96,10 +112,14 @@ def warm_up_topic(bootstrap: str, args: argparse.Namespace) -> str:
     return topic
 
 
-def run_job(spark, bootstrap: str, source: str, partitions: int, state_dir: str) -> tuple[float, CompactorJob]:
-    """The job on ``source`` into a new sink (as `kcompact run` makes it, but not compacted by the broker)."""
+def new_sink(bootstrap: str, partitions: int) -> str:
+    """A sink as `kcompact run` makes it, but not compacted by the broker."""
     sink = unique_topic_name("bench-sink")
     Cluster("sink", bootstrap).ensure_topic(sink, partitions, {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
+    return sink
+
+
+def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str) -> tuple[float, CompactorJob]:
     spec = JobSpec(bootstrap, source, bootstrap, sink, state_dir, CompactionConfig(max_compaction_lag_ms=60_000))
     job = CompactorJob(spark, spec, once=True)
     t = time.perf_counter()
@@ -115,12 +135,16 @@ def bench_throughput(args: argparse.Namespace) -> None:
             source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
             produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
             mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
+            sink = new_sink(bs, args.partitions)
             spark = build_session("kcompact-bench")
-            warm_s = run_job(spark, bs, warm_up_topic(bs, args), args.partitions, os.path.join(work, "warm-up"))[0]
+            warm_up = warm_up_topic(bs, args)
+            warm_s = run_job(spark, bs, warm_up, new_sink(bs, args.partitions), os.path.join(work, "warm-up"))[0]
+            waited = settle(broker.pid)
             cpu = broker_cpu_s(broker.pid)
-            pipeline_s, job = run_job(spark, bs, source, args.partitions, os.path.join(work, "measured"))
+            pipeline_s, job = run_job(spark, bs, source, sink, os.path.join(work, "measured"))
             pipeline_cpu = broker_cpu_s(broker.pid) - cpu
             spark.stop()
+            waited += settle(broker.pid)
             cpu = broker_cpu_s(broker.pid)
             mirror_s = bare_mirror(bs, source, mirror, args.partitions)
             mirror_cpu = broker_cpu_s(broker.pid) - cpu
@@ -129,7 +153,8 @@ def bench_throughput(args: argparse.Namespace) -> None:
               f"(ingested {job.totals.ingested:,}, passes {job.totals.passes}, emitted {job.totals.emitted:,})")
         print(f"ratio pipeline/mirror = {mirror_s / pipeline_s:.3f}  (target >= 0.5)")
         if broker.pid is not None:
-            print(f"(local broker CPU: {pipeline_cpu:.1f} CPU-s during the pipeline, {mirror_cpu:.1f} during the mirror)")
+            print(f"(local broker CPU: {pipeline_cpu:.1f} CPU-s during the pipeline, {mirror_cpu:.1f} during the mirror; "
+                  f"{waited:.1f}s waited for it to be quiet before the two)")
         print(f"(warm-up run on {args.warm_up:,} records of another topic: {warm_s:.1f}s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
