@@ -9,11 +9,12 @@ a first run of the job on a topic of its own (--warm-up records) starts the Pyth
 what the JVM and numba compile once per process, as a long-running compactor has long done. Its time is
 printed too. It takes 200,000 records: after 20,000 the JVM's per-row loops (the source's Arrow batches to
 rows and back to Arrow for the appender) were not yet fully compiled, and the measured run spent about
-1.5 CPU-s more in the JVM than the runs after it. Both sides write into topics created before either runs, and each starts once the
-local broker is quiet: noida-db keeps a whole cluster's data in one JSON file that it rewrites after every
-change (a created topic, a produced batch), about 3 CPU-s per million records stored, and on two cores
-that rewrite would be charged to whichever side happens to run next. The broker's CPU time during each
-side is printed: what it spends on the side's own writes and reads stays in that side's time.
+1.5 CPU-s more in the JVM than the runs after it. Both sides write into topics created before either
+runs, and each starts once the local broker is quiet: noida-db keeps a whole cluster's data in one JSON
+file that it rewrites after every change (a created topic, a produced batch), about 3 CPU-s per million
+records stored, and on two cores that rewrite would be charged to whichever side happens to run next. The
+broker's CPU time during each side is printed: what it spends on the side's own writes and reads stays in
+that side's time.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 """
@@ -155,8 +156,8 @@ def bench_throughput(args: argparse.Namespace) -> None:
               f"(ingested {job.totals.ingested:,}, passes {job.totals.passes}, emitted {job.totals.emitted:,})")
         print(f"ratio pipeline/mirror = {mirror_s / pipeline_s:.3f}  (target >= 0.5)")
         if broker.pid is not None:
-            print(f"(local broker CPU: {pipeline_cpu:.1f} CPU-s during the pipeline, {mirror_cpu:.1f} during the mirror; "
-                  f"{waited:.1f}s waited for it to be quiet before the two)")
+            print(f"(local broker CPU: {pipeline_cpu:.1f} CPU-s during the pipeline, {mirror_cpu:.1f} during the "
+                  f"mirror; {waited:.1f}s waited for it to be quiet before the two)")
         print(f"(warm-up run on {args.warm_up:,} records of another topic: {warm_s:.1f}s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
