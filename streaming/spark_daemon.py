@@ -30,7 +30,7 @@ from pyspark import daemon  # noqa: E402
 
 from streaming import compaction_stage, ingest  # noqa: E402,F401 (what every task imports)
 from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId  # noqa: E402
-from streaming.log import LOG_BATCH_SCHEMA, PartitionLog, encode_headers  # noqa: E402
+from streaming.log import PartitionLog, batch_from_records, make_record  # noqa: E402
 from streaming.source import kafka_source  # noqa: E402,F401
 
 TASK_WORKER = "pyspark.worker"  # the worker module that runs tasks (Spark passes the module to the daemon)
@@ -41,11 +41,9 @@ def preload() -> None:
     config = CompactionConfig(min_cleanable_dirty_ratio=0.0)
     with tempfile.TemporaryDirectory(prefix="kcompact-daemon-") as scratch:
         plog = PartitionLog(scratch, config.log_config, jitter_seed="preload")
-        columns = {"offset": [0, 1, 2], "timestamp": [0, 1, 2], "timestamp_type": [0, 0, 0],
-                   "key": [b"a", b"a", b"b"], "value": [b"1", None, b"2"],
-                   "headers": [encode_headers([]), encode_headers([("h", b"\0" * 8)]), encode_headers([])],
-                   "delete_horizon_ms": [None, None, None]}
-        plog.append(LOG_BATCH_SCHEMA.empty_table().from_pydict(columns, LOG_BATCH_SCHEMA).to_batches()[0], 10)
+        records = [make_record(0, b"a", b"1", 0), make_record(1, b"a", None, 1, [("h", b"\0" * 8)]),
+                   make_record(2, b"b", b"2", 2)]
+        plog.append(batch_from_records(records), 10)
         plog.roll()
         LogCleanerManager(config).clean_partition(PartitionId("preload", 0), plog, now_ms=10)
         list(plog.read())
