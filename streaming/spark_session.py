@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from streaming.source import KafkaDataSource
 from streaming.source.options import KafkaSourceOptions
+from streaming.spark_home import choose_spark_home
 
 # Rows per Arrow batch that Spark hands the appender's mapInArrow (Spark's default is 10,000): as many as the
 # source reads per batch, so Spark passes the source's batches on whole instead of cutting each into five,
@@ -21,6 +22,7 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
     """A session for the compactor. Executors run this interpreter, so they import the same package."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    choose_spark_home()
     builder = (SparkSession.builder.appName(app_name)
                .master(master or os.environ.get("KCOMPACT_SPARK_MASTER", "local[2]"))
                .config("spark.ui.enabled", str(ui).lower())
