@@ -12,13 +12,13 @@ rows and back to Arrow for the appender) were not yet fully compiled, and the me
 1.5 CPU-s more in the JVM than the runs after it. The pipeline and two mirrors then run --rounds times,
 rotating which goes first; every round and the medians are printed. The mirror runs as it is, and again
 with the garbage-collector thresholds the compactor's tasks use (worker_process), which make reading from
-Kafka much cheaper and so make the mirror faster too. Each side writes into a topic made before it
-starts (each mirror topic is deleted after its run), and starts once the local broker has used under 5%
-of a core and written nothing for a second: noida-db keeps a whole cluster's data in one JSON file that it rewrites after
-every change (a created topic, a produced batch), about 3 CPU-s per million records stored, and on two
-cores that rewrite would be charged to whichever side happens to run next. The broker's CPU time during
-each side is printed: what it spends on the side's own writes and reads stays in that side's time. Spark
-stays up, idle, while the mirrors run: its JVM's CPU time then is printed.
+Kafka much cheaper and so make the mirror faster too. Each side writes into a topic made before it starts
+(each mirror topic is deleted after its run), and starts once the local broker has used under 5% of a core
+and written nothing for a second: noida-db keeps a whole cluster's data in one JSON file that it rewrites
+after every change (a created topic, a produced batch), about 3 CPU-s per million records stored, and on two
+cores that rewrite would be charged to whichever side happens to run next. The broker's CPU time during each
+side is printed: what it spends on the side's own writes and reads stays in that side's time. Spark stays
+up, idle, while the mirrors run: its JVM's CPU time then is printed.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 """
