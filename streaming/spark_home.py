@@ -46,10 +46,11 @@ def _complete(home: str, source: str, entries: list[str]) -> bool:
 
 def home_without_zips(source: str | None = None, cache_root: str | None = None) -> str:
     """A directory of links to every entry of ``source`` (the PySpark package) but its zipped sources;
-    made once per PySpark installation and shared by the processes that use it."""
+    made once per PySpark installation (its path, version and entries name it) and shared by the
+    processes that use it."""
     source = source or pyspark_dir()
     entries = sorted(e for e in os.listdir(source) if e != ZIPPED_SOURCES)
-    key = hashlib.sha1(f"{source}\0{pyspark.__version__}".encode()).hexdigest()[:12]
+    key = hashlib.sha1("\0".join([source, pyspark.__version__, *entries]).encode()).hexdigest()[:12]
     root = cache_root or _cache_root()
     home = os.path.join(root, f"spark-home-{key}")
     if _complete(home, source, entries):
@@ -58,7 +59,8 @@ def home_without_zips(source: str | None = None, cache_root: str | None = None) 
     scratch = tempfile.mkdtemp(prefix=".spark-home-", dir=root)
     for e in entries:
         os.symlink(os.path.join(source, e), os.path.join(scratch, e))
-    shutil.rmtree(home, ignore_errors=True)  # an incomplete one, left by a process that was killed
+    if os.path.lexists(home) and not _complete(home, source, entries):  # links removed by hand
+        shutil.rmtree(home, ignore_errors=True)
     try:
         os.rename(scratch, home)
     except OSError:  # another process made it first
