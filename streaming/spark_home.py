@@ -40,8 +40,8 @@ def _cache_root() -> str:
 
 
 def _complete(home: str, source: str, entries: list[str]) -> bool:
-    return all(os.path.islink(os.path.join(home, e)) and os.readlink(os.path.join(home, e)) == os.path.join(source, e)
-               for e in entries)
+    links = [os.path.join(home, e) for e in entries]
+    return all(os.path.islink(link) and os.readlink(link) == os.path.join(source, e) for link, e in zip(links, entries))
 
 
 def home_without_zips(source: str | None = None, cache_root: str | None = None) -> str:
@@ -75,10 +75,11 @@ def choose_spark_home() -> str | None:
     Python workers are this interpreter; returns the directory chosen, or None when nothing was changed."""
     if os.environ.get("SPARK_HOME") or os.environ.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
         return None
-    if not os.path.isdir(os.path.join(pyspark_dir(), ZIPPED_SOURCES, "lib")):
+    source = pyspark_dir()
+    if not os.path.isdir(os.path.join(source, ZIPPED_SOURCES, "lib")):
         return None
     try:
-        home = home_without_zips()
+        home = home_without_zips(source)
     except OSError as exc:  # no writable cache directory: Spark runs from its own home, only slower to start
         log.debug("Spark keeps its own SPARK_HOME: %s", exc)
         return None
