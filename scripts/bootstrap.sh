@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sourced by demo.sh and test.sh: installs what a fresh machine lacks, and nothing twice.
-#   - Java 17+ (Spark's JVM) via apt when missing and we are root;
+#   - Java 17+ (Spark's JVM and the local Kafka broker's) and Maven via apt when missing and we are root;
 #   - a virtualenv at .venv (or $KCOMPACT_VENV) holding this package with its test extras,
-#     reinstalled only when pyproject.toml changed since the last install.
+#     reinstalled only when pyproject.toml changed since the last install;
+#   - the pinned Apache Kafka jars (streaming/local_kafka/pom.xml), fetched with Maven into
+#     ~/.cache/kcompact, for the local broker used when no cluster is given and no Docker engine answers.
 set -euo pipefail
 
 KCOMPACT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,10 +22,34 @@ ensure_java() {
         echo "kcompact: Java 17 or newer is required (Spark's JVM); install openjdk-17-jre-headless" >&2
         exit 1
     fi
-    echo "kcompact: installing Java 17 with apt-get" >&2
+    _apt_install openjdk-17-jre-headless
+}
+
+_apt_install() {
+    echo "kcompact: installing $* with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ensure_maven() {
+    if command -v mvn >/dev/null 2>&1; then
+        return
+    fi
+    if [ "$(id -u)" != "0" ]; then
+        echo "kcompact: Maven (mvn) is required to fetch Apache Kafka for the local broker; install maven" >&2
+        exit 1
+    fi
+    _apt_install maven
+}
+
+ensure_kafka() {
+    # Only a machine that will start the local broker needs its jars.
+    if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+        return
+    fi
+    ensure_maven
+    "$KCOMPACT_VENV/bin/python" -m streaming.local_kafka >&2
 }
 
 _pick_python() {
@@ -55,4 +81,5 @@ ensure_venv() {
 
 ensure_java
 ensure_venv
+ensure_kafka
 export PATH="$KCOMPACT_VENV/bin:$PATH"

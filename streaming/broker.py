@@ -1,38 +1,31 @@
-"""Finding a Kafka-protocol broker for the demo, the tests and the CLI.
+"""Finding a Kafka broker for the demo, the tests and the CLI.
 
 Three sources, tried in a fixed order so a user always knows which one is in play:
 
 1. ``KAFKA_BOOTSTRAP_SERVERS`` names an existing cluster: use it, start nothing.
-2. A Docker engine answers a ping: start testcontainers' Apache Kafka container in KRaft mode.
-3. Otherwise start the ``noida-db`` binary on 127.0.0.1 with a throw-away data directory.
-
-The local broker is started as the real binary (not the ``noida-db`` console wrapper, whose PID is not
-the broker's) in a process group of its own, with a parent-death signal, so that it is stopped by PID on
-normal exit, on Ctrl-C, on a test failure and even when the Python process is killed.
+2. A Docker engine answers a ping: testcontainers starts the apache/kafka image in KRaft mode.
+3. Otherwise a local single-node Apache Kafka (KRaft) is started with ``java`` from the jars the set-up
+   fetched with Maven (``streaming.local_kafka``), on 127.0.0.1, and stopped by PID when done.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
+
+from streaming.local_kafka import KafkaJarsError, LocalKafka, LocalKafkaError, free_port
+from streaming.local_kafka.jars import pinned_version
 
 log = logging.getLogger(__name__)
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
-LOCAL_HOST = "127.0.0.1"
-KAFKA_IMAGE = "confluentinc/cp-kafka:7.6.0"
+KAFKA_IMAGE = f"apache/kafka:{pinned_version()}"
 
 
 class BrokerKind(str, Enum):
@@ -47,12 +40,15 @@ class BrokerError(RuntimeError):
 
 @dataclass
 class Broker:
-    """A reachable broker and how to give it back when done."""
+    """A reachable broker and how to give it back when done. ``server`` is the process of a local broker
+    (which tests may kill and start again); ``sasl_bootstrap_servers`` a SASL_PLAINTEXT listener, if known."""
 
     bootstrap_servers: str
     kind: BrokerKind
     pid: int | None = None
     _stop: Callable[[], None] = field(default=lambda: None, repr=False)
+    sasl_bootstrap_servers: str | None = None
+    server: LocalKafka | None = field(default=None, repr=False)
 
     def stop(self) -> None:
         self._stop()
@@ -76,12 +72,6 @@ def docker_engine_answers(timeout_s: float = 2.0) -> bool:
         return False
 
 
-def free_port(host: str = LOCAL_HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def wait_for_metadata(bootstrap_servers: str, timeout_s: float = 60.0,
                       alive: Callable[[], bool] = lambda: True) -> None:
     """Block until the broker answers a metadata request, or raise naming the address."""
@@ -103,80 +93,63 @@ def wait_for_metadata(bootstrap_servers: str, timeout_s: float = 60.0,
     raise BrokerError(f"no metadata from {bootstrap_servers} within {timeout_s:.0f}s: {last}")
 
 
-def noida_binary() -> Path:
-    """The real broker binary shipped inside the noida-db wheel."""
-    import noida_db  # noqa: PLC0415
-
-    path = Path(noida_db.__file__).parent / "noida-db"
-    if not path.exists():
-        raise BrokerError(f"noida-db binary not found at {path}; reinstall the 'noida-db' package")
-    return path
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: new process group, and SIGTERM when our process dies."""
-    os.setsid()
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _terminate_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=grace_s)
-
-
 def start_local_broker(port: int | None = None, data_dir: str | Path | None = None,
-                       startup_timeout_s: float = 60.0) -> Broker:
-    """Start noida-db's Kafka service on 127.0.0.1 and wait until it answers metadata."""
-    port = port or free_port()
-    owns_dir = data_dir is None
-    data_path = Path(tempfile.mkdtemp(prefix="kcompact-broker-")) if owns_dir else Path(data_dir)
-    data_path.mkdir(parents=True, exist_ok=True)
-    log_file = open(data_path / "broker.log", "ab")  # noqa: SIM115 (closed by stop())
-    cmd = [str(noida_binary()), "start", "--data-dir", str(data_path), "--host", LOCAL_HOST,
-           "--only", "kafka", "--kafka-port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            preexec_fn=_die_with_parent)  # noqa: PLW1509 (setsid + pdeathsig only)
-    bootstrap = f"{LOCAL_HOST}:{port}"
+                       sasl_users: Mapping[str, str] | None = None, startup_timeout_s: float = 120.0) -> Broker:
+    """Start a local single-node Apache Kafka on 127.0.0.1 and wait until it answers metadata."""
+    try:
+        server = LocalKafka(data_dir, port, sasl_users)
+        server.start(startup_timeout_s)
+    except (KafkaJarsError, LocalKafkaError) as exc:
+        raise BrokerError(str(exc)) from exc
+    return _local(server)
 
+
+def _local(server: LocalKafka) -> Broker:
     def stop() -> None:
-        _terminate_group(proc)
-        log_file.close()
-        if owns_dir:
-            shutil.rmtree(data_path, ignore_errors=True)
-        log.info("stopped local noida-db broker pid=%d at %s", proc.pid, bootstrap)
+        server.stop()
+        log.info("stopped local Apache Kafka pid=%s at %s", server.pid, server.bootstrap_servers)
 
     try:
-        wait_for_metadata(bootstrap, startup_timeout_s, alive=lambda: proc.poll() is None)
+        wait_for_metadata(server.bootstrap_servers, alive=lambda: server.proc is not None and server.proc.poll() is None)
     except BaseException:
-        stop()
+        server.stop()
         raise
-    log.info("started local noida-db broker pid=%d at %s (data dir %s)", proc.pid, bootstrap, data_path)
-    return Broker(bootstrap, BrokerKind.LOCAL, proc.pid, stop)
+    log.info("started local Apache Kafka %s pid=%d at %s (data dir %s)", server.jars.version, server.pid,
+             server.bootstrap_servers, server.data_dir)
+    return Broker(server.bootstrap_servers, BrokerKind.LOCAL, server.pid, stop,
+                  sasl_bootstrap_servers=server.sasl_bootstrap_servers, server=server)
 
 
 def start_testcontainers_broker() -> Broker:
-    from testcontainers.community.kafka import KafkaContainer  # noqa: PLC0415 (Docker path only)
+    """The apache/kafka image of the pinned version, KRaft, its listener bound to a free port on 127.0.0.1
+    and advertised there (the image's own defaults advertise localhost:9092)."""
+    from testcontainers.core.container import DockerContainer  # noqa: PLC0415 (Docker path only)
+    from testcontainers.core.waiting_utils import wait_for_logs  # noqa: PLC0415
 
-    container = KafkaContainer(KAFKA_IMAGE).with_kraft()
+    port = free_port()
+    container = DockerContainer(KAFKA_IMAGE).with_bind_ports(9092, port).with_envs(
+        KAFKA_NODE_ID="1", KAFKA_PROCESS_ROLES="broker,controller",
+        KAFKA_LISTENERS="PLAINTEXT://0.0.0.0:9092,CONTROLLER://localhost:9093",
+        KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}",
+        KAFKA_CONTROLLER_LISTENER_NAMES="CONTROLLER", KAFKA_CONTROLLER_QUORUM_VOTERS="1@localhost:9093",
+        KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR="1", KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR="1",
+        KAFKA_TRANSACTION_STATE_LOG_MIN_ISR="1", KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="0",
+        KAFKA_LOG_CLEANER_BACKOFF_MS="1000")
     container.start()
-    bootstrap = container.get_bootstrap_server()
-    wait_for_metadata(bootstrap)
+    try:
+        wait_for_logs(container, "Kafka Server started", timeout=120)
+        bootstrap = f"127.0.0.1:{port}"
+        wait_for_metadata(bootstrap)
+    except BaseException:
+        container.stop()
+        raise
     return Broker(bootstrap, BrokerKind.TESTCONTAINERS, None, container.stop)
 
 
-def acquire_broker() -> Broker:
-    """Pick a broker by the documented order and log the choice."""
+def acquire_broker(sasl_users: Mapping[str, str] | None = None) -> Broker:
+    """Pick a broker by the documented order and log the choice. A local broker also takes SASL/PLAIN
+    logins of ``sasl_users`` on its SASL listener."""
     external = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if external:
         log.info("broker: external cluster from %s=%s", BOOTSTRAP_ENV, external)
@@ -185,9 +158,9 @@ def acquire_broker() -> Broker:
     if docker_engine_answers():
         log.info("broker: Docker engine answered, starting testcontainers Kafka (KRaft, %s)", KAFKA_IMAGE)
         return start_testcontainers_broker()
-    log.info("broker: no %s and no Docker engine answered; starting local noida-db on %s",
-             BOOTSTRAP_ENV, LOCAL_HOST)
-    return start_local_broker()
+    log.info("broker: no %s and no Docker engine answered; starting a local Apache Kafka %s (KRaft) on 127.0.0.1",
+             BOOTSTRAP_ENV, pinned_version())
+    return start_local_broker(sasl_users=sasl_users)
 
 
 @contextlib.contextmanager

@@ -33,7 +33,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     broker = start_local_broker(port=args.port, data_dir=args.data_dir)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"bootstrap.servers={broker.bootstrap_servers}  (pid {broker.pid}; Ctrl-C stops it)", flush=True)
+    print(f"bootstrap.servers={broker.bootstrap_servers}  (Apache Kafka, pid {broker.pid}; Ctrl-C stops it)",
+          flush=True)
     try:
         stop.wait()
     except KeyboardInterrupt:
@@ -45,7 +46,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
-    from streaming.job_spec import JobSpec, resolve_compaction_config  # noqa: PLC0415
+    from streaming.job_spec import JobSpec, resolve_compaction_config, timestamp_acceptance  # noqa: PLC0415
     from streaming.cluster import Cluster  # noqa: PLC0415
     from streaming.job_metrics import serve as serve_metrics  # noqa: PLC0415
     from streaming.pipeline import CompactorJob, StateDirLock  # noqa: PLC0415
@@ -55,7 +56,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([source_kafka, sink_kafka])
-    sink_topic_config = {"cleanup.policy": "compact", **parse_pairs(args.sink_topic_config, "--sink-topic-config")}
+    sink_topic_config = parse_pairs(args.sink_topic_config, "--sink-topic-config")
     sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
     if args.trigger_interval <= 0:
         raise UsageError(f"--trigger-interval must be > 0 seconds, got {args.trigger_interval}")
@@ -73,7 +74,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"  sink:   {args.sink_topic} on {sink_bootstrap} {redaction.redact(sink_kafka) or ''}", flush=True)
 
     sink = Cluster("sink", sink_bootstrap, sink_kafka)
-    sink.ensure_topic(args.sink_topic, partitions, sink_topic_config, "sink")
+    sink.ensure_topic(args.sink_topic, partitions, {"cleanup.policy": "compact",
+                                                     **timestamp_acceptance(source.admin, args.source_topic),
+                                                     **sink_topic_config}, "sink")
     if args.dead_letter_topic:
         sink.ensure_topic(args.dead_letter_topic, partitions, {}, "dead-letter")
 
@@ -181,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
     p.set_defaults(func=_cmd_dump)
 
-    p = sub.add_parser("broker", help="run a local Kafka-protocol broker (noida-db) in the foreground")
+    p = sub.add_parser("broker", help="run a local single-node Apache Kafka (KRaft) in the foreground")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
     p.set_defaults(func=_cmd_broker)

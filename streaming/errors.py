@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from streaming.broker import BrokerError
 from streaming.cleaner.checkpoint import CheckpointError
 from streaming.cleaner.config import ConfigError
 from streaming.source.options import SourceOptionError
@@ -16,4 +17,4 @@ class JobError(RuntimeError):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, SourceOptionError, CheckpointError, UsageError,
-                                                JobError, FileNotFoundError)
+                                                JobError, BrokerError, FileNotFoundError)

@@ -57,13 +57,27 @@ def saved_compaction_config(state_dir: str) -> CompactionConfig:
     return CompactionConfig.from_mapping({k: v for k, v in saved.items() if v != ""})
 
 
-def topic_settings(admin: AdminClient, topic: str) -> dict[str, str]:
-    """The compaction settings the topic itself sets (not broker or static defaults)."""
+# What a broker checks of a record's timestamp: a sink created with the source's values accepts every
+# record the source accepted (Kafka refuses one stamped over an hour ahead by default).
+TIMESTAMP_ACCEPTANCE = ("message.timestamp.type", "message.timestamp.before.max.ms",
+                        "message.timestamp.after.max.ms")
+
+
+def _explicit_settings(admin: AdminClient, topic: str) -> dict[str, str]:
+    """What the topic itself sets (not broker or static defaults)."""
     futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
     entries = next(iter(futures.values())).result(30)
-    explicit = {e.name: e.value for e in entries.values()
-                if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
-    chosen = {k: v for k, v in explicit.items() if k in KEYS_SET_BY_TOPIC}
+    return {e.name: e.value for e in entries.values()
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
+
+
+def timestamp_acceptance(admin: AdminClient, topic: str) -> dict[str, str]:
+    return {k: v for k, v in _explicit_settings(admin, topic).items() if k in TIMESTAMP_ACCEPTANCE}
+
+
+def topic_settings(admin: AdminClient, topic: str) -> dict[str, str]:
+    """The compaction settings the topic itself sets."""
+    chosen = {k: v for k, v in _explicit_settings(admin, topic).items() if k in KEYS_SET_BY_TOPIC}
     policy = chosen.get("cleanup.policy")
     if policy is not None and "compact" not in policy.split(","):
         log.info("source topic %s has cleanup.policy=%s; the compactor compacts it all the same", topic, policy)

@@ -7,15 +7,11 @@ transactional.id, which fences a zombie producer of an earlier run and aborts it
 then does it read the sink's progress. Records are emitted in source-offset order, in transactions, and a
 record at or below the progress offset is never produced again.
 
-A transaction during which the sink's cluster went away entirely is abandoned, never committed, and so is
-one whose producer hit a fatal error (a broker that lost the producer's sequence state). Kafka keeps an
-open transaction across a broker restart, but a broker that does not (noida-db may forget the records it
-acked before the restart and then commit the rest of the transaction without them, or leave records of an
-aborted transaction to be committed by the producer's next one) would turn a commit into a silent gap or
-duplicate. So the emitter aborts, replaces its producer (whose init_transactions fences the old epoch and
-ends whatever the broker still holds of its transaction), re-reads the progress from the sink (never going
-below what it committed itself), and raises TransactionInterrupted: the caller emits again from there, at
-the cost of one transaction's records.
+Kafka keeps an open transaction across a broker restart (its state is in __transaction_state), so an outage
+only delays a commit. A producer that hit a fatal error (fenced, or its transaction timed out and was
+aborted by the coordinator) is replaced: the new producer's init_transactions fences the old epoch and ends
+whatever the broker still holds of its transaction, the progress is read again from the sink, and
+TransactionInterrupted tells the caller to emit again from there, at the cost of one transaction's records.
 """
 
 from __future__ import annotations
@@ -24,9 +20,8 @@ import logging
 import time
 from typing import Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from streaming.kafka_defaults import CONSUMER_DEFAULTS
 from streaming.kafka_failures import is_fatal
 from streaming.log.record import LogRecord
 
@@ -64,9 +59,7 @@ class PartitionEmitter:
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
         self.producer_config = {**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
-                                "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000,
-                                "error_cb": self._on_error}
-        self.outage: str | None = None  # set by librdkafka's error callback when every broker is down
+                                "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
         self.committed_records = 0
         self.producer = self._new_producer()
         self.emitted_up_to = self._read_progress()
@@ -77,23 +70,13 @@ class PartitionEmitter:
         return producer
 
     def _renew(self) -> None:
-        """A new producer, and the progress read again: a commit that failed may have happened. The read
-        never lowers the progress this emitter committed itself: a just-restarted noida-db can report a
-        committed transaction as open for a while, and taking its word would emit that transaction twice."""
+        """A new producer, and the progress read again: a commit that failed may have happened."""
         self.producer = self._new_producer()
-        reported = self._read_progress()
-        if reported < self.emitted_up_to:
-            log.warning("%s-%d: the sink reports progress %d, below the %d this emitter committed; keeping %d",
-                        self.topic, self.partition, reported, self.emitted_up_to, self.emitted_up_to)
-        self.emitted_up_to = max(reported, self.emitted_up_to)
-
-    def _on_error(self, err: KafkaError) -> None:
-        if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.outage = err.str()
+        self.emitted_up_to = self._read_progress()
 
     def _read_progress(self) -> int:
         """The source offset of the last committed sink record of this partition, or -1."""
-        consumer = Consumer({**CONSUMER_DEFAULTS, **self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}",
+        consumer = Consumer({**self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}",
                              "enable.auto.commit": False, "isolation.level": "read_committed",
                              "auto.offset.reset": "earliest"})
         try:
@@ -136,7 +119,6 @@ class PartitionEmitter:
                 if r["offset"] <= self.emitted_up_to:
                     continue
                 if in_txn == 0:
-                    self.outage = None
                     self.producer.begin_transaction()
                 self.producer.produce(self.topic, key=r["key"], value=r["value"], partition=self.partition,
                                       timestamp=r["timestamp"], headers=sink_headers(r))
@@ -154,20 +136,14 @@ class PartitionEmitter:
                     self.producer.abort_transaction(TIMEOUT_S)
                 except KafkaException as abort_exc:  # the next init_transactions aborts it anyway
                     log.warning("%s-%d: abort after failure failed: %s", self.topic, self.partition, abort_exc)
-            if isinstance(exc, TransactionInterrupted) or is_fatal(exc):
+            if is_fatal(exc):
                 self._renew()
-                if not isinstance(exc, TransactionInterrupted):
-                    raise TransactionInterrupted(f"{self.topic}-{self.partition}: the producer failed ({exc}); "
-                                                 f"emission resumes after offset {self.emitted_up_to}") from exc
+                raise TransactionInterrupted(f"{self.topic}-{self.partition}: the producer failed ({exc}); "
+                                             f"emission resumes after offset {self.emitted_up_to}") from exc
             raise
         return self.committed_records - before
 
     def _commit(self, last_offset: int, records: int) -> None:
-        self.producer.flush(TIMEOUT_S)  # every record acknowledged, and every error callback served
-        if self.outage is not None:
-            raise TransactionInterrupted(f"{self.topic}-{self.partition}: the sink's cluster was unreachable during "
-                                         f"the transaction ending at source offset {last_offset} ({self.outage}), "
-                                         f"which is abandoned")
         self.producer.commit_transaction(TIMEOUT_S)
         self.emitted_up_to = last_offset
         self.committed_records += records

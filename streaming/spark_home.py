@@ -19,11 +19,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import sys
-import tempfile
+from pathlib import Path
 
 import pyspark
+
+from streaming import user_cache
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +33,6 @@ ZIPPED_SOURCES = "python"  # the package entry that holds python/lib/pyspark.zip
 
 def pyspark_dir() -> str:
     return os.path.dirname(os.path.realpath(pyspark.__file__))
-
-
-def _cache_root() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "kcompact")
 
 
 def _complete(home: str, source: str, entries: list[str]) -> bool:
@@ -51,23 +47,14 @@ def home_without_zips(source: str | None = None, cache_root: str | None = None) 
     source = source or pyspark_dir()
     entries = sorted(e for e in os.listdir(source) if e != ZIPPED_SOURCES)
     key = hashlib.sha1("\0".join([source, pyspark.__version__, *entries]).encode()).hexdigest()[:12]
-    root = cache_root or _cache_root()
-    home = os.path.join(root, f"spark-home-{key}")
-    if _complete(home, source, entries):
-        return home
-    os.makedirs(root, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".spark-home-", dir=root)
+    home = Path(cache_root or user_cache.cache_root()) / f"spark-home-{key}"
+    if _complete(str(home), source, entries):
+        return str(home)
+    scratch = user_cache.scratch_beside(home)
     for e in entries:
         os.symlink(os.path.join(source, e), os.path.join(scratch, e))
-    if os.path.lexists(home) and not _complete(home, source, entries):  # links removed by hand
-        shutil.rmtree(home, ignore_errors=True)
-    try:
-        os.rename(scratch, home)
-    except OSError:  # another process made it first
-        shutil.rmtree(scratch, ignore_errors=True)
-        if not _complete(home, source, entries):
-            raise
-    return home
+    user_cache.publish(scratch, home, lambda d: _complete(str(d), source, entries))
+    return str(home)
 
 
 def choose_spark_home() -> str | None:

@@ -16,11 +16,12 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 from streaming.topics import create_topic, unique_topic_name
+from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[Broker]:
-    broker = acquire_broker()
+    broker = acquire_broker(sasl_users={SASL_USER: SASL_PASSWORD})
     try:
         yield broker
     finally:
@@ -30,6 +31,15 @@ def kafka_broker() -> Iterator[Broker]:
 @pytest.fixture(scope="session")
 def bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def sasl_bootstrap_servers(kafka_broker: Broker) -> str:
+    """The broker's SASL_PLAINTEXT listener: known for the local broker; an external cluster or a container
+    has none that the tests know of."""
+    if kafka_broker.sasl_bootstrap_servers is None:
+        pytest.skip(f"the {kafka_broker.kind.value} broker has no SASL listener known to the tests")
+    return kafka_broker.sasl_bootstrap_servers
 
 
 TopicFactory = Callable[..., str]

@@ -10,6 +10,10 @@ from streaming.log import LogConfig, PartitionLog
 from streaming.state_layout import log_dir
 
 
+# The SASL/PLAIN login the session's local broker accepts on its SASL listener (tests/e2e/test_security.py).
+SASL_USER, SASL_PASSWORD = "compactor", "S3cret-Pa55-9z"
+
+
 @dataclass
 class Sent:
     partition: int

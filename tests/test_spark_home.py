@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from streaming import spark_home
+from streaming import spark_home, user_cache
 from streaming.spark_home import choose_spark_home, home_without_zips
 
 
@@ -60,7 +60,7 @@ def test_without_a_writable_cache_spark_keeps_its_own_home(monkeypatch, tmp_path
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    monkeypatch.setattr(spark_home, "_cache_root", lambda: str(blocker / "kcompact"))
+    monkeypatch.setattr(user_cache, "cache_root", lambda: blocker / "kcompact")
     assert choose_spark_home() is None
     assert "SPARK_HOME" not in os.environ
 

@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from streaming.kafka_defaults import CONSUMER_DEFAULTS
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs
@@ -47,7 +46,7 @@ class KafkaSourceOptions:
             if forbidden in client:
                 raise SourceOptionError(f"option 'kafka.{forbidden}' is not supported: offsets live in Spark's "
                                         f"checkpoint (use startingOffsets)")
-        client = {**CONSUMER_DEFAULTS, "isolation.level": "read_committed", **client}
+        client = {"isolation.level": "read_committed", **client}
         subscribe = get("subscribe")
         if not subscribe or not [t for t in subscribe.split(",") if t.strip()]:
             raise SourceOptionError("option 'subscribe' must name one or more topics (comma-separated)")

@@ -22,7 +22,10 @@ NOT_UTF8 = b"\xff\xfe\x00key"
 
 
 def test_odd_records_are_stored_emitted_and_counted(spark, bootstrap_servers, new_topic, tmp_path, capsys) -> None:
-    src, sink = new_topic(partitions=1), unique_topic_name("sink")
+    # Kafka refuses a record stamped more than message.timestamp.after.max.ms ahead (1 h by default): this
+    # topic lets any through, and the compactor keeps its own 1 h bound to count them.
+    src = new_topic(partitions=1, config={"message.timestamp.after.max.ms": str(2**63 - 1)})
+    sink = unique_topic_name("sink")
     now = int(time.time() * 1000)
     far_future = now + 30 * 24 * HOUR
     sent = produce(bootstrap_servers, src, [
@@ -34,7 +37,7 @@ def test_odd_records_are_stored_emitted_and_counted(spark, bootstrap_servers, ne
         Sent(0, NOT_UTF8, b"second", now - 2 * HOUR + 1),
         Sent(0, b"big", b"y" * 5000, now - 2 * HOUR + 2),
     ])
-    config = ("segment.bytes=2048", "max.compaction.lag.ms=1000")
+    config = ("segment.bytes=2048", "max.compaction.lag.ms=1000", "message.timestamp.after.max.ms=3600000")
     assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config) == 0
     status = status_json(str(tmp_path), capsys)
     assert status["job"]["records-timestamp-out-of-range"] == 3, "the run that ingested them counted them"

@@ -13,16 +13,16 @@ import pytest
 from streaming.cli import main
 from streaming.topics import unique_topic_name
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, winners
-from tests.kafka_helpers import Sent, produce
+from tests.kafka_helpers import SASL_PASSWORD, SASL_USER, Sent, produce
 
 pytestmark = pytest.mark.integration
 
-SECRET = "S3cret-Pa55-9z"
-# noida-db takes any SASL/PLAIN login and fails every SCRAM exchange: a cluster that accepts us and one
-# that refuses us, both real brokers on the wire.
-PLAIN = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN", "sasl.username=compactor",
+SECRET = SASL_PASSWORD
+# The local broker's SASL listener takes PLAIN logins of the test user and knows no SCRAM credentials: a
+# cluster that accepts us and one that refuses us, both the real broker on the wire.
+PLAIN = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN", f"sasl.username={SASL_USER}",
          f"sasl.password={SECRET}"]
-SCRAM = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256", "sasl.username=compactor",
+SCRAM = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256", f"sasl.username={SASL_USER}",
          f"sasl.password={SECRET}"]
 
 
@@ -31,24 +31,26 @@ def _flags(option: str, settings: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("side", ["source", "sink"])
-def test_a_cluster_that_refuses_our_credentials_is_named_at_once(bootstrap_servers, new_topic, tmp_path, capsys,
-                                                                 side: str) -> None:
+def test_a_cluster_that_refuses_our_credentials_is_named_at_once(sasl_bootstrap_servers, new_topic, tmp_path,
+                                                                 capsys, side: str) -> None:
     src = new_topic(partitions=1)
-    security = _flags("--kafka", SCRAM) if side == "source" else _flags("--sink-kafka", SCRAM)
+    # the side under test logs in with SCRAM; the other one with PLAIN, which the listener accepts
+    security = (_flags("--kafka", SCRAM) if side == "source"
+                else _flags("--kafka", PLAIN) + _flags("--sink-kafka", SCRAM))
     capsys.readouterr()
     started = time.monotonic()
-    assert main(["run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic",
+    assert main(["run", "--bootstrap-servers", sasl_bootstrap_servers, "--source-topic", src, "--sink-topic",
                  unique_topic_name("sink"), "--state-dir", str(tmp_path), "--once", *security]) == 2
     out, err = capsys.readouterr()
-    assert f"the {side} cluster at {bootstrap_servers} refused the compactor" in err, err
+    assert f"the {side} cluster at {sasl_bootstrap_servers} refused the compactor" in err, err
     assert "SASL authentication error" in err
     assert ("--kafka" if side == "source" else "--sink-kafka") in err
     assert time.monotonic() - started < 20, "named at once, not after a metadata timeout"
     assert SECRET not in out + err
 
 
-def test_sasl_settings_reach_every_client_and_credentials_never_show(bootstrap_servers, new_topic,
-                                                                     tmp_path) -> None:
+def test_sasl_settings_reach_every_client_and_credentials_never_show(bootstrap_servers, sasl_bootstrap_servers,
+                                                                     new_topic, tmp_path) -> None:
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     past = int(time.time() * 1000) - 7_200_000
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 5), b"v%d" % i, past + i) for i in range(30)])
@@ -57,7 +59,7 @@ def test_sasl_settings_reach_every_client_and_credentials_never_show(bootstrap_s
     security = (_flags("--kafka", PLAIN + ["debug=security", "client.id=kc-source"])
                 + _flags("--sink-kafka", PLAIN + ["debug=security", "client.id=kc-sink"]))
     run = subprocess.run([sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
-                          bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
+                          sasl_bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
                           "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION, *security],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
