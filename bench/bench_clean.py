@@ -5,6 +5,13 @@
                                   # clean pass vs bare fastavro read+write of the same segments
     python bench/bench_clean.py rss [--keys 10000000 --buffer-mib 64]
                                   # peak RSS cleaning distinct keys in a fixed buffer (fresh process)
+    python bench/bench_clean.py kafka [--records N --keys K]
+                                  # clean pass vs Apache Kafka's LogCleaner on the same records
+
+kafka: the same records (keys, 100-byte values, timestamps) go into one partition of a topic on the local
+Apache Kafka and into the compactor's log. The topic is written with cleanup.policy=delete, its last segment
+rolled, and only then switched to compact, so Kafka's cleaner cleans the whole of it in one pass; its time
+and record count are read from the statistics Kafka's cleaner writes to its log-cleaner.log.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,14 +36,17 @@ from streaming.log.record import parsed_schema
 PID = PartitionId("bench", 0)
 
 
-def build_log(directory: str, records: int, keys: int, value_bytes: int, segment_bytes: int) -> PartitionLog:
+def bench_records(start: int, stop: int, keys: int, value: bytes) -> list:
+    return [make_record(i, b"key-%011d" % (i % keys), value, 1_700_000_000_000 + i) for i in range(start, stop)]
+
+
+def build_log(directory: str, records: int, keys: int, value: bytes | int, segment_bytes: int) -> PartitionLog:
     config = CompactionConfig(segment_bytes=segment_bytes, min_cleanable_dirty_ratio=0.0)
     plog = PartitionLog(directory, config.log_config, jitter_seed="bench-0")
-    value = os.urandom(value_bytes)
+    value = os.urandom(value) if isinstance(value, int) else value
     batch = 200_000
     for start in range(0, records, batch):
-        plog.append([make_record(i, b"key-%011d" % (i % keys), value, 1_700_000_000_000 + i)
-                     for i in range(start, min(records, start + batch))])
+        plog.append(bench_records(start, min(records, start + batch), keys, value))
     plog.roll()
     return plog
 
@@ -131,6 +142,87 @@ def bench_rss(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+_KAFKA_PASS = re.compile(r"cleaned log (?P<log>\S+) .*?processed in (?P<secs>[0-9.]+) seconds.*?"
+                         r"Start size: .*?\((?P<start>[0-9,]+) messages\).*?End size: .*?\((?P<end>[0-9,]+) messages\)",
+                         re.S)
+
+
+def _kafka_passes(cleaner_log: str, topic: str) -> list[tuple[float, int, int]]:
+    """(seconds, records in, records kept) of each pass Kafka's cleaner logged for partition 0 of ``topic``."""
+    with open(cleaner_log, errors="replace") as f:
+        text = f.read()
+    return [(float(m["secs"]), int(m["start"].replace(",", "")), int(m["end"].replace(",", "")))
+            for m in _KAFKA_PASS.finditer(text) if m["log"] == f"{topic}-0"]
+
+
+def _kafka_clean(broker, records: int, keys: int, value: bytes) -> tuple[float, int, int]:
+    """Produce the records to a fresh topic, then let Kafka's cleaner clean all of it in one pass."""
+    from confluent_kafka import Producer  # noqa: PLC0415 (only this benchmark talks to Kafka)
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: PLC0415
+
+    from streaming.topics import create_topic, unique_topic_name  # noqa: PLC0415
+
+    bs = broker.bootstrap_servers
+    topic = create_topic(bs, unique_topic_name("bench-kafka-clean"), 1,
+                         {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": str(16 * 2**20)})
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 20, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 2_000_000})
+    for start in range(0, records, 200_000):
+        for r in bench_records(start, min(records, start + 200_000), keys, value):
+            while True:
+                try:
+                    producer.produce(topic, key=r["key"], value=r["value"], partition=0, timestamp=r["timestamp"])
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+    assert producer.flush(120) == 0
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def alter(**config: str) -> None:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    alter(segment_ms="100")
+    time.sleep(1)
+    producer.produce(topic, key=b"end-of-bench", value=b"", partition=0)  # rolls the last segment of records
+    assert producer.flush(30) == 0
+    alter(cleanup_policy="compact", min_cleanable_dirty_ratio="0.01")
+    deadline = time.monotonic() + 600
+    while not (passes := _kafka_passes(str(broker.server.cleaner_log), topic)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Kafka's cleaner logged no pass over {topic} in {broker.server.cleaner_log}")
+        time.sleep(1)
+    return passes[0]
+
+
+def bench_kafka(args: argparse.Namespace) -> None:
+    from streaming.broker import BrokerKind, running_broker  # noqa: PLC0415
+
+    value = os.urandom(100)
+    work = tempfile.mkdtemp(prefix="kcompact-bench-vs-kafka-")
+    try:
+        with running_broker() as broker:
+            if broker.kind is not BrokerKind.LOCAL:
+                raise SystemExit("bench_clean.py kafka reads the local broker's cleaner log: unset "
+                                 "KAFKA_BOOTSTRAP_SERVERS (and run where no Docker engine answers)")
+            kafka_s, kafka_in, kafka_kept = _kafka_clean(broker, args.records, args.keys, value)
+        plog = build_log(os.path.join(work, "log"), args.records, args.keys, value, 16 * 2**20)
+        config = CompactionConfig(segment_bytes=16 * 2**20, min_cleanable_dirty_ratio=0.0)
+        t = time.perf_counter()
+        outcome = LogCleanerManager(config).clean_partition(PID, plog, now_ms=1_800_000_000_000)
+        ours = time.perf_counter() - t
+        r = outcome.result
+        print(f"Apache Kafka's LogCleaner {kafka_in / kafka_s:12,.0f} records/s  {kafka_s:7.2f}s  "
+              f"(read {kafka_in:,}, kept {kafka_kept:,}; from its log-cleaner.log)")
+        print(f"kcompact clean pass       {args.records / ours:12,.0f} records/s  {ours:7.2f}s  "
+              f"(read {r.records_read:,}, kept {r.records_read - r.records_removed:,})")
+        print(f"ratio kcompact/Kafka = {(args.records / ours) / (kafka_in / kafka_s):.3f}  (target >= 1.0)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_rss_child":
         _rss_child(sys.argv[2], int(sys.argv[3]))
@@ -142,6 +234,10 @@ def main() -> None:
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--keys", type=int, default=100_000)
     p.set_defaults(func=bench_throughput)
+    p = sub.add_parser("kafka")
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--keys", type=int, default=100_000)
+    p.set_defaults(func=bench_kafka)
     p = sub.add_parser("rss")
     p.add_argument("--keys", type=int, default=10_000_000)
     p.add_argument("--buffer-mib", type=int, default=64)

@@ -1,24 +1,16 @@
 """The whole pipeline, measured against a bare mirror on the same broker in the same run.
 
-    python bench/bench_pipeline.py throughput [--records 1000000 --keys 100000 --partitions 4 --rounds 3]
+    python bench/bench_pipeline.py throughput [--sizes 1000000,10000000 --keys 100000 --partitions 4 --rounds 1]
     python bench/bench_pipeline.py delete-latency [--tombstones 20 --max-lag-ms 10000]
 
 throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on N records vs. a bare
-confluent-kafka mirror (consume -> produce, no compaction, idempotent producer). Spark start-up is excluded:
-a first run of the job on a topic of its own (--warm-up records) starts the Python workers and compiles
-what the JVM and numba compile once per process, as a long-running compactor has long done. Its time is
-printed too. It takes 200,000 records: after 20,000 the JVM's per-row loops (the source's Arrow batches to
-rows and back to Arrow for the appender) were not yet fully compiled, and the measured run spent about
-1.5 CPU-s more in the JVM than the runs after it. The pipeline and two mirrors then run --rounds times,
-rotating which goes first; every round and the medians are printed. The mirror runs as it is, and again
-with the garbage-collector thresholds the compactor's tasks use (worker_process), which make reading from
-Kafka much cheaper and so make the mirror faster too. Each side writes into a topic made before it starts
-(each mirror topic is deleted after its run), and starts once the local broker has used under 5% of a core
-and written nothing for a second: noida-db keeps a whole cluster's data in one JSON file that it rewrites
-after every change (a created topic, a produced batch), about 3 CPU-s per million records stored, and on two
-cores that rewrite would be charged to whichever side happens to run next. The broker's CPU time during each
-side is printed: what it spends on the side's own writes and reads stays in that side's time. Spark stays
-up, idle, while the mirrors run: its JVM's CPU time then is printed.
+confluent-kafka mirror (consume -> produce, no compaction, idempotent producer), for each size in turn, so
+the time per record at 1M and at 10M shows how the cost grows. Spark start-up is excluded: a first run of
+the job on a topic of its own (--warm-up records) starts the Python workers and compiles what the JVM and
+numba compile once per process, as a long-running compactor has long done; its time is printed too. Each
+round runs both sides, alternating which goes first; each side writes into a topic made just before it
+starts (a mirror's topic is deleted after its run, each size's source after its rounds). The broker's CPU
+time during each side is printed: what it spends on the side's own writes and reads stays in that side's time.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 """
@@ -26,8 +18,6 @@ to its arrival in the sink, median and max.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import logging
 import os
 import shutil
@@ -39,7 +29,6 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -51,7 +40,6 @@ from streaming.job_spec import JobSpec
 from streaming.pipeline import CompactorJob
 from streaming.spark_session import build_session
 from streaming.topics import create_topic, unique_topic_name
-from streaming.worker_process import BATCH_GC_THRESHOLDS
 
 HOUR = 3_600_000
 
@@ -63,25 +51,6 @@ def cpu_s(pid: int | None) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def written_chars(pid: int) -> int:
-    with open(f"/proc/{pid}/io") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
-
-
-def settle(pid: int | None, quiet_s: float = 1.0, timeout_s: float = 60.0) -> float:
-    """Wait until the local broker has used under 5% of a core and written nothing for ``quiet_s``; returns
-    the seconds waited. Writing its store can leave it blocked on the disk, at no CPU, for a second."""
-    started = time.monotonic()
-    if pid is None:
-        return 0.0
-    while time.monotonic() - started < timeout_s:
-        before = cpu_s(pid), written_chars(pid)
-        time.sleep(quiet_s)
-        if cpu_s(pid) - before[0] < 0.05 * quiet_s and written_chars(pid) == before[1]:
-            break
-    return time.monotonic() - started
 
 
 def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int) -> None:
@@ -102,7 +71,7 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int
 def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> float:
     t = time.perf_counter()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mirror-{source}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "receive.message.max.bytes": 1_073_741_824})
+                         "isolation.level": "read_committed"})
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
     remaining = sum(consumer.get_watermark_offsets(TopicPartition(source, p), cached=False)[1]
@@ -152,75 +121,70 @@ def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str) -> tu
     return time.perf_counter() - t, job
 
 
-@contextlib.contextmanager
-def gc_thresholds(thresholds: tuple[int, ...]) -> Iterator[None]:
-    before = gc.get_threshold()
-    gc.set_threshold(*thresholds)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
-
 @dataclass
 class Side:
     seconds: float
     broker_cpu: float
-    waited: float
-    spark_jvm_cpu: float
 
 
-SIDES = ("pipeline", "mirror", "mirror-gc")  # mirror-gc: the mirror with the compactor tasks' GC thresholds
+SIDES = ("pipeline", "mirror")
+
+
+def _measure_size(spark, broker, args: argparse.Namespace, records: int, work: str) -> dict[str, list[Side]]:
+    bs = broker.bootstrap_servers
+    source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
+    t = time.perf_counter()
+    produce(bs, source, records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
+    print(f"{records:,} records produced in {time.perf_counter() - t:.1f}s", flush=True)
+    out: dict[str, list[Side]] = {n: [] for n in SIDES}
+    for i in range(args.rounds):
+        for name in SIDES[i % 2:] + SIDES[:i % 2]:
+            cpu = cpu_s(broker.pid)
+            if name == "pipeline":
+                seconds, job = run_job(spark, bs, source, new_sink(bs, args.partitions),
+                                       os.path.join(work, f"measured-{records}-{i}"))
+                expected = (records, min(args.keys, records))
+                assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.counters()
+                shutil.rmtree(os.path.join(work, f"measured-{records}-{i}"), ignore_errors=True)
+            else:
+                mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
+                seconds = bare_mirror(bs, source, mirror, args.partitions)
+                delete_topic(bs, mirror)
+            out[name].append(Side(seconds, cpu_s(broker.pid) - cpu))
+        p, m = out["pipeline"][-1], out["mirror"][-1]
+        print(f"{records:>11,} round {i + 1}: pipeline {p.seconds:7.2f}s  mirror {m.seconds:7.2f}s  "
+              f"pipeline speed / mirror speed {m.seconds / p.seconds:.3f}  "
+              f"(broker CPU {p.broker_cpu:.1f} / {m.broker_cpu:.1f} CPU-s)", flush=True)
+    delete_topic(bs, source)
+    return out
 
 
 def bench_throughput(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="kcompact-bench-pipe-")
-    rounds: list[dict[str, Side]] = []
+    sizes = [int(n) for n in args.sizes.split(",")]
+    results: dict[int, dict[str, float]] = {}
     try:
         with running_broker() as broker:
             bs = broker.bootstrap_servers
-            source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
-            produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
-            sinks = [new_sink(bs, args.partitions) for _ in range(args.rounds + 1)]
             spark = build_session("kcompact-bench")
-            warm_up = warm_up_topic(bs, args)
-            warm_s = run_job(spark, bs, warm_up, sinks.pop(), os.path.join(work, "warm-up"))[0]
-            jvm = spark.sparkContext._jvm.ProcessHandle.current().pid()
-            for i in range(args.rounds):
-                sides: dict[str, Side] = {}
-                for name in SIDES[i % 3:] + SIDES[:i % 3]:
-                    mirror = None if name == "pipeline" else \
-                        create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
-                    waited = settle(broker.pid)
-                    cpu, jvm_cpu = cpu_s(broker.pid), cpu_s(jvm)
-                    if mirror is None:
-                        seconds, job = run_job(spark, bs, source, sinks.pop(), os.path.join(work, f"measured-{i}"))
-                        expected = (args.records, min(args.keys, args.records))
-                        assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.counters()
-                    else:
-                        with gc_thresholds(BATCH_GC_THRESHOLDS) if name == "mirror-gc" else contextlib.nullcontext():
-                            seconds = bare_mirror(bs, source, mirror, args.partitions)
-                    sides[name] = Side(seconds, cpu_s(broker.pid) - cpu, waited, cpu_s(jvm) - jvm_cpu)
-                    if mirror is not None:
-                        delete_topic(bs, mirror)  # the broker's store, rewritten after each change, stays as it was
-                rounds.append(sides)
-                p, m, g = (sides[n] for n in SIDES)
-                print(f"round {i + 1}: pipeline {p.seconds:5.2f}s  mirror {m.seconds:5.2f}s  ratio "
-                      f"{m.seconds / p.seconds:.3f}  (mirror-gc {g.seconds:.2f}s: {g.seconds / p.seconds:.3f}; broker CPU "
-                      f"{p.broker_cpu:.1f} / {m.broker_cpu:.1f} / {g.broker_cpu:.1f} CPU-s; waited {p.waited:.0f} / "
-                      f"{m.waited:.0f} / {g.waited:.0f}s for it to be quiet; idle Spark JVM during the mirrors "
-                      f"{m.spark_jvm_cpu + g.spark_jvm_cpu:.2f} CPU-s)", flush=True)
+            warm_up = create_topic(bs, unique_topic_name("bench-warm"), args.partitions, {"retention.ms": "-1"})
+            produce(bs, warm_up, args.warm_up, args.warm_up // 10, args.partitions, int(time.time() * 1000) - 2 * HOUR)
+            warm_s = run_job(spark, bs, warm_up, new_sink(bs, args.partitions), os.path.join(work, "warm-up"))[0]
+            for records in sizes:
+                sides = _measure_size(spark, broker, args, records, work)
+                results[records] = {n: statistics.median(s.seconds for s in sides[n]) for n in SIDES}
             spark.stop()
-        median = {n: statistics.median(r[n].seconds for r in rounds) for n in SIDES}
-        print(f"bare mirror (consume -> produce) {args.records / median['mirror']:10,.0f} records/s  "
-              f"{median['mirror']:6.2f}s (median)")
-        print(f"kcompact pipeline (--once)       {args.records / median['pipeline']:10,.0f} records/s  "
-              f"{median['pipeline']:6.2f}s (median; each run ingests {args.records:,} and emits each key's last value)")
-        for name, label in (("mirror", "pipeline/mirror"), ("mirror-gc", "pipeline/mirror with the tasks' GC thresholds")):
-            ratios = [r[name].seconds / r["pipeline"].seconds for r in rounds]
-            print(f"ratio {label} = {statistics.median(ratios):.3f}, median of {args.rounds} rounds "
-                  f"(min {min(ratios):.3f}, max {max(ratios):.3f}; target >= 0.5)")
         print(f"(warm-up run on {args.warm_up:,} records of another topic: {warm_s:.1f}s)")
+        for records, median in results.items():
+            p, m = median["pipeline"], median["mirror"]
+            print(f"{records:>11,} records, median of {args.rounds}: pipeline {records / p:10,.0f} records/s "
+                  f"({1e6 * p / records:.2f} us/record), bare mirror {records / m:10,.0f} records/s "
+                  f"({1e6 * m / records:.2f} us/record); pipeline/mirror speed = {m / p:.3f} (target >= 1.0)")
+        if len(sizes) > 1:
+            small, large = sizes[0], sizes[-1]
+            for name in SIDES:
+                growth = (results[large][name] / large) / (results[small][name] / small)
+                print(f"{name}: time per record at {large:,} / at {small:,} = {growth:.3f} (flat = 1.0)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -292,11 +256,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="what", required=True)
     p = sub.add_parser("throughput")
-    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--sizes", default="1000000,10000000", help="comma-separated record counts, measured in turn")
     p.add_argument("--keys", type=int, default=100_000)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--warm-up", type=int, default=200_000, help="records of the warm-up run")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of the pipeline and the two mirrors, rotating which goes first")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of both sides per size, alternating which goes first")
     p.set_defaults(func=bench_throughput)
     p = sub.add_parser("delete-latency")
     p.add_argument("--tombstones", type=int, default=20)

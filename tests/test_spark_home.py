@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from streaming import spark_home, user_cache
+from streaming import user_cache
 from streaming.spark_home import choose_spark_home, home_without_zips
 
 

@@ -16,7 +16,7 @@ def test_kafka_options_reach_librdkafka_and_read_committed_is_the_default() -> N
     assert o.topics == ("a", "b")
     assert o.client_config == {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL",
                                "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p",
-                               "isolation.level": "read_committed", "receive.message.max.bytes": "1073741824"}
+                               "isolation.level": "read_committed"}
 
 
 @pytest.mark.parametrize("options,named", [
