@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from streaming.cleaner.checkpoint import PartitionId, write_checkpoint
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
+from streaming.cleaner.hash_memo import HashMemo
 from streaming.cleaner.offset_map import OffsetMap, hash_keys, rank_greater
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
@@ -88,6 +89,7 @@ class Cleaner:
         self.config = config
         self.map = OffsetMap(config.dedupe_buffer_size, config.compaction_strategy is not Strategy.OFFSET,
                              config.io_buffer_load_factor)
+        self.memo = HashMemo(config.dedupe_buffer_size // 4)
         self.clock = clock
         self.sleep = sleep
 
@@ -102,9 +104,14 @@ class Cleaner:
         result = CleanResult(target.partition, target.first_dirty_offset, target.first_dirty_offset, now_ms,
                              _log=plog)
         self.map.clear()
+        self.memo.clear()
         result.end_offset = self._build_map(plog, target, versions, result, throttler)
+        self.memo.seal()
         result.buffer_utilization = self.map.utilization
-        self._recopy(plog, target, versions, result, throttler, dead_letter)
+        try:
+            self._recopy(plog, target, versions, result, throttler, dead_letter)
+        finally:
+            self.memo.clear()
         write_checkpoint(plog.storage, plog.dir, target.partition, result.end_offset)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
@@ -135,6 +142,7 @@ class Cleaner:
             off = offsets_of(keyed)
             ver = versions.versions(keyed) if omap.versioned else None
             mapped = omap.put(h1, h2, off, ver)
+            self.memo.keep(off[:mapped], h1[:mapped], h2[:mapped])
             throttler.maybe_throttle(int(record_sizes(batch).sum()))
             if mapped < len(off):  # the map is full: this record's key is the first that did not fit
                 result.map_full = True
@@ -226,8 +234,8 @@ class Cleaner:
             idx = np.flatnonzero(in_pass & has_key)
             if idx.size:
                 keyed = batch.take(pa.array(idx))
-                h1, h2 = hash_keys(keyed.column("key"))
                 roff = off[idx]
+                h1, h2 = self.memo.hashes(keyed.column("key"), roff)
                 slot, moff, mver = omap.get(h1, h2)
                 found = slot >= 0
                 clean = found & (roff < first_dirty)

@@ -50,11 +50,11 @@ _LOG4J2 = """Configuration:
       level: INFO
       AppenderRef: [{{ref: server}}]
     Logger:
-      - name: kafka.log.LogCleaner
+      - name: org.apache.kafka.storage.internals.log.LogCleaner
         level: INFO
         additivity: false
         AppenderRef: [{{ref: cleaner}}]
-      - name: org.apache.kafka.storage.internals.log.LogCleaner
+      - name: org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
         level: INFO
         additivity: false
         AppenderRef: [{{ref: cleaner}}]
