@@ -3,7 +3,7 @@ the same log code, on the same topic and broker, in one run.
 
     python bench/bench_ingest.py [--records 1000000] [--partitions 4]
 
-The broker is the one the project's helper picks (KAFKA_BOOTSTRAP_SERVERS, Docker, or local noida-db).
+The broker is the one the project's helper picks (KAFKA_BOOTSTRAP_SERVERS, Docker, or a local Apache Kafka).
 Spark's session start-up is excluded from its time; the query from start to availableNow's end is in.
 """
 
@@ -44,7 +44,7 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
 def bare_consumer(bootstrap: str, topic: str, partitions: int, state_dir: str, config: LogConfig) -> float:
     t = time.perf_counter()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "receive.message.max.bytes": 1_073_741_824})
+                         "isolation.level": "read_committed"})
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), cached=False)[1] for p in range(partitions)}
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     logs = {p: PartitionLog(os.path.join(state_dir, f"{topic}-{p}"), config, jitter_seed=f"{topic}-{p}")

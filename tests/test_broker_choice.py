@@ -1,4 +1,4 @@
-"""The broker helper's order: external cluster, then Docker, then the local noida-db broker."""
+"""The broker helper's order: external cluster, then Docker, then a local Apache Kafka (KRaft) from Maven's jars."""
 
 from __future__ import annotations
 
