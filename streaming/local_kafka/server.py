@@ -86,9 +86,12 @@ def free_port(host: str = LOCAL_HOST) -> int:
         return s.getsockname()[1]
 
 
-def _cluster_id() -> str:
-    """The form Kafka's own ``random-uuid`` prints: 16 random bytes, URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def cluster_id() -> str:
+    """The form Kafka's own ``random-uuid`` prints: 16 random bytes, URL-safe base64, no padding, and, as
+    Kafka's Uuid.randomUuid does, never starting with '-' (a command line would take it for an option)."""
+    while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return cid
 
 
 def _die_with_parent() -> None:
@@ -201,7 +204,7 @@ class LocalKafka:
     def _format_once(self, properties: Path) -> None:
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
-        done = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(),
+        done = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(),
                                          "-c", str(properties), heap="-Xmx256m"),
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
