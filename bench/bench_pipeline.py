@@ -167,9 +167,8 @@ def bench_throughput(args: argparse.Namespace) -> None:
         with running_broker() as broker:
             bs = broker.bootstrap_servers
             spark = build_session("kcompact-bench")
-            warm_up = create_topic(bs, unique_topic_name("bench-warm"), args.partitions, {"retention.ms": "-1"})
-            produce(bs, warm_up, args.warm_up, args.warm_up // 10, args.partitions, int(time.time() * 1000) - 2 * HOUR)
-            warm_s = run_job(spark, bs, warm_up, new_sink(bs, args.partitions), os.path.join(work, "warm-up"))[0]
+            warm_s = run_job(spark, bs, warm_up_topic(bs, args), new_sink(bs, args.partitions),
+                             os.path.join(work, "warm-up"))[0]
             for records in sizes:
                 sides = _measure_size(spark, broker, args, records, work)
                 results[records] = {n: statistics.median(s.seconds for s in sides[n]) for n in SIDES}

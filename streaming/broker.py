@@ -45,10 +45,14 @@ class Broker:
 
     bootstrap_servers: str
     kind: BrokerKind
-    pid: int | None = None
     _stop: Callable[[], None] = field(default=lambda: None, repr=False)
     sasl_bootstrap_servers: str | None = None
     server: LocalKafka | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        """The local broker's current process (a restarted one has a new pid); None for one we did not start."""
+        return self.server.pid if self.server is not None else None
 
     def stop(self) -> None:
         self._stop()
@@ -116,7 +120,7 @@ def _local(server: LocalKafka) -> Broker:
         raise
     log.info("started local Apache Kafka %s pid=%d at %s (data dir %s)", server.jars.version, server.pid,
              server.bootstrap_servers, server.data_dir)
-    return Broker(server.bootstrap_servers, BrokerKind.LOCAL, server.pid, stop,
+    return Broker(server.bootstrap_servers, BrokerKind.LOCAL, stop,
                   sasl_bootstrap_servers=server.sasl_bootstrap_servers, server=server)
 
 
@@ -144,7 +148,7 @@ def start_testcontainers_broker() -> Broker:
     except BaseException:
         container.stop()
         raise
-    return Broker(bootstrap, BrokerKind.TESTCONTAINERS, None, container.stop)
+    return Broker(bootstrap, BrokerKind.TESTCONTAINERS, container.stop)
 
 
 def acquire_broker(sasl_users: Mapping[str, str] | None = None) -> Broker:

@@ -46,7 +46,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
-    from streaming.job_spec import JobSpec, resolve_compaction_config, timestamp_acceptance  # noqa: PLC0415
+    from streaming.job_spec import (  # noqa: PLC0415
+        JobSpec, explicit_settings, resolve_compaction_config, timestamp_acceptance)
     from streaming.cluster import Cluster  # noqa: PLC0415
     from streaming.job_metrics import serve as serve_metrics  # noqa: PLC0415
     from streaming.pipeline import CompactorJob, StateDirLock  # noqa: PLC0415
@@ -63,7 +64,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     source = Cluster("source", args.bootstrap_servers, source_kafka)
     partitions = source.partition_count(args.source_topic)
-    compaction = resolve_compaction_config(source.admin, args.source_topic, args.config)
+    source_settings = explicit_settings(source.admin, args.source_topic)
+    compaction = resolve_compaction_config(source_settings, args.source_topic, args.config)
     if compaction.keyless_policy is KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     print("effective configuration:")
@@ -75,7 +77,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     sink = Cluster("sink", sink_bootstrap, sink_kafka)
     sink.ensure_topic(args.sink_topic, partitions, {"cleanup.policy": "compact",
-                                                     **timestamp_acceptance(source.admin, args.source_topic),
+                                                     **timestamp_acceptance(source_settings),
                                                      **sink_topic_config}, "sink")
     if args.dead_letter_topic:
         sink.ensure_topic(args.dead_letter_topic, partitions, {}, "dead-letter")

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
@@ -63,7 +64,7 @@ TIMESTAMP_ACCEPTANCE = ("message.timestamp.type", "message.timestamp.before.max.
                         "message.timestamp.after.max.ms")
 
 
-def _explicit_settings(admin: AdminClient, topic: str) -> dict[str, str]:
+def explicit_settings(admin: AdminClient, topic: str) -> dict[str, str]:
     """What the topic itself sets (not broker or static defaults)."""
     futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
     entries = next(iter(futures.values())).result(30)
@@ -71,13 +72,13 @@ def _explicit_settings(admin: AdminClient, topic: str) -> dict[str, str]:
             if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
 
 
-def timestamp_acceptance(admin: AdminClient, topic: str) -> dict[str, str]:
-    return {k: v for k, v in _explicit_settings(admin, topic).items() if k in TIMESTAMP_ACCEPTANCE}
+def timestamp_acceptance(explicit: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in explicit.items() if k in TIMESTAMP_ACCEPTANCE}
 
 
-def topic_settings(admin: AdminClient, topic: str) -> dict[str, str]:
-    """The compaction settings the topic itself sets."""
-    chosen = {k: v for k, v in _explicit_settings(admin, topic).items() if k in KEYS_SET_BY_TOPIC}
+def topic_settings(explicit: Mapping[str, str], topic: str) -> dict[str, str]:
+    """The compaction settings among what the topic sets."""
+    chosen = {k: v for k, v in explicit.items() if k in KEYS_SET_BY_TOPIC}
     policy = chosen.get("cleanup.policy")
     if policy is not None and "compact" not in policy.split(","):
         log.info("source topic %s has cleanup.policy=%s; the compactor compacts it all the same", topic, policy)
@@ -85,9 +86,9 @@ def topic_settings(admin: AdminClient, topic: str) -> dict[str, str]:
     return chosen
 
 
-def resolve_compaction_config(admin: AdminClient, topic: str, overrides: list[str]) -> CompactionConfig:
-    """Kafka's defaults, then what the source topic sets, then the command line."""
-    from_topic = topic_settings(admin, topic)
+def resolve_compaction_config(explicit: Mapping[str, str], topic: str, overrides: list[str]) -> CompactionConfig:
+    """Kafka's defaults, then what the source topic sets (``explicit``), then the command line."""
+    from_topic = topic_settings(explicit, topic)
     try:
         base = CompactionConfig.from_mapping(from_topic)
     except ConfigError as exc:

@@ -51,8 +51,6 @@ class HashMemo:
             return self.h1[pos], self.h2[pos]
         h1, h2 = np.empty(len(off), dtype=np.uint64), np.empty(len(off), dtype=np.uint64)
         h1[held], h2[held] = self.h1[pos[held]], self.h2[pos[held]]
-        if (~held).any():
-            missing = np.flatnonzero(~held)
-            m1, m2 = hash_keys(keys.take(pa.array(missing)))
-            h1[missing], h2[missing] = m1, m2
+        missing = np.flatnonzero(~held)
+        h1[missing], h2[missing] = hash_keys(keys.take(pa.array(missing)))
         return h1, h2

@@ -1,7 +1,6 @@
 """The local Apache Kafka broker: its pinned jars (fetched with Maven) and its process."""
 
 from streaming.local_kafka.jars import KafkaJars, KafkaJarsError, ensure_kafka_jars
-from streaming.local_kafka.server import LOCAL_HOST, LocalKafka, LocalKafkaError, free_port
+from streaming.local_kafka.server import LocalKafka, LocalKafkaError, free_port
 
-__all__ = ["LOCAL_HOST", "KafkaJars", "KafkaJarsError", "LocalKafka", "LocalKafkaError", "ensure_kafka_jars",
-           "free_port"]
+__all__ = ["KafkaJars", "KafkaJarsError", "LocalKafka", "LocalKafkaError", "ensure_kafka_jars", "free_port"]

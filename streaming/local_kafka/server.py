@@ -212,7 +212,8 @@ class LocalKafka:
                                   f"{(done.stdout + done.stderr).strip()[-500:]}")
 
     def start(self, timeout_s: float = 120.0) -> None:
-        """Start the process and return once it says it has started and takes connections."""
+        """Start the process and return once its log says the server has started (the broker helper then
+        waits for it to answer metadata)."""
         properties = self.data_dir / "server.properties"
         properties.write_text(self._properties())
         (self.data_dir / "log4j2.yaml").write_text(_LOG4J2.format(dir=self.data_dir))

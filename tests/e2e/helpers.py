@@ -28,7 +28,7 @@ def run_once(bootstrap: str, source: str, sink: str, state_dir: str, *config: st
 
 
 def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> dict[int, list[dict]]:
-    """Every committed record of every partition, as dicts with the sink contract's fields."""
+    """Every committed record of every partition, as dicts with its offset and the sink contract's fields."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.time_ns()}",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     out: dict[int, list[dict]] = {}
@@ -44,8 +44,9 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
             while high and consumer.position([tp])[0].offset < high and time.monotonic() < deadline:
                 for m in consumer.consume(500, timeout=1):
                     assert m.error() is None, m.error()
-                    records.append({"key": m.key(), "value": m.value(), "timestamp": m.timestamp()[1],
-                                    "headers": m.headers() or [], "source_offset": source_offset(m.headers())})
+                    records.append({"offset": m.offset(), "key": m.key(), "value": m.value(),
+                                    "timestamp": m.timestamp()[1], "headers": m.headers() or [],
+                                    "source_offset": source_offset(m.headers())})
             out[p] = records
     finally:
         consumer.close()
