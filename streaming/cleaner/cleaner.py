@@ -180,8 +180,7 @@ class Cleaner:
                     itertools.islice(self._read_group(plog, group), unchanged),
                     [self._apply(batch, keep, horizon, result)],
                     (self._apply(b, k, h, result) for b, k, h in decisions))
-                new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset,
-                                   now_ms=result.now_ms)
+                new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset)
                 result.bytes_written += new.size_bytes
                 throttler.maybe_throttle(new.size_bytes)
                 break

@@ -65,7 +65,8 @@ def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint
     uncleanable = max(uncleanable, first_dirty)
 
     clean_bytes = sum(s.size_bytes for s in segments if s.next_offset <= first_dirty)
-    cleanable_bytes = sum(s.size_bytes for s in sealed_dirty if s.base_offset < uncleanable)
+    # A segment straddling first_dirty counts whole, but only while some of its dirty part is cleanable.
+    cleanable_bytes = sum(s.size_bytes for s in sealed_dirty if s.base_offset < uncleanable) if uncleanable > first_dirty else 0
     firsts = [s.first_timestamp for s in sealed_dirty if s.first_timestamp is not None]
     earliest = min(firsts) if firsts else None
     delay = max(0, now_ms - config.max_compaction_lag_ms - earliest) if earliest is not None else 0

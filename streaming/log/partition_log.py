@@ -277,13 +277,16 @@ class PartitionLog:
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
-    def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True,
-                now_ms: int | None = None) -> SegmentMeta:
+    def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True) -> SegmentMeta:
         """Swap consecutive sealed segments for one segment of the given records (batches of
         LOG_BATCH_SCHEMA, in offset order), crash-safely.
 
         The new segment keeps the first old segment's base offset and the last one's next offset, so
-        offsets and the log end are unchanged whatever the cleaner removed.
+        offsets and the log end are unchanged whatever the cleaner removed. No record counts as written
+        later than the old segments' latest time, and one without a usable timestamp counts as written
+        then, not at the rewrite (as Kafka's cleaned segment keeps its source's last-modified time): a
+        rewrite must not make a record young again, or min.compaction.lag.ms would hold it back after
+        every pass.
         """
         if not old:
             raise ValueError("replace needs at least one segment")
@@ -297,9 +300,9 @@ class PartitionLog:
         header = container_header(metadata={HDR_BASE: str(base), HDR_NEXT: str(nxt), HDR_CLEAN: "1" if clean else "0"})
         final = self.path(segment_name(base))
         cleaned = final + CLEANED_SUFFIX
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        written_at = max((s.largest_timestamp for s in old if s.largest_timestamp is not None), default=0)
         try:
-            written, crc = self._write_cleaned(cleaned, header, new, batches, base, nxt, now)
+            written, crc = self._write_cleaned(cleaned, header, new, batches, base, nxt, written_at)
         except BaseException:
             self.storage.delete(cleaned)  # give the space back now (a disk-full pass), not at the next open
             raise
@@ -312,7 +315,7 @@ class PartitionLog:
         return new
 
     def _write_cleaned(self, cleaned: str, header: bytes, new: SegmentMeta, batches: Iterable[pa.RecordBatch],
-                       base: int, nxt: int, now: int) -> tuple[int, int]:
+                       base: int, nxt: int, written_at: int) -> tuple[int, int]:
         after_max = self.config.timestamp_after_max_ms
         sync = header[-SYNC_SIZE:]
         with self.storage.open_write(cleaned) as f:
@@ -331,7 +334,7 @@ class PartitionLog:
                 f.write(data)
                 written += len(data)
                 crc = zlib.crc32(data, crc)
-                new.observe(batch, record_sizes(batch), lag_timestamps(batch, now, after_max))
+                new.observe(batch, record_sizes(batch), np.minimum(lag_timestamps(batch, written_at, after_max), written_at))
         return written, crc
 
     def _complete_swap(self, base: int, nxt: int) -> None:

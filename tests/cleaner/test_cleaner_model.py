@@ -70,7 +70,7 @@ class CleanerMachine(RuleBasedStateMachine):
             ts = self.now + data.draw(st.integers(-300, 50))
             batch.append(make_record(self.end, key, value, ts, data.draw(header_lists())))
             self.end += 1
-        self.log.append(batch)
+        self.log.append(batch, now_ms=self.now)
         self.model.extend(dict(r) for r in batch)
 
     @rule(dt=st.integers(0, 3000))

@@ -73,6 +73,38 @@ def test_min_lag_leaves_young_segments_untouched(tmp_path) -> None:
     assert contents(plog) == [(1, b"a", b"old2"), (2, b"a", b"young"), (3, b"a", b"young2")]
 
 
+def test_a_rewrite_keeps_a_timeless_record_as_old_as_it_was(tmp_path) -> None:
+    c = cfg(min_compaction_lag_ms=HOUR, min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    written = 100 * HOUR
+    plog.append([rec(0, b"a", b"1", ts=written), rec(1, b"b", b"1", ts=-1), rec(2, b"a", b"2", ts=written)],
+                now_ms=written)
+    plog.roll()
+    later = written + 5 * HOUR
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, later), later)
+    assert contents(plog) == [(1, b"b", b"1"), (2, b"a", b"2")]
+    assert plog.segments[0].largest_timestamp == written, "the record without a timestamp was written then"
+    plog.append([rec(3, b"b", b"2", ts=later)], now_ms=later)
+    plog.roll()
+    target = LogCleanerManager(c).select(plog, PID, later + 2 * HOUR)
+    assert target.first_uncleanable_offset == 4, "a rewrite did not make the old segment young again"
+
+
+def test_a_segment_whose_dirty_part_is_too_young_has_no_cleanable_bytes(tmp_path) -> None:
+    c = cfg(min_compaction_lag_ms=HOUR, min_cleanable_dirty_ratio=0, log_cleaner_dedupe_buffer_size=48)
+    plog = new_log(tmp_path, c)
+    now = 100 * HOUR
+    plog.append([rec(0, b"a", b"1", ts=now - 2 * HOUR), rec(1, b"a", b"2", ts=now - 2 * HOUR),
+                 rec(2, b"b", b"1", ts=now - 2 * HOUR)])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    assert mgr.clean_partition(PID, plog, now_ms=now).result.end_offset == 2, "a one-key map ends the pass inside"
+    back = now - 3 * HOUR  # the clock went back: the straddling segment's records are young again
+    target = mgr.select(plog, PID, back)
+    assert (target.first_dirty_offset, target.first_uncleanable_offset) == (2, 2)
+    assert target.cleanable_bytes == 0 and not target.eligible(0.0)
+
+
 def test_max_lag_forces_a_clean_below_the_dirty_ratio(tmp_path) -> None:
     c = cfg(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=HOUR)
     plog = new_log(tmp_path, c)

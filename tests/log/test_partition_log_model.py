@@ -45,6 +45,7 @@ class LogMachine(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="kcompact-log-")
         self.model: list[dict] = []
         self.end = 0  # the log end offset the model expects
+        self.clock = 0  # the append time: a model clock, so a replayed example rolls exactly as the first run
 
     def teardown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -65,11 +66,15 @@ class LogMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.log = PartitionLog(self.dir, self.config, self.storage, jitter_seed="topic-0")
 
+    def tick(self, data) -> int:
+        self.clock += data.draw(st.integers(min_value=0, max_value=5_000))
+        return self.clock
+
     @rule(data=st.data(), back=st.integers(min_value=0, max_value=5),
           gaps=st.lists(st.integers(min_value=0, max_value=3), max_size=12))
     def append(self, data, back: int, gaps: list[int]) -> None:
         batch = _records(max(0, self.end - back), gaps, data)
-        self.log.append(batch)
+        self.log.append(batch, now_ms=self.tick(data))
         fresh = [r for r in batch if r["offset"] >= self.end]
         self.model.extend(fresh)
         if fresh:
@@ -138,7 +143,7 @@ class LogMachine(RuleBasedStateMachine):
         meta_path = os.path.join(self.dir, meta_name(active.base_offset))
         before = self.storage.size(path)
         sidecar_before = self.storage.read(meta_path)
-        self.log.append(batch)
+        self.log.append(batch, now_ms=self.tick(data))
         if len(self.log.segments) != before_segments:
             # the batch rolled: tearing is only realistic for the last write; model it as complete
             self.model.extend(batch)
