@@ -105,11 +105,12 @@ class Cleaner:
                              _log=plog)
         self.map.clear()
         self.memo.clear()
-        result.end_offset = self._build_map(plog, target, versions, result, throttler)
+        checked: set[int] = set()
+        result.end_offset = self._build_map(plog, target, versions, result, throttler, checked)
         self.memo.seal()
         result.buffer_utilization = self.map.utilization
         try:
-            self._recopy(plog, target, versions, result, throttler, dead_letter)
+            self._recopy(plog, target, versions, result, throttler, dead_letter, checked)
         finally:
             self.memo.clear()
         write_checkpoint(plog.storage, plog.dir, target.partition, result.end_offset)
@@ -124,29 +125,40 @@ class Cleaner:
     # ----- phase 1: the offset map -------------------------------------------------------------------------
 
     def _build_map(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
-                   throttler: Throttler) -> int:
-        """Map the dirty range; return the pass's end offset (first offset not mapped)."""
+                   throttler: Throttler, checked: set[int]) -> int:
+        """Map the dirty range; return the pass's end offset (first offset not mapped). Only keys are read
+        (values are most of the bytes), each segment's bytes checked on the way; a segment read to its end
+        goes into ``checked``, so the recopy need not check it again."""
         lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
         omap = self.map
-        for batch in plog.read_batches(lo):
-            off = offsets_of(batch)
-            if off[0] >= hi:
+        for seg in plog.segments[:-1]:
+            if seg.next_offset <= lo:
+                continue
+            if seg.base_offset >= hi:
                 break
-            if off[-1] >= hi:
-                batch = batch.slice(0, int(np.searchsorted(off, hi)))
-            has_key = validity(batch.column("key"))
-            keyed = batch if has_key.all() else batch.filter(pa.array(has_key))
-            if keyed is not batch and self.config.keyless_policy is KeylessPolicy.FAIL:
-                raise KeylessRecordError(target.partition, int(off[np.argmin(has_key)]))
-            h1, h2 = hash_keys(keyed.column("key"))
-            off = offsets_of(keyed)
-            ver = versions.versions(keyed) if omap.versioned else None
-            mapped = omap.put(h1, h2, off, ver)
-            self.memo.keep(off[:mapped], h1[:mapped], h2[:mapped])
-            throttler.maybe_throttle(int(record_sizes(batch).sum()))
-            if mapped < len(off):  # the map is full: this record's key is the first that did not fit
-                result.map_full = True
-                return int(off[mapped])
+            for batch in plog.segment_keys(seg):
+                off = offsets_of(batch)
+                if off[-1] < lo:
+                    continue
+                if off[0] < lo or off[-1] >= hi:
+                    a, b = np.searchsorted(off, [lo, hi])
+                    batch = batch.slice(int(a), int(b - a))
+                    if not batch.num_rows:
+                        continue
+                has_key = validity(batch.column("key"))
+                keyed = batch if has_key.all() else batch.filter(pa.array(has_key))
+                if keyed is not batch and self.config.keyless_policy is KeylessPolicy.FAIL:
+                    raise KeylessRecordError(target.partition, int(offsets_of(batch)[np.argmin(has_key)]))
+                h1, h2 = hash_keys(keyed.column("key"))
+                off = offsets_of(keyed)
+                ver = versions.versions(keyed) if omap.versioned else None
+                mapped = omap.put(h1, h2, off, ver)
+                self.memo.keep(off[:mapped], h1[:mapped], h2[:mapped])
+                throttler.maybe_throttle(int(batch.column("size").to_numpy().sum()))
+                if mapped < len(off):  # the map is full: this record's key is the first that did not fit
+                    result.map_full = True
+                    return int(off[mapped])
+            checked.add(seg.base_offset)
         return hi
 
     # ----- phase 2: recopy ---------------------------------------------------------------------------------
@@ -167,17 +179,17 @@ class Cleaner:
         return groups
 
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
-                throttler: Throttler, dead_letter: DeadLetterSink | None) -> None:
+                throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int]) -> None:
         for group in self._groups(plog, result.end_offset):
             decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
-                                     dead_letter)
+                                     dead_letter, checked)
             unchanged = 0
             for batch, keep, horizon in decisions:
                 if keep.all() and not horizon.any():
                     unchanged += 1
                     continue
                 survivors = itertools.chain(
-                    itertools.islice(self._read_group(plog, group), unchanged),
+                    itertools.islice(self._read_group(plog, group, checked), unchanged),
                     [self._apply(batch, keep, horizon, result)],
                     (self._apply(b, k, h, result) for b, k, h in decisions))
                 new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset)
@@ -186,9 +198,11 @@ class Cleaner:
                 break
 
     @staticmethod
-    def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta]) -> Iterator[pa.RecordBatch]:
-        """The group's records; re-reading gives the same batches, which is how unchanged ones are copied."""
-        return itertools.chain.from_iterable(plog.segment_batches(s) for s in group)
+    def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta], checked: set[int]) -> Iterator[pa.RecordBatch]:
+        """The group's records; re-reading gives the same batches, which is how unchanged ones are copied.
+        Segments the map phase checked in this pass are not checked again."""
+        return itertools.chain.from_iterable(plog.segment_batches(s, check=s.base_offset not in checked)
+                                             for s in group)
 
     def _apply(self, batch: pa.RecordBatch, keep: np.ndarray, horizon: np.ndarray,
                result: CleanResult) -> pa.RecordBatch:
@@ -200,13 +214,13 @@ class Cleaner:
         return batch.filter(pa.array(keep))
 
     def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
-                result: CleanResult, throttler: Throttler,
-                dead_letter: DeadLetterSink | None) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+                result: CleanResult, throttler: Throttler, dead_letter: DeadLetterSink | None,
+                checked: set[int]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
         """Per batch of the group: which records survive, and which surviving tombstones get a horizon."""
         omap = self.map
         end = result.end_offset
         now = result.now_ms
-        for batch in self._read_group(plog, group):
+        for batch in self._read_group(plog, group, checked):
             n = batch.num_rows
             result.records_read += n
             nbytes = int(record_sizes(batch).sum())
@@ -232,16 +246,17 @@ class Cleaner:
 
             idx = np.flatnonzero(in_pass & has_key)
             if idx.size:
-                keyed = batch.take(pa.array(idx))
+                keys = batch.column("key")
+                keys = keys if idx.size == n else keys.take(pa.array(idx))
                 roff = off[idx]
-                h1, h2 = self.memo.hashes(keyed.column("key"), roff)
+                h1, h2 = self.memo.hashes(keys, roff)
                 slot, moff, mver = omap.get(h1, h2)
                 found = slot >= 0
                 clean = found & (roff < first_dirty)
                 if clean.any() and omap.versioned:
                     # A clean record that outranks the dirty winner stays the winner: record it in the map
                     # so the dirty records of its key, met later in this pass, are dropped.
-                    cver = versions.versions(keyed.filter(pa.array(clean)))
+                    cver = versions.versions(batch.take(pa.array(idx[clean])))
                     beats = rank_greater(cver, roff[clean], mver[clean], moff[clean])
                     if beats.any():
                         omap.set_at(slot[clean][beats], roff[clean][beats], cver[beats])

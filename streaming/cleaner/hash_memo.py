@@ -17,29 +17,32 @@ BYTES_PER_RECORD = 24
 
 
 class HashMemo:
+    """Three preallocated columns, like the offset map allocated once per cleaner: a pass fills a prefix."""
+
     def __init__(self, budget_bytes: int) -> None:
         self.budget = max(0, budget_bytes // BYTES_PER_RECORD)
+        self._off = np.empty(self.budget, dtype=np.int64)
+        self._h1 = np.empty(self.budget, dtype=np.uint64)
+        self._h2 = np.empty(self.budget, dtype=np.uint64)
         self.clear()
 
     def keep(self, off: np.ndarray, h1: np.ndarray, h2: np.ndarray) -> None:
         """Hashes of records met in increasing offset order; past the budget nothing more is kept, so
         what is held is always a prefix of the dirty range."""
-        if self._held + len(off) > self.capacity:
-            self.capacity = self._held  # a gap would break the prefix: stop here
+        if self._full or self._held + len(off) > self.budget:
+            self._full = True  # a gap would break the prefix: stop here
             return
-        self._parts.append((off, h1, h2))
-        self._held += len(off)
+        end = self._held + len(off)
+        self._off[self._held:end], self._h1[self._held:end], self._h2[self._held:end] = off, h1, h2
+        self._held = end
 
     def seal(self) -> None:
-        if self._parts:
-            self.off, self.h1, self.h2 = (np.concatenate(c) for c in zip(*self._parts))
-        self._parts = []
+        self.off, self.h1, self.h2 = self._off[:self._held], self._h1[:self._held], self._h2[:self._held]
 
     def clear(self) -> None:
-        self.capacity = self.budget
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._held = 0
-        self.off = self.h1 = self.h2 = np.empty(0, dtype=np.int64)
+        self._full = False
+        self.seal()
 
     def hashes(self, keys: pa.Array, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The hashes of ``keys`` (non-null) at offsets ``off``: from the memo where it holds them."""

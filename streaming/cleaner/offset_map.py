@@ -27,54 +27,67 @@ EMPTY = -1
 
 
 _MASK = np.uint64(0xFFFFFFFF)
-_SHIFTS = np.array([7, 12, 17, 22] * 4 + [5, 9, 14, 20] * 4 + [4, 11, 16, 23] * 4 + [6, 10, 15, 21] * 4,
-                   dtype=np.uint64)
 _SINES = np.array([int(abs(math.sin(i + 1)) * 2**32) & 0xFFFFFFFF for i in range(64)], dtype=np.uint64)
 
 
+@njit(inline="always")
+def _step(a, b, f, sine, word, shift):
+    """One MD5 step: b + ((a + f + sine + word) <<< shift), in 32 bits."""
+    x = (a + f + sine + word) & _MASK
+    return (b + (((x << np.uint64(shift)) | (x >> np.uint64(32 - shift))) & _MASK)) & _MASK
+
+
 @njit(cache=True, nogil=True)
-def _md5(data, offsets, shifts, sines):
+def _md5(data, offsets, sines):
     """RFC 1321 MD5 of each data[offsets[i]:offsets[i + 1]], as the digest's two little-endian uint64 words.
-    hashlib costs a Python call per key, which was most of a cleaning pass."""
+    hashlib costs a Python call per key, which was most of a cleaning pass; each round's four steps are
+    written out so the compiled loop carries no per-step branch or table of shifts."""
     n = offsets.shape[0] - 1
     h1 = np.empty(n, dtype=np.uint64)
     h2 = np.empty(n, dtype=np.uint64)
     block = np.zeros(64, dtype=np.uint8)
-    words = np.zeros(16, dtype=np.uint64)
+    w = np.zeros(16, dtype=np.uint64)
+    m = _MASK
     for i in range(n):
         start = offsets[i]
         length = offsets[i + 1] - start
         padded = ((length + 8) // 64 + 1) * 64
         a0, b0, c0, d0 = np.uint64(0x67452301), np.uint64(0xEFCDAB89), np.uint64(0x98BADCFE), np.uint64(0x10325476)
         for at in range(0, padded, 64):
-            for j in range(64):
-                p = at + j
-                block[j] = data[start + p] if p < length else (0x80 if p == length else 0)
+            take = min(64, max(0, length - at))
+            block[:take] = data[start + at: start + at + take]
+            block[take:] = 0
+            if take < 64 and at <= length:
+                block[length - at] = 0x80
             if at + 64 == padded:
                 bits = np.uint64(length) * np.uint64(8)
                 for j in range(8):
                     block[56 + j] = (bits >> np.uint64(8 * j)) & np.uint64(0xFF)
             for j in range(16):
-                words[j] = (np.uint64(block[4 * j]) | (np.uint64(block[4 * j + 1]) << np.uint64(8))
-                            | (np.uint64(block[4 * j + 2]) << np.uint64(16)) | (np.uint64(block[4 * j + 3]) << np.uint64(24)))
+                w[j] = (np.uint64(block[4 * j]) | (np.uint64(block[4 * j + 1]) << np.uint64(8))
+                        | (np.uint64(block[4 * j + 2]) << np.uint64(16)) | (np.uint64(block[4 * j + 3]) << np.uint64(24)))
             a, b, c, d = a0, b0, c0, d0
-            for r in range(64):
-                if r < 16:
-                    f = (b & c) | (~b & d)
-                    g = r
-                elif r < 32:
-                    f = (d & b) | (~d & c)
-                    g = (5 * r + 1) % 16
-                elif r < 48:
-                    f = b ^ c ^ d
-                    g = (3 * r + 5) % 16
-                else:
-                    f = c ^ (b | (~d & _MASK))
-                    g = (7 * r) % 16
-                f = (f + a + sines[r] + words[g]) & _MASK
-                a, d, c = d, c, b
-                b = (b + (((f << shifts[r]) | (f >> (np.uint64(32) - shifts[r]))) & _MASK)) & _MASK
-            a0, b0, c0, d0 = (a0 + a) & _MASK, (b0 + b) & _MASK, (c0 + c) & _MASK, (d0 + d) & _MASK
+            for r in range(0, 16, 4):
+                a = _step(a, b, (b & c) | (~b & d & m), sines[r], w[r], 7)
+                d = _step(d, a, (a & b) | (~a & c & m), sines[r + 1], w[r + 1], 12)
+                c = _step(c, d, (d & a) | (~d & b & m), sines[r + 2], w[r + 2], 17)
+                b = _step(b, c, (c & d) | (~c & a & m), sines[r + 3], w[r + 3], 22)
+            for r in range(16, 32, 4):
+                a = _step(a, b, (b & d) | (c & ~d & m), sines[r], w[(5 * r + 1) % 16], 5)
+                d = _step(d, a, (a & c) | (b & ~c & m), sines[r + 1], w[(5 * r + 6) % 16], 9)
+                c = _step(c, d, (d & b) | (a & ~b & m), sines[r + 2], w[(5 * r + 11) % 16], 14)
+                b = _step(b, c, (c & a) | (d & ~a & m), sines[r + 3], w[(5 * r + 16) % 16], 20)
+            for r in range(32, 48, 4):
+                a = _step(a, b, b ^ c ^ d, sines[r], w[(3 * r + 5) % 16], 4)
+                d = _step(d, a, a ^ b ^ c, sines[r + 1], w[(3 * r + 8) % 16], 11)
+                c = _step(c, d, d ^ a ^ b, sines[r + 2], w[(3 * r + 11) % 16], 16)
+                b = _step(b, c, c ^ d ^ a, sines[r + 3], w[(3 * r + 14) % 16], 23)
+            for r in range(48, 64, 4):
+                a = _step(a, b, c ^ (b | (~d & m)), sines[r], w[(7 * r) % 16], 6)
+                d = _step(d, a, b ^ (a | (~c & m)), sines[r + 1], w[(7 * r + 7) % 16], 10)
+                c = _step(c, d, a ^ (d | (~b & m)), sines[r + 2], w[(7 * r + 14) % 16], 15)
+                b = _step(b, c, d ^ (c | (~a & m)), sines[r + 3], w[(7 * r + 21) % 16], 21)
+            a0, b0, c0, d0 = (a0 + a) & m, (b0 + b) & m, (c0 + c) & m, (d0 + d) & m
         h1[i] = a0 | (b0 << np.uint64(32))
         h2[i] = c0 | (d0 << np.uint64(32))
     return h1, h2
@@ -84,7 +97,7 @@ def hash_keys(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """MD5 of each key (a binary array without nulls) as two uint64 arrays: the digest's first and last
     8 bytes, little-endian."""
     offsets, data, _ = binary_parts(keys)
-    return _md5(data, offsets, _SHIFTS, _SINES)
+    return _md5(data, offsets, _SINES)
 
 
 def rank_greater(v1: np.ndarray | None, o1: np.ndarray, v2: np.ndarray | None, o2: np.ndarray) -> np.ndarray:

@@ -26,6 +26,14 @@ LOG_BATCH_SCHEMA = pa.schema([
     pa.field("headers", pa.binary(), nullable=False),
     pa.field("delete_horizon_ms", pa.int64()),
 ])
+# What the cleaner's map phase reads: no values (most of a segment's bytes), each record's size instead.
+KEY_BATCH_SCHEMA = pa.schema([
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    pa.field("key", pa.binary()),
+    pa.field("headers", pa.binary(), nullable=False),
+    pa.field("size", pa.int64(), nullable=False),
+])
 NO_HEADERS = b"\x00"  # the Avro encoding of an empty array
 # Roughly what Avro spends per record beyond key, value and headers (varints, union tags). Sizes drive
 # segment.bytes rolls and dirty ratios, so they must be cheap, not exact.
@@ -209,15 +217,18 @@ class DecodeError(ValueError):
         self.position = position
 
 
+def _decoded(buf: np.ndarray, pos: int, end: int, sync: bytes, max_records: int) -> tuple:
+    out = codec.decode_blocks(buf, pos, end, np.frombuffer(sync, dtype=np.uint8), max_records)
+    if out[2] != codec.OK:
+        raise DecodeError(out[2], out[1])
+    return out
+
+
 def decode_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
                   max_records: int = 1 << 62) -> tuple[pa.RecordBatch, int]:
     """Whole blocks in buf[pos:end] (about ``max_records`` records at most) -> (batch, position after them)."""
-    out = codec.decode_blocks(buf, pos, end, np.frombuffer(sync, dtype=np.uint8), max_records)
-    n, after, err = out[0], out[1], out[2]
-    if err != codec.OK:
-        raise DecodeError(err, after)
-    (offset, timestamp, ttype, key_start, key_len, val_start, val_len, hdr_start, hdr_len, horizon,
-     horizon_valid) = out[3:]
+    (n, after, _, offset, timestamp, ttype, key_start, key_len, val_start, val_len, hdr_start, hdr_len, horizon,
+     horizon_valid) = _decoded(buf, pos, end, sync, max_records)
     validity = None if horizon_valid.all() else pa.py_buffer(np.packbits(horizon_valid, bitorder="little"))
     batch = pa.RecordBatch.from_arrays([
         pa.array(offset), pa.array(timestamp), pa.array(ttype),
@@ -226,4 +237,17 @@ def decode_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
         pa.Array.from_buffers(pa.int64(), int(n), [validity, pa.py_buffer(horizon)],
                               null_count=int(n - horizon_valid.sum())),
     ], schema=LOG_BATCH_SCHEMA)
+    return batch, int(after)
+
+
+def decode_key_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
+                      max_records: int = 1 << 62) -> tuple[pa.RecordBatch, int]:
+    """decode_blocks projected to KEY_BATCH_SCHEMA: values are skipped, never copied out of the buffer."""
+    (_, after, _, offset, timestamp, _, key_start, key_len, _, val_len, hdr_start, hdr_len, _,
+     _) = _decoded(buf, pos, end, sync, max_records)
+    sizes = RECORD_OVERHEAD + np.maximum(key_len, 0) + np.maximum(val_len, 0) + hdr_len - 1
+    batch = pa.RecordBatch.from_arrays([
+        pa.array(offset), pa.array(timestamp), _binary_array(buf, key_start, key_len),
+        _binary_array(buf, hdr_start, hdr_len), pa.array(sizes),
+    ], schema=KEY_BATCH_SCHEMA)
     return batch, int(after)

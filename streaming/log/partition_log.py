@@ -28,8 +28,8 @@ from streaming.log.config import LogConfig
 from streaming.log.record import LogRecord, parsed_schema
 from streaming.log.segment import (CLEANED_SUFFIX, HDR_BASE, HDR_CLEAN, HDR_NEXT, META_SUFFIX, SEGMENT_SUFFIX,
                                    SWAP_SUFFIX, SYNC_SIZE, CorruptSegmentError, SegmentMeta, container_header,
-                                   encode_blocks, meta_name, read_header, read_verified, rebuild_meta,
-                                   segment_name, size_damage)
+                                   encode_blocks, meta_name, read_batches, read_header, read_keys_checked,
+                                   read_verified, rebuild_meta, segment_name, size_damage)
 from streaming.log.storage import LocalStorage, Storage
 
 log = logging.getLogger(__name__)
@@ -271,9 +271,16 @@ class PartitionLog:
                 if batch.num_rows:
                     yield batch
 
-    def segment_batches(self, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
-        """All records of a segment, its bytes checked first: raises CorruptSegmentError on damage."""
-        return read_verified(self.storage, self.path(segment_name(seg.base_offset)), seg)
+    def segment_batches(self, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
+        """All records of a segment, its bytes checked first: raises CorruptSegmentError on damage. A
+        reader that has just checked them (segment_keys read to the end) passes check=False."""
+        path = self.path(segment_name(seg.base_offset))
+        return read_verified(self.storage, path, seg) if check else read_batches(self.storage, path)
+
+    def segment_keys(self, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
+        """A segment's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read: damage raises
+        CorruptSegmentError after the last batch, so a caller must act on nothing before the end."""
+        return read_keys_checked(self.storage, self.path(segment_name(seg.base_offset)), seg)
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 

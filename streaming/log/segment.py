@@ -17,7 +17,7 @@ import os
 import time
 import zlib
 from dataclasses import asdict, dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import fastavro
 import numpy as np
@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from fastavro.write import Writer
 
 from streaming.log import codec
-from streaming.log.columns import DecodeError, decode_blocks, encode_batch, iter_records, lag_timestamps, record_sizes
+from streaming.log.columns import (DecodeError, decode_blocks, decode_key_blocks, encode_batch, iter_records,
+                                   lag_timestamps, record_sizes)
 from streaming.log.record import LogRecord, parsed_schema
 from streaming.log.storage import Storage
 
@@ -37,6 +38,7 @@ META_SUFFIX = ".meta.json"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SYNC_SIZE = 16
+BlockDecoder = Callable[[np.ndarray, int, int, bytes], tuple[pa.RecordBatch, int]]
 VERIFY_CHUNK = 1 << 20
 READ_CHUNK = 2 << 20
 
@@ -239,35 +241,50 @@ def file_crc32(storage: Storage, path: str, length: int) -> int:
     return crc
 
 
+def _mismatch(path: str, crc: int, length: int, meta: SegmentMeta) -> CorruptSegmentError:
+    return CorruptSegmentError(f"{path}: checksum mismatch: CRC-32 {crc:08x} over {length} bytes, "
+                               f"its sidecar records {meta.crc32:08x} over {meta.file_bytes}")
+
+
 def verify_segment(storage: Storage, path: str, meta: SegmentMeta) -> None:
     """The file still holds the bytes its sidecar describes (length and CRC-32)."""
     crc = file_crc32(storage, path, meta.file_bytes)
     if crc != meta.crc32:
-        raise CorruptSegmentError(f"{path}: checksum mismatch: CRC-32 {crc:08x} over {meta.file_bytes} bytes, "
-                                  f"its sidecar records {meta.crc32:08x}")
+        raise _mismatch(path, crc, meta.file_bytes, meta)
 
 
-def read_batches(storage: Storage, path: str) -> Iterator[pa.RecordBatch]:
-    """The file's records, a batch per READ_CHUNK of blocks (memory stays flat whatever the segment size)."""
+def read_batches(storage: Storage, path: str, decode: BlockDecoder = decode_blocks,
+                 checked_against: SegmentMeta | None = None) -> Iterator[pa.RecordBatch]:
+    """The file's records, a batch per READ_CHUNK of blocks (memory stays flat whatever the segment size).
+
+    With ``checked_against``, the bytes are checked against that sidecar as they are read, and damage
+    raises CorruptSegmentError only after the last batch: for a reader that acts on nothing before the
+    end (the cleaner's map), this saves reading the file twice."""
     with storage.open_read(path) as f:
         _, sync, pos = read_header(f)
-        f.seek(pos)
+        f.seek(0)
+        head = f.read(pos)
+        crc, length = zlib.crc32(head), len(head)
         pending = b""
         while True:
             chunk = f.read(READ_CHUNK)
+            if checked_against is not None:
+                crc, length = zlib.crc32(chunk, crc), length + len(chunk)
             data = pending + chunk if pending else chunk
             if not data:
-                return
+                break
             buf = np.frombuffer(data, dtype=np.uint8)
-            batch, used = decode_blocks(buf, 0, len(buf), sync)
+            batch, used = decode(buf, 0, len(buf), sync)
             if batch.num_rows:
                 yield batch
             pending = data[used:]
             if not chunk:
                 if pending:
                     raise DecodeError(codec.ERR_TRUNCATED, pos)
-                return
+                break
             pos += used
+    if checked_against is not None and (crc, length) != (checked_against.crc32, checked_against.file_bytes):
+        raise _mismatch(path, crc, length, checked_against)
 
 
 def iter_file(storage: Storage, path: str) -> Iterator[LogRecord]:
@@ -277,8 +294,17 @@ def iter_file(storage: Storage, path: str) -> Iterator[LogRecord]:
 def read_verified(storage: Storage, path: str, meta: SegmentMeta) -> Iterator[pa.RecordBatch]:
     """The segment's records, after checking its bytes; a decoding failure is reported as damage too."""
     verify_segment(storage, path, meta)
+    yield from _decoding_as_damage(path, read_batches(storage, path))
+
+
+def read_keys_checked(storage: Storage, path: str, meta: SegmentMeta) -> Iterator[pa.RecordBatch]:
+    """The segment's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read (see read_batches)."""
+    return _decoding_as_damage(path, read_batches(storage, path, decode_key_blocks, checked_against=meta))
+
+
+def _decoding_as_damage(path: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     try:
-        yield from read_batches(storage, path)
+        yield from batches
     except (ValueError, EOFError, TypeError, IndexError, UnicodeDecodeError) as exc:
         raise CorruptSegmentError(f"{path}: does not decode ({type(exc).__name__}: {exc})") from exc
 

@@ -326,3 +326,18 @@ def test_damaged_log_is_uncleanable_with_the_damage_named_even_below_the_dirty_r
     outcome = LogCleanerManager(c).clean_partition(PID, reopened, 0)
     assert outcome.result is None and outcome.state.uncleanable
     assert "CorruptSegmentError" in outcome.error and segment_name(0) in outcome.error
+
+
+def test_a_changed_byte_in_a_dirty_value_fails_the_pass_before_anything_is_swapped(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(i, b"k%d" % (i % 3), b"v" * 20) for i in range(10)])
+    plog.roll()
+    seg = tmp_path / segment_name(0)
+    data = bytearray(seg.read_bytes())
+    data[data.index(b"v" * 20) + 3] ^= 0x01  # still decodes: only the checksum can tell
+    seg.write_bytes(bytes(data))
+    reopened = new_log(tmp_path, c)
+    outcome = LogCleanerManager(c).clean_partition(PID, reopened, 0)
+    assert outcome.result is None and "checksum mismatch" in outcome.error
+    assert seg.read_bytes() == bytes(data) and read_checkpoint(reopened.storage, reopened.dir) is None

@@ -8,7 +8,7 @@ import hashlib
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
@@ -65,6 +65,7 @@ def test_full_map_cleans_in_several_passes_each_progressing(tmp_path) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=40))
+@example([bytes(range(n)) for n in (0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 200)])  # padding edges
 def test_key_hashes_are_md5(keys: list[bytes]) -> None:
     h1, h2 = hash_keys(pa.array(keys, pa.binary()))
     digests = b"".join(hashlib.md5(k).digest() for k in keys)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from streaming.log import BadRecordError, LogConfig, PartitionLog, make_record
+from streaming.log import BadRecordError, LogConfig, PartitionLog, make_record, record_size, records_from_batch
 from streaming.log.segment import CorruptSegmentError, meta_name, segment_name
 
 
@@ -124,6 +124,24 @@ def test_flipped_byte_is_found_by_checksum_before_anything_decodes(tmp_path) -> 
     with pytest.raises(CorruptSegmentError, match="checksum mismatch"):
         next(reopened.read(0))
     assert [r["offset"] for r in reopened.read(5)] == [5, 6, 7], "other segments stay readable"
+
+
+def test_key_columns_are_checked_as_read_and_damage_raises_after_the_last_batch(tmp_path) -> None:
+    _sealed_then_active(tmp_path)
+    seg_file = tmp_path / segment_name(0)
+    intact = _log(tmp_path)
+    keys = list(intact.segment_keys(intact.segments[0]))
+    assert [k for b in keys for k in b.column("key").to_pylist()] == [b"k%d" % o for o in range(5)]
+    full = [r for b in intact.segment_batches(intact.segments[0]) for r in records_from_batch(b)]
+    assert [s for b in keys for s in b.column("size").to_pylist()] == [record_size(r) for r in full]
+    data = bytearray(seg_file.read_bytes())
+    data[data.index(b"v" * 20) + 3] ^= 0x01  # inside a value, which the key columns never even copy
+    seg_file.write_bytes(bytes(data))
+    damaged = _log(tmp_path)
+    batches = damaged.segment_keys(damaged.segments[0])
+    assert next(batches).num_rows == 5, "the batches come first"
+    with pytest.raises(CorruptSegmentError, match="checksum mismatch"):
+        next(batches)
 
 
 def test_bad_record_keeps_everything_before_it(tmp_path) -> None:
