@@ -170,7 +170,7 @@ def _kafka_clean(broker, records: int, keys: int, value: bytes) -> tuple[float, 
     from confluent_kafka import Producer  # noqa: PLC0415 (only this benchmark talks to Kafka)
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: PLC0415
 
-    from streaming.topics import create_topic, unique_topic_name  # noqa: PLC0415
+    from streaming.kafka.admin import create_topic, unique_topic_name  # noqa: PLC0415
 
     bs = broker.bootstrap_servers
     topic = create_topic(bs, unique_topic_name("bench-kafka-clean"), 1,
@@ -220,7 +220,7 @@ def bench_kafka(args: argparse.Namespace) -> None:
     broker's JVM compiles its cleaner's loops, and this process loads the compiled codec and map. Like a
     Kafka cleaner thread, which allocates its offset map once when it starts, one manager (holding one
     map) serves both of our passes; each pass still clears the map, as Kafka's does."""
-    from streaming.broker import BrokerKind, running_broker  # noqa: PLC0415
+    from streaming.kafka.broker import BrokerKind, running_broker  # noqa: PLC0415
 
     value = os.urandom(100)
     work = tempfile.mkdtemp(prefix="kcompact-bench-vs-kafka-")

@@ -17,11 +17,11 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streaming.broker import running_broker
-from streaming.ingest import LogAppender
+from streaming.kafka.broker import running_broker
+from streaming.job.append import LogAppender
 from streaming.log import LogConfig, PartitionLog, make_record
-from streaming.spark_session import build_session
-from streaming.topics import create_topic, unique_topic_name
+from streaming.spark.session import build_session
+from streaming.kafka.admin import create_topic, unique_topic_name
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:

@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streaming.broker import running_broker
+from streaming.kafka.broker import running_broker
 from streaming.cleaner import CompactionConfig
-from streaming.cluster import Cluster
-from streaming.job_spec import JobSpec
-from streaming.pipeline import CompactorJob
-from streaming.spark_session import build_session
-from streaming.topics import create_topic, unique_topic_name
+from streaming.kafka.admin import Cluster
+from streaming.job.spec import JobSpec
+from streaming.job.runner import CompactorJob
+from streaming.spark.session import build_session
+from streaming.kafka.admin import create_topic, unique_topic_name
 
 HOUR = 3_600_000
 

@@ -1,20 +1,22 @@
-"""The errors that mean "the input is wrong": the CLI reports them in one line, without a traceback."""
+"""The errors that mean "the input is wrong": the CLI reports them in one line, without a traceback.
+
+Each package's own error of that kind derives from UserError, so this module imports nothing and the CLI
+recognises them all without importing the packages (or Spark) behind them.
+"""
 
 from __future__ import annotations
 
-from streaming.broker import BrokerError
-from streaming.cleaner.checkpoint import CheckpointError
-from streaming.cleaner.config import ConfigError
-from streaming.source.options import SourceOptionError
+
+class UserError(Exception):
+    """Something the user can change: a setting, an argument, the state dir, the environment."""
 
 
-class UsageError(ValueError):
+class UsageError(UserError, ValueError):
     """Bad command-line input."""
 
 
-class JobError(RuntimeError):
+class JobError(UserError, RuntimeError):
     """A condition that stops the job before anything runs; the message says what to change."""
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, SourceOptionError, CheckpointError, UsageError,
-                                                JobError, BrokerError, FileNotFoundError)
+USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError)

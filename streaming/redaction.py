@@ -36,10 +36,6 @@ class Masker:
         with self._lock:
             self._values |= {v for k, v in config.items() if SECRET_KEY.search(k) and len(v) >= 3}
 
-    def forget(self) -> None:
-        with self._lock:
-            self._values.clear()
-
     def mask(self, text: str) -> str:
         for value in sorted(self._values, key=len, reverse=True):
             text = text.replace(value, REDACTED)

@@ -9,13 +9,13 @@ import os
 import pytest
 from hypothesis import settings
 
-from streaming.broker import Broker, acquire_broker
+from streaming.kafka.broker import Broker, acquire_broker
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-from streaming.topics import create_topic, unique_topic_name
+from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 
 
@@ -59,7 +59,7 @@ def new_topic(bootstrap_servers: str) -> TopicFactory:
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for the whole run (starting one costs seconds)."""
-    from streaming.spark_session import build_session
+    from streaming.spark.session import build_session
 
     session = build_session("kcompact-tests", driver_memory="1g")
     try:

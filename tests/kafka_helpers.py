@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Producer
 
 from streaming.log import LogConfig, PartitionLog
-from streaming.state_layout import log_dir
+from streaming.state.layout import log_dir
 
 
 # The SASL/PLAIN login the session's local broker accepts on its SASL listener (tests/e2e/test_security.py).

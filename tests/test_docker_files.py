@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from streaming.cli import build_parser
+from streaming.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +25,7 @@ def test_image_entry_point_is_the_console_command() -> None:
     entry = [json.loads(args) for op, args in instr if op == "ENTRYPOINT"]
     assert entry == [["kcompact"]]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"kcompact": "streaming.cli:main"}
+    assert scripts == {"kcompact": "streaming.cli.main:main"}
     assert instr[0][0] == "FROM" and "python:3.11" in instr[0][1]
 
 

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 from streaming.log.storage import Storage
+from streaming.errors import UserError
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 VERSION = 0
@@ -24,7 +25,7 @@ class PartitionId:
         return f"{self.topic}-{self.partition}"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     pass
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from streaming.log.config import LONG_MAX, LogConfig
+from streaming.errors import UserError
 
 log = logging.getLogger(__name__)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """An invalid compaction setting; ``key`` names the setting at fault."""
 
     def __init__(self, key: str, message: str) -> None:
@@ -72,7 +73,6 @@ class CompactionConfig:
     io_buffer_load_factor: float = 0.9
     io_max_bytes_per_second: float = float("inf")
     backoff_ms: int = 15_000
-    cleaner_threads: int = 1
     message_timestamp_after_max_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
@@ -95,7 +95,6 @@ class CompactionConfig:
                                 ("delete.retention.ms", self.delete_retention_ms, 0),
                                 ("log.cleaner.dedupe.buffer.size", self.dedupe_buffer_size, 48),
                                 ("log.cleaner.backoff.ms", self.backoff_ms, 0),
-                                ("log.cleaner.threads", self.cleaner_threads, 1),
                                 ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0)):
             if value < low:
                 raise ConfigError(key, f"must be >= {low}, got {value}")
@@ -119,33 +118,18 @@ class CompactionConfig:
     # ----- parsing -----------------------------------------------------------------------------------------
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, str], base: "CompactionConfig | None" = None,
-                     ignore_unknown: bool = False) -> "CompactionConfig":
-        """Build from Kafka-named settings over ``base``; unknown keys are errors unless ``ignore_unknown``
-        (topic configs carry many settings that are not the compactor's)."""
+    def from_mapping(cls, values: Mapping[str, str], base: "CompactionConfig | None" = None) -> "CompactionConfig":
+        """Build from Kafka-named settings over ``base``; an unknown key is an error naming it."""
         current = {f.name: getattr(base or cls(), f.name) for f in fields(cls)}
         for name, text in values.items():
             key = KEYS.get(name.strip())
             if key is None:
-                if ignore_unknown:
-                    continue
                 raise ConfigError(name, f"unknown setting; known: {', '.join(sorted(KEYS))}")
             try:
                 current[key.attr] = key.parse(text)
             except ValueError as exc:
                 raise ConfigError(key.name, f"invalid value {text!r} ({exc})") from None
         return cls(**current)
-
-    @classmethod
-    def from_pairs(cls, pairs: Iterable[str], base: "CompactionConfig | None" = None) -> "CompactionConfig":
-        """Parse ``key=value`` strings, as given on the command line."""
-        values: dict[str, str] = {}
-        for pair in pairs:
-            name, sep, text = pair.partition("=")
-            if not sep:
-                raise ConfigError(name.strip() or pair, f"expected key=value, got {pair!r}")
-            values[name.strip()] = text
-        return cls.from_mapping(values, base)
 
     def to_kafka(self) -> dict[str, str]:
         """The effective settings under Kafka's names, as printed at start-up."""
@@ -178,7 +162,6 @@ KEYS: dict[str, _Key] = {k.name: k for k in (
     _Key("log.cleaner.io.buffer.load.factor", "io_buffer_load_factor", _ratio),
     _Key("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", _ratio),
     _Key("log.cleaner.backoff.ms", "backoff_ms", _long),
-    _Key("log.cleaner.threads", "cleaner_threads", _long),
     _Key("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", _long),
 )}
 

@@ -7,12 +7,11 @@ then retried; the other partitions go on. (Kafka keeps it uncleanable until the 
 from __future__ import annotations
 
 import logging
-from typing import Mapping
 
 from streaming.cleaner.checkpoint import PartitionId, read_checkpoint
 from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy
-from streaming.cleaner.metrics import CleanerMetrics, PartitionFigures, PartitionOutcome
+from streaming.cleaner.metrics import PartitionOutcome
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
 from streaming.log.partition_log import PartitionLog
@@ -25,8 +24,6 @@ class LogCleanerManager:
     def __init__(self, config: CompactionConfig, cleaner: Cleaner | None = None) -> None:
         self.config = config
         self.cleaner = cleaner or Cleaner(config)
-        self.last_run_ms: int | None = None
-        self.last_metrics = CleanerMetrics()
 
     def select(self, plog: PartitionLog, pid: PartitionId, now_ms: int) -> LogToClean:
         return log_to_clean(plog.segments, pid, read_checkpoint(plog.storage, plog.dir), self.config, now_ms)
@@ -50,7 +47,6 @@ class LogCleanerManager:
             return self._uncleanable(pid, plog, target, state, now_ms, exc)
         state.passes += 1
         state.last_clean_ms = now_ms
-        state.last_clean_secs = result.elapsed_s
         state.uncleanable_since_ms = state.uncleanable_error = state.retry_at_ms = None
         state.keyless_records += result.keyless
         state.dead_letter_records += result.keyless if self.config.keyless_policy is KeylessPolicy.DEAD_LETTER else 0
@@ -67,14 +63,4 @@ class LogCleanerManager:
         state.uncleanable_error = f"{type(exc).__name__}: {exc}"
         state.retry_at_ms = now_ms + self.config.backoff_ms
         state.save(plog.storage, plog.dir)
-        return PartitionOutcome(target, state, error=state.uncleanable_error)
-
-    def run_round(self, logs: Mapping[PartitionId, PartitionLog], now_ms: int) -> list[PartitionOutcome]:
-        """Clean every eligible partition once, dirtiest first (the order Kafka's cleaner threads pick)."""
-        targets = sorted(((pid, self.select(plog, pid, now_ms)) for pid, plog in logs.items()),
-                         key=lambda pt: pt[1].cleanable_ratio, reverse=True)
-        outcomes = [self.clean_partition(pid, logs[pid], now_ms, target) for pid, target in targets]
-        self.last_metrics = CleanerMetrics.of([PartitionFigures.of_outcome(o) for o in outcomes], now_ms,
-                                              self.last_run_ms, self.last_metrics)
-        self.last_run_ms = now_ms
-        return outcomes
+        return PartitionOutcome(target, state, error=state.uncleanable_error, cause=exc)

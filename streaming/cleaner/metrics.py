@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Mapping, Sequence
 
 from streaming.cleaner.cleaner import CleanResult
@@ -18,6 +18,7 @@ class PartitionOutcome:
     state: PartitionCleanerState
     result: CleanResult | None = None
     error: str | None = None
+    cause: Exception | None = None  # what made the pass fail, for callers that act on its kind
     skipped_backoff: bool = False
 
 
@@ -29,10 +30,10 @@ class PartitionFigures:
     the metrics themselves are computed from it in one place, CleanerMetrics.of.
     """
 
-    cleanable_ratio: float
-    compaction_delay_ms: int
-    cleanable_bytes: int
-    uncleanable: bool
+    cleanable_ratio: float = 0.0      # selection's view now
+    compaction_delay_ms: int = 0
+    cleanable_bytes: int = 0
+    uncleanable: bool = False
     keyless_records: int = 0          # counters: totals kept in the partition's cleaner state
     dead_letter_records: int = 0
     invalid_version_headers: int = 0
@@ -44,17 +45,23 @@ class PartitionFigures:
 
     @classmethod
     def of_outcome(cls, o: PartitionOutcome) -> "PartitionFigures":
-        r = o.result
-        return cls(o.target.cleanable_ratio, o.target.compaction_delay_ms, o.target.cleanable_bytes,
-                   o.state.uncleanable, o.state.keyless_records, o.state.dead_letter_records,
-                   o.state.invalid_version_headers, passes=int(r is not None),
-                   clean_secs=r.elapsed_s if r else 0.0, bytes_read=r.bytes_read if r else 0,
-                   bytes_written=r.bytes_written if r else 0, buffer_utilization=r.buffer_utilization if r else 0.0)
+        figures = cls().observed(o.target, o.state)
+        return figures if o.result is None else figures.with_pass(o.result)
 
-    @classmethod
-    def of_mapping(cls, m: Mapping[str, object]) -> "PartitionFigures":
-        """From a dict carrying these names (a stage report that came back from an executor)."""
-        return cls(**{f.name: m[f.name] for f in fields(cls)})
+    def observed(self, target: LogToClean, state: PartitionCleanerState,
+                 uncleanable: bool | None = None) -> "PartitionFigures":
+        """These figures with what selection and the partition's cleaner state say now."""
+        return replace(self, cleanable_ratio=target.cleanable_ratio, compaction_delay_ms=target.compaction_delay_ms,
+                       cleanable_bytes=target.cleanable_bytes,
+                       uncleanable=state.uncleanable if uncleanable is None else uncleanable,
+                       keyless_records=state.keyless_records, dead_letter_records=state.dead_letter_records,
+                       invalid_version_headers=state.invalid_version_headers)
+
+    def with_pass(self, r: CleanResult) -> "PartitionFigures":
+        """These figures with one more pass: its time and buffer use are maxima, its bytes are added."""
+        return replace(self, passes=self.passes + 1, clean_secs=max(self.clean_secs, r.elapsed_s),
+                       bytes_read=self.bytes_read + r.bytes_read, bytes_written=self.bytes_written + r.bytes_written,
+                       buffer_utilization=max(self.buffer_utilization, r.buffer_utilization))
 
 
 PASS_GAUGES = ("max_clean_time_secs", "cleaner_recopy_percent", "max_buffer_utilization_percent")

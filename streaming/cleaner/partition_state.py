@@ -19,7 +19,6 @@ STATE_FILE = "cleaner-state.json"
 class PartitionCleanerState:
     passes: int = 0
     last_clean_ms: int | None = None
-    last_clean_secs: float = 0.0
     uncleanable_since_ms: int | None = None
     uncleanable_error: str | None = None
     retry_at_ms: int | None = None

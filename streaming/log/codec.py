@@ -1,7 +1,7 @@
-"""Avro binary encoding of the log schema (schemas/log_record.avsc), compiled, a whole batch per call.
+"""Avro binary encoding of the log schema (streaming/log/log_record.avsc), compiled, a whole batch per call.
 
-fastavro encodes and decodes one record per Python call, which cost 3-4 µs a record and was most of
-the pipeline's CPU. The schema is fixed, so these kernels write and parse its exact bytes in compiled
+fastavro encodes and decodes one record per Python call, which was most of the pipeline's CPU (figures
+in bench/README.md). The schema is fixed, so these kernels write and parse its exact bytes in compiled
 loops over columns (numba), and records never become Python objects on the append and clean paths.
 The bytes are the ones fastavro writes for the same records (tests/log/test_codec.py holds them to it),
 so segment files stay plain Avro container files that any Avro reader opens.
@@ -158,6 +158,24 @@ def _skip_headers(buf, pos, end):
             _, _, pos = _skip_bytes_union(buf, pos + n, end)
             if pos < 0:
                 return -1
+
+
+@njit(cache=True, nogil=True)
+def framed_end(buf, pos, end, sync):
+    """The position after the last whole, correctly framed block (count, size, bytes, sync marker) from
+    ``pos`` in buf[:end]; ``pos`` itself when none fits."""
+    while pos < end:
+        count, p = _get_long(buf, pos, end)
+        if p < 0 or count < 0:
+            break
+        size, p = _get_long(buf, p, end)
+        if p < 0 or size < 0 or p + size + 16 > end:
+            break
+        for j in range(16):
+            if buf[p + size + j] != sync[j]:
+                return pos
+        pos = p + size + 16
+    return pos
 
 
 @njit(cache=True, nogil=True)

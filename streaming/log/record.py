@@ -1,4 +1,4 @@
-"""The record as the log stores it: a plain dict in the shape of schemas/log_record.avsc.
+"""The record as the log stores it: a plain dict in the shape of streaming/log/log_record.avsc.
 
 Dicts are the record at the edges (tests, dump, emission, the dict form of PartitionLog.append). The
 append and clean paths work on columns instead (see columns), and never build one.
@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 
 import fastavro
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "log_record.avsc"
+SCHEMA_PATH = Path(__file__).resolve().parent / "log_record.avsc"  # package data; schemas/ links to it
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1

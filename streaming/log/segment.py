@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import BinaryIO, Callable, Iterator
 
 import fastavro
@@ -71,7 +71,6 @@ class SegmentMeta:
     first_timestamp: int | None = None
     largest_timestamp: int | None = None
     clean: bool = False
-    tombstone_count: int = 0
     min_delete_horizon_ms: int | None = None
     file_bytes: int = 0
     crc32: int = 0  # of the file's first file_bytes bytes
@@ -96,7 +95,6 @@ class SegmentMeta:
         self.record_count += n
         self.size_bytes += int(sizes.sum())
         tombstones = batch.column("value").is_null()
-        self.tombstone_count += pc.sum(tombstones).as_py() or 0
         horizons = pc.min(pc.filter(batch.column("delete_horizon_ms"), tombstones)).as_py()
         if horizons is not None and (self.min_delete_horizon_ms is None or horizons < self.min_delete_horizon_ms):
             self.min_delete_horizon_ms = horizons
@@ -106,7 +104,9 @@ class SegmentMeta:
 
     @classmethod
     def from_json(cls, data: bytes) -> "SegmentMeta":
-        return cls(**json.loads(data))
+        """A sidecar; fields this version does not keep (written by an older one) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(data).items() if k in known})
 
 
 BLOCK_RECORDS = 4096
@@ -130,21 +130,6 @@ def encode_blocks(batch: pa.RecordBatch, sync_marker: bytes) -> bytes:
                               BLOCK_BYTES).tobytes()
 
 
-def _read_varint(f: BinaryIO) -> int | None:
-    shift = result = 0
-    while True:
-        b = f.read(1)
-        if not b:
-            return None
-        byte = b[0]
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1)
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
 def read_header(f: BinaryIO) -> tuple[dict[str, bytes], bytes, int]:
     """Avro header metadata, sync marker and the position where blocks start."""
     f.seek(0)
@@ -155,24 +140,19 @@ def read_header(f: BinaryIO) -> tuple[dict[str, bytes], bytes, int]:
 
 def whole_blocks_end(f: BinaryIO, file_size: int) -> int:
     """The file position after the last complete, correctly framed block (blocks are never split)."""
-    _, sync, pos = read_header(f)
-    good = pos
-    f.seek(pos)
+    _, sync, good = read_header(f)
+    marker = np.frombuffer(sync, dtype=np.uint8)
+    window = READ_CHUNK
     while good < file_size:
-        try:
-            count = _read_varint(f)
-            size = _read_varint(f)
-        except ValueError:
-            break
-        if count is None or size is None or count < 0 or size < 0:
-            break
-        end = f.tell() + size + SYNC_SIZE
-        if end > file_size:
-            break
-        f.seek(size, io.SEEK_CUR)
-        if f.read(SYNC_SIZE) != sync:
-            break
-        good = end
+        f.seek(good)
+        data = np.frombuffer(f.read(window), dtype=np.uint8)
+        end = codec.framed_end(data, 0, len(data), marker)
+        if end == 0:
+            if good + len(data) >= file_size:
+                break  # what is left holds no whole block: a torn tail
+            window *= 2  # a block larger than the window
+            continue
+        good += end
     return good
 
 

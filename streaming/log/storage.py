@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import BinaryIO, Iterator, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Iterator, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow.fs
 
 
 class Storage(Protocol):
@@ -105,7 +108,7 @@ class LocalStorage:
 class ArrowStorage:
     """Any pyarrow filesystem. Truncation is a rewrite of the kept prefix plus an atomic move."""
 
-    def __init__(self, fs: "pyarrow.fs.FileSystem") -> None:  # noqa: F821 (pyarrow imported lazily)
+    def __init__(self, fs: pyarrow.fs.FileSystem) -> None:
         self.fs = fs
 
     def makedirs(self, path: str) -> None:

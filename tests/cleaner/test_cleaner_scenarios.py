@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.cleaner import (Cleaner, CompactionConfig, KeylessRecordError, LogCleanerManager, PartitionId,
+from streaming.cleaner import (Cleaner, CleanerMetrics, CompactionConfig, KeylessRecordError, LogCleanerManager,
+                               PartitionFigures, PartitionId,
                                read_checkpoint, write_checkpoint)
 from streaming.cleaner.throttle import Throttler
 from streaming.log import PartitionLog, make_record
@@ -24,6 +25,11 @@ def new_log(path, config: CompactionConfig) -> PartitionLog:
 
 def rec(offset: int, key: bytes | None, value: bytes | None, ts: int = 0, headers=None) -> dict:
     return make_record(offset, key, value, ts, headers)
+
+
+def metrics(outcomes, now_ms: int, last_run_ms: int | None = None,
+            previous: CleanerMetrics | None = None) -> CleanerMetrics:
+    return CleanerMetrics.of([PartitionFigures.of_outcome(o) for o in outcomes], now_ms, last_run_ms, previous)
 
 
 def contents(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -117,27 +123,10 @@ def test_max_lag_forces_a_clean_below_the_dirty_ratio(tmp_path) -> None:
     not_yet = mgr.select(plog, PID, now_ms=11 * HOUR)
     assert not_yet.cleanable_ratio < 0.99 and not not_yet.needs_compaction_now
     assert not not_yet.eligible(c.min_cleanable_dirty_ratio)
-    late = mgr.run_round({PID: plog}, now_ms=11 * HOUR + 1)
-    assert late[0].target.needs_compaction_now and late[0].result is not None
-    assert mgr.last_metrics.max_compaction_delay_secs == pytest.approx(0.001)
+    late = mgr.clean_partition(PID, plog, now_ms=11 * HOUR + 1)
+    assert late.target.needs_compaction_now and late.result is not None
+    assert metrics([late], 11 * HOUR + 1).max_compaction_delay_secs == pytest.approx(0.001)
     assert (0, b"k0", b"v") not in contents(plog) and (50, b"k0", b"new") in contents(plog)
-
-
-def test_dirtiest_partition_is_cleaned_first(tmp_path) -> None:
-    c = cfg(min_cleanable_dirty_ratio=0)
-    logs = {}
-    for p, dirty in ((0, 2), (1, 10), (2, 5)):
-        plog = new_log(tmp_path / str(p), c)
-        plog.append([rec(i, b"k%d" % i, b"v") for i in range(10)])
-        plog.roll()
-        Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PartitionId("t", p), 1), 1)
-        plog.append([rec(10 + i, b"k%d" % i, b"w") for i in range(dirty)])
-        plog.roll()
-        logs[PartitionId("t", p)] = plog
-    outcomes = LogCleanerManager(c).run_round(logs, now_ms=2)
-    ratios = [o.target.cleanable_ratio for o in outcomes]
-    assert ratios == sorted(ratios, reverse=True)
-    assert [o.target.partition.partition for o in outcomes] == [1, 2, 0]
 
 
 @pytest.mark.parametrize("checkpoint", [-5, 10_000])
@@ -214,10 +203,11 @@ def test_failed_partition_is_uncleanable_others_go_on_and_it_is_retried_after_ba
     seg.write_bytes(bytes(data))
     mgr = LogCleanerManager(c)
     logs = {PartitionId("t", 0): good, PartitionId("t", 1): bad}
-    outcomes = {o.target.partition.partition: o for o in mgr.run_round(logs, now_ms=0)}
+    outcomes = {pid.partition: mgr.clean_partition(pid, plog, now_ms=0) for pid, plog in logs.items()}
     assert outcomes[0].result is not None and outcomes[0].error is None
     assert outcomes[1].error and outcomes[1].state.uncleanable and outcomes[1].state.retry_at_ms == 1000
-    assert mgr.last_metrics.uncleanable_partitions_count == 1 and mgr.last_metrics.uncleanable_bytes > 0
+    gauges = metrics(outcomes.values(), 0)
+    assert gauges.uncleanable_partitions_count == 1 and gauges.uncleanable_bytes > 0
     skipped = mgr.clean_partition(PartitionId("t", 1), bad, now_ms=999)
     assert skipped.skipped_backoff and skipped.result is None
     retried = mgr.clean_partition(PartitionId("t", 1), bad, now_ms=1000)
@@ -304,11 +294,9 @@ def test_metrics_keep_last_pass_gauges_and_totals_through_idle_rounds(tmp_path) 
     plog.append([rec(0, None, b"x"), rec(1, b"a", b"1"), rec(2, b"a", b"2")])
     plog.roll()
     mgr = LogCleanerManager(c)
-    mgr.run_round({PID: plog}, now_ms=1000)
-    busy = mgr.last_metrics
+    busy = metrics([mgr.clean_partition(PID, plog, now_ms=1000)], 1000)
     assert busy.keyless_records == 1 and busy.max_clean_time_secs > 0 and busy.cleaner_recopy_percent > 0
-    mgr.run_round({PID: plog}, now_ms=4000)  # nothing eligible: no pass
-    idle = mgr.last_metrics
+    idle = metrics([mgr.clean_partition(PID, plog, now_ms=4000)], 4000, 1000, busy)  # nothing eligible: no pass
     assert idle.keyless_records == 1, "a counter is a total, not this round's count"
     assert (idle.max_clean_time_secs, idle.cleaner_recopy_percent, idle.max_buffer_utilization_percent) == \
         (busy.max_clean_time_secs, busy.cleaner_recopy_percent, busy.max_buffer_utilization_percent)

@@ -8,8 +8,8 @@ from collections import Counter
 
 from confluent_kafka import Consumer, TopicPartition
 
-from streaming.cli import main
-from streaming.sink import OFFSET_HEADER, source_offset
+from streaming.cli.main import main
+from streaming.kafka.emitter import OFFSET_HEADER, source_offset
 from tests.cleaner.reference_model import rank
 
 NO_SINK_COMPACTION = ["--sink-topic-config", "cleanup.policy=delete", "--sink-topic-config", "retention.ms=-1"]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streaming.topics import unique_topic_name
+from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
 from tests.kafka_helpers import Sent, produce
 

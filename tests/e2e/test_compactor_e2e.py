@@ -11,10 +11,10 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from streaming.cli import main
-from streaming.pipeline import StateDirLock
-from streaming.sink import OFFSET_HEADER
-from streaming.topics import create_topic, unique_topic_name
+from streaming.cli.main import main
+from streaming.state.locks import StateDirLock
+from streaming.kafka.emitter import OFFSET_HEADER
+from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
 from tests.kafka_helpers import Sent, produce
 

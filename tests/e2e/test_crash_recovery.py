@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from streaming.topics import unique_topic_name
+from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract
 from tests.kafka_helpers import Sent, produce
 

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from streaming.broker import start_local_broker
+from streaming.kafka.broker import start_local_broker
 from streaming.log.segment import META_SUFFIX, SegmentMeta, segment_name
-from streaming.state_layout import log_dir
-from streaming.topics import create_topic, unique_topic_name
+from streaming.state.layout import log_dir
+from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.e2e.helpers import (
     NO_SINK_COMPACTION,
     assert_sink_contract,
@@ -253,8 +253,8 @@ def _in_thread(fn) -> tuple[threading.Thread, dict]:
 
 
 def test_partition_read_waits_out_a_broker_crash(crashing_broker) -> None:
-    from streaming.source.kafka_source import read_partition  # noqa: PLC0415
-    from streaming.source.options import KafkaSourceOptions  # noqa: PLC0415
+    from streaming.spark.source.kafka_source import read_partition  # noqa: PLC0415
+    from streaming.spark.source.options import KafkaSourceOptions  # noqa: PLC0415
 
     bs = crashing_broker.bootstrap_servers
     topic = create_topic(bs, unique_topic_name("read-bounce"), 1, {"retention.ms": "-1"})  # old timestamps
@@ -284,7 +284,7 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     """Emits 100k records in a thread, holding them back at source offset ``hold_at``, once all before it
     are acknowledged, until the broker has been killed; starts the broker again 5 s later."""
     from streaming.log import make_record  # noqa: PLC0415
-    from streaming.sink import PartitionEmitter  # noqa: PLC0415
+    from streaming.kafka.emitter import PartitionEmitter  # noqa: PLC0415
 
     sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-crash"), 1,
                         {"retention.ms": "-1"})  # the records' timestamps are from 1970
@@ -316,7 +316,7 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     """The broker is killed with SIGKILL while a transaction is open (Kafka keeps it in
     __transaction_state and the producer commits it whole after the restart), or between two: every
     record reaches the sink exactly once, and a new emitter reads that progress back from the sink."""
-    from streaming.sink import TRANSACTION_RECORDS, PartitionEmitter  # noqa: PLC0415
+    from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter  # noqa: PLC0415
 
     hold_at = TRANSACTION_RECORDS + 10_000 if where == "inside a transaction" else TRANSACTION_RECORDS
     sink, records, emitter, out = _emit_across_a_crash(crashing_broker, hold_at)

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from streaming.topics import unique_topic_name
+from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import read_topic, run_once
 from tests.kafka_helpers import Sent, produce
 

@@ -12,8 +12,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streaming.broker import free_port
-from streaming.topics import unique_topic_name
+from streaming.kafka.broker import free_port
+from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import NO_SINK_COMPACTION
 from tests.kafka_helpers import Sent, produce
 
@@ -69,9 +69,9 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
     stderr = proc.stderr.read()
     assert code == 0, stderr[-3000:]
     ours = [json.loads(line) for line in stderr.splitlines() if line.startswith('{"time"')]
-    assert any(d["logger"] == "streaming.pipeline" and d["message"].startswith("progress") for d in ours), \
+    assert any(d["logger"] == "streaming.job.runner" and d["message"].startswith("progress") for d in ours), \
         "the driver logs JSON lines"
-    assert any(d["logger"] == "streaming.ingest" and d["level"] == "WARNING" and "timestamp" in d["message"]
+    assert any(d["logger"] == "streaming.job.append" and d["level"] == "WARNING" and "timestamp" in d["message"]
                for d in ours), "so do Spark's Python workers"
 
     status = json.loads(subprocess.run([sys.executable, "-m", "streaming", "status", "--state-dir", state, "--json"],

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from streaming.cli import main
-from streaming.topics import unique_topic_name
+from streaming.cli.main import main
+from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, winners
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER, Sent, produce
 

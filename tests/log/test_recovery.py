@@ -3,6 +3,7 @@ that no crash can cause (bytes lost or changed after they were written) reported
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -162,3 +163,12 @@ def test_replayed_batch_is_skipped(tmp_path) -> None:
     again = log.append(batch + [make_record(7, b"k", b"v", 0)])
     assert (again.appended, again.skipped) == (1, 3)
     assert [r["offset"] for r in log.read()] == [0, 2, 3, 7]
+
+
+def test_a_sidecar_written_by_an_older_version_still_opens(tmp_path) -> None:
+    _sealed_then_active(tmp_path)
+    sidecar = tmp_path / meta_name(0)
+    doc = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**doc, "tombstone_count": 0}))  # a field this version no longer keeps
+    reopened = _log(tmp_path)
+    assert not reopened.damaged and [r["offset"] for r in reopened.read(0)][:5] == [0, 1, 2, 3, 4]

@@ -1,0 +1,1 @@
+"""The command line: kcompact run, status, dump, demo, produce, broker."""

@@ -1,0 +1,220 @@
+"""The `kcompact` command line: run the compactor, inspect its state, or try it on a local broker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Sequence
+
+from streaming import __version__, logging_setup, redaction
+from streaming.kafka.broker import acquire_broker, start_local_broker
+from streaming.errors import USER_ERRORS, UsageError
+
+log = logging.getLogger("kcompact")
+
+
+def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    broker = start_local_broker(port=args.port, data_dir=args.data_dir)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"bootstrap.servers={broker.bootstrap_servers}  (Apache Kafka, pid {broker.pid}; Ctrl-C stops it)",
+          flush=True)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
+    from streaming.job.spec import (  # noqa: PLC0415
+        JobSpec, resolve_compaction_config, timestamp_acceptance)
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
+    from streaming.job.runner import CompactorJob  # noqa: PLC0415
+    from streaming.state.locks import StateDirLock  # noqa: PLC0415
+    from streaming.spark.session import build_session  # noqa: PLC0415
+
+    overrides = parse_pairs(args.config, "--config")
+    CompactionConfig.from_mapping(overrides)  # reject bad keys before contacting any cluster
+    source_kafka = parse_pairs(args.kafka, "--kafka")
+    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
+    redaction.register([source_kafka, sink_kafka])
+    sink_topic_config = parse_pairs(args.sink_topic_config, "--sink-topic-config")
+    sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
+    if args.trigger_interval <= 0:
+        raise UsageError(f"--trigger-interval must be > 0 seconds, got {args.trigger_interval}")
+
+    source = Cluster("source", args.bootstrap_servers, source_kafka)
+    partitions = source.partition_count(args.source_topic)
+    source_settings = source.explicit_settings(args.source_topic)
+    compaction = resolve_compaction_config(source_settings, args.source_topic, overrides)
+    if compaction.keyless_policy is KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
+        raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
+    print("effective configuration:")
+    for key, value in compaction.to_kafka().items():
+        print(f"  {key}={value}")
+    print(f"  source: {args.source_topic} ({partitions} partitions) on {args.bootstrap_servers} "
+          f"{redaction.redact(source_kafka) or ''}")
+    print(f"  sink:   {args.sink_topic} on {sink_bootstrap} {redaction.redact(sink_kafka) or ''}", flush=True)
+
+    sink = Cluster("sink", sink_bootstrap, sink_kafka)
+    sink.ensure_topic(args.sink_topic, partitions, {"cleanup.policy": "compact",
+                                                     **timestamp_acceptance(source_settings),
+                                                     **sink_topic_config}, "sink")
+    if args.dead_letter_topic:
+        sink.ensure_topic(args.dead_letter_topic, partitions, {}, "dead-letter")
+
+    lock = StateDirLock(args.state_dir)
+    try:
+        spec = JobSpec(source_bootstrap=args.bootstrap_servers, source_topic=args.source_topic,
+                       sink_bootstrap=sink_bootstrap, sink_topic=args.sink_topic, state_dir=args.state_dir,
+                       compaction=compaction, source_kafka=source_kafka, sink_kafka=sink_kafka,
+                       dead_letter_topic=args.dead_letter_topic)
+        spec.save()
+        spark = build_session("kcompact", master=args.spark_master,
+                              extra=logging_setup.for_workers(args.log_level, args.log_format))
+        job = CompactorJob(spark, spec, trigger_interval_s=args.trigger_interval, once=args.once,
+                           checkpoint_location=args.checkpoint_location,
+                           max_offsets_per_trigger=args.max_offsets_per_trigger,
+                           starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout)
+        if args.metrics_port is not None:
+            serve_metrics(job.collector, args.metrics_port, args.metrics_host)
+            log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
+        return job.run()
+    finally:
+        lock.release()
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from streaming.cli.status import collect_status, render_table  # noqa: PLC0415
+
+    status = collect_status(args.state_dir, int(time.time() * 1000))
+    print(json.dumps(status, indent=2) if args.json else render_table(status))
+    return 0
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    from streaming.cli.dump import dump_records, render_jsonl, render_row  # noqa: PLC0415
+
+    render = render_jsonl if args.format == "jsonl" else render_row
+    for rec in dump_records(args.state_dir, args.partition):
+        print(render(rec))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from streaming.cli.demo import run_demo  # noqa: PLC0415 (imports confluent-kafka)
+
+    broker = acquire_broker()
+    try:
+        return run_demo(broker.bootstrap_servers, sys.stdout, main, args.state_dir)
+    finally:
+        broker.stop()
+
+
+def _cmd_produce_changes(args: argparse.Namespace) -> int:
+    from streaming.cli.demo import produce_changes  # noqa: PLC0415
+
+    return produce_changes(args.bootstrap_servers, args.topic, args.count, args.interval, args.partitions,
+                           sys.stdout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kcompact", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"kcompact {__version__}")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"],
+                        help="log lines on stderr: text for people, json (one object per line) for log shippers")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="compact a source topic into a sink topic")
+    p.add_argument("--bootstrap-servers", required=True, help="source cluster")
+    p.add_argument("--source-topic", required=True)
+    p.add_argument("--sink-topic", required=True)
+    p.add_argument("--state-dir", required=True, help="where the partition logs and the job's state live")
+    p.add_argument("--sink-bootstrap-servers", help="sink cluster (default: the source cluster)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="compaction setting under Kafka's name (overrides what the source topic sets)")
+    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting for the source side (security.protocol, sasl.*, ssl.*)")
+    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting for the sink side")
+    p.add_argument("--sink-topic-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config when the sink topic is created (default cleanup.policy=compact)")
+    p.add_argument("--dead-letter-topic", help="where keyless records go with compaction.keyless.policy=dead-letter")
+    p.add_argument("--checkpoint-location", help="Spark checkpoint (default: STATE_DIR/checkpoint)")
+    p.add_argument("--trigger-interval", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--starting-offsets", default="earliest", help="earliest | latest | Spark's JSON form")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (default: none; metrics.json is always written)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics endpoint binds (default 0.0.0.0)")
+    p.add_argument("--retry-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="how long to keep retrying while a cluster is unreachable, counted from the last "
+                        "progress, before the job gives up (default 300)")
+    p.add_argument("--spark-master", default=None, help="default: local[2] or $KCOMPACT_SPARK_MASTER")
+    p.add_argument("--once", action="store_true",
+                   help="ingest what is there now, clean at the current time, emit, exit")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("status", help="per-partition log and cleaner state, and the cleaner's metrics")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("dump", help="print the records of the compactor's logs")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--partition", type=int, default=None)
+    p.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
+    p.set_defaults(func=_cmd_dump)
+
+    p = sub.add_parser("broker", help="run a local single-node Apache Kafka (KRaft) in the foreground")
+    p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
+    p.set_defaults(func=_cmd_broker)
+
+    p = sub.add_parser("produce-changes", help="produce a keyed change stream with versions and deletes")
+    p.add_argument("--bootstrap-servers", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, default=0, help="how many changes (default 0: until interrupted)")
+    p.add_argument("--interval", type=float, default=0.0, metavar="SECONDS", help="pause between changes")
+    p.add_argument("--partitions", type=int, default=3, help="partitions when the topic is created")
+    p.set_defaults(func=_cmd_produce_changes)
+
+    p = sub.add_parser("demo", help="compact a small change stream on a local broker and show the result")
+    p.add_argument("--state-dir", default=None, help="keep the demo's state here (default: a temporary dir)")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging_setup.configure(args.log_level, args.log_format)
+    try:
+        return args.func(args)
+    except USER_ERRORS as exc:
+        print(f"kcompact: error: {redaction.mask(str(exc))}", file=sys.stderr)
+        return 2
+    except Exception:  # unexpected: the whole story, but never a credential
+        print(redaction.mask(traceback.format_exc()), file=sys.stderr)
+        return 1

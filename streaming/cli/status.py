@@ -1,0 +1,101 @@
+"""`kcompact status`: what the compactor's state directory says, for a person or a program.
+
+Read-only: segment sidecars, checkpoints and state files are read, never a log opened (opening recovers,
+which writes), so status is safe beside a running job and works when the job is down.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean,
+                               read_checkpoint)
+from streaming.cleaner.checkpoint import CheckpointError
+from streaming.job.spec import load_saved, saved_compaction_config
+from streaming.log import LocalStorage
+from streaming.log.segment import damaged_segments, read_segment_metas
+from streaming.job.metrics import emit_lag, ingest_lag, read_doc
+from streaming.state.files import read_json
+from streaming.state.layout import emitted_file, list_log_dirs
+
+
+def collect_status(state_dir: str, now_ms: int) -> dict:
+    saved = load_saved(state_dir)
+    config = saved_compaction_config(state_dir)
+    storage = LocalStorage(fsync=False)
+    last = read_doc(state_dir)
+    source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
+    partitions = []
+    figures = []
+    for topic, partition, directory in list_log_dirs(state_dir):
+        segments = read_segment_metas(storage, directory)
+        if not segments:
+            continue
+        state = PartitionCleanerState.load(storage, directory)
+        try:
+            checkpoint = read_checkpoint(storage, directory)
+            checkpoint_error = None
+        except CheckpointError as exc:
+            checkpoint, checkpoint_error = None, str(exc)
+        target = log_to_clean(segments, PartitionId(topic, partition), checkpoint, config, now_ms)
+        damaged = damaged_segments(storage, directory, segments)
+        uncleanable = state.uncleanable or checkpoint_error is not None or bool(damaged)
+        figures.append(PartitionFigures().observed(target, state, uncleanable))
+        emitted = read_json(emitted_file(directory)) or {}
+        log_end = segments[-1].next_offset
+        source_end = source_ends.get((topic, partition))
+        emitted_up_to = emitted.get("emitted_up_to")
+        partitions.append({
+            "topic": topic, "partition": partition,
+            "log_start_offset": target.log_start_offset, "log_end_offset": log_end,
+            "segments": len(segments), "records": sum(s.record_count for s in segments),
+            "clean_bytes": target.clean_bytes, "dirty_bytes": target.cleanable_bytes,
+            "dirty_ratio": round(target.cleanable_ratio, 4),
+            "first_dirty_offset": target.first_dirty_offset,
+            "first_uncleanable_offset": target.first_uncleanable_offset,
+            "last_clean_ms": state.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
+            "tombstones_due": target.tombstones_due, "passes": state.passes,
+            "uncleanable": uncleanable, "uncleanable_error": state.uncleanable_error or checkpoint_error,
+            "damaged_segments": damaged,
+            "emitted_up_to": emitted_up_to,
+            "source_end_offset": source_end,
+            "ingest_lag": ingest_lag(source_end, log_end), "emit_lag": emit_lag(log_end, emitted_up_to),
+            "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
+    previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
+    cleaner = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
+    return {"state_dir": state_dir, "source_topic": saved["source_topic"], "sink_topic": saved["sink_topic"],
+            "at_ms": now_ms, "config": saved["compaction"], "partitions": partitions, "metrics": cleaner,
+            "job": last.get("job", {})}
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def render_table(status: dict) -> str:
+    cols = [("partition", lambda p: f"{p['topic']}-{p['partition']}"), ("start", lambda p: p["log_start_offset"]),
+            ("end", lambda p: p["log_end_offset"]), ("segs", lambda p: p["segments"]),
+            ("records", lambda p: p["records"]), ("clean B", lambda p: p["clean_bytes"]),
+            ("dirty B", lambda p: p["dirty_bytes"]), ("dirty %", lambda p: f"{100 * p['dirty_ratio']:.1f}"),
+            ("uncleanable@", lambda p: p["first_uncleanable_offset"]),
+            ("last clean (UTC)", lambda p: _when(p["last_clean_ms"])),
+            ("delay s", lambda p: f"{p['compaction_delay_ms'] / 1000:.1f}"),
+            ("emitted<=", lambda p: "-" if p["emitted_up_to"] is None else p["emitted_up_to"]),
+            ("ingest lag", lambda p: "-" if p["ingest_lag"] is None else p["ingest_lag"]),
+            ("emit lag", lambda p: "-" if p["emit_lag"] is None else p["emit_lag"]),
+            ("state", lambda p: "UNCLEANABLE" if p["uncleanable"] else "ok")]
+    rows = [[str(f(p)) for _, f in cols] for p in status["partitions"]]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
+    lines = [f"{status['source_topic']} -> {status['sink_topic']}  ({status['state_dir']})",
+             "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    for p in status["partitions"]:
+        if p["uncleanable_error"]:
+            lines.append(f"{p['topic']}-{p['partition']}: {p['uncleanable_error']}")
+        for name, what in sorted(p["damaged_segments"].items()):
+            lines.append(f"{p['topic']}-{p['partition']}: damaged segment {name}: {what}")
+    lines.append("")
+    lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status["metrics"].items())))
+    if status["job"]:
+        lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status["job"].items())))
+    return "\n".join(lines)

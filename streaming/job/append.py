@@ -1,0 +1,191 @@
+"""foreachBatch: append each micro-batch to the partition logs, one Spark task per source partition.
+
+The append runs on executors inside ``mapInArrow``, so records never pass through the driver; only a
+row of counts per partition comes back. Appends are idempotent by offset, so a micro-batch that Spark
+replays after a crash is skipped record by record. Roll rules run after every append, and on triggers
+that bring no data the driver runs the KIP-354 forced roll as tasks of their own, under the same lock,
+so an idle partition still becomes cleanable within max.compaction.lag.ms.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.log import LOG_BATCH_SCHEMA, LogConfig, PartitionLog, encode_headers
+from streaming.log.columns import validity
+from streaming.state.locks import partition_lock
+from streaming.state.layout import REJECTED_FILE, log_dir, open_partition_log, rejected_file
+from streaming.job.task import prepare_task
+
+log = logging.getLogger(__name__)
+
+COUNTS = ("appended", "skipped", "rolled", "rejected", "odd_timestamps")
+STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COUNTS) + ", log_end_offset long"
+STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
+                          ("log_end_offset", pa.int64())])
+# Spark hands a task its rows in Arrow batches (streaming.spark.session.ARROW_BATCH_ROWS); they are appended in larger
+# groups, since every append ends with an fsync of the data and of the sidecar. A crash before the task ends
+# replays the batch.
+APPEND_ROWS = 100_000
+REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def _headers(column: pa.Array) -> pa.Array:
+    """Spark's headers (list<struct<key, value>>) -> each record's headers in their Avro encoding."""
+    n = len(column)
+    if pc.sum(pc.list_value_length(column).fill_null(0)).as_py() in (0, None):
+        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
+                                                      pa.py_buffer(np.zeros(n, dtype=np.uint8))])
+    return pa.array([encode_headers([(h["key"], h["value"]) for h in hs or []]) for hs in column.to_pylist()],
+                    pa.binary())
+
+
+def _storable(batch: pa.RecordBatch) -> tuple[np.ndarray, list[str | None]]:
+    """(mask of rows the log can store, the reason for each row it cannot)."""
+    ok = np.ones(batch.num_rows, dtype=bool)
+    reasons: list[str | None] = [None] * batch.num_rows
+    for name in REQUIRED:
+        missing = ~validity(batch.column(name))
+        for i in np.flatnonzero(missing & ok):
+            reasons[i] = f"{name} is null, the log schema needs a value"
+        ok &= ~missing
+    keys = pc.list_flatten(batch.column("headers")).field("key") if batch.num_rows else None
+    if keys is not None and keys.null_count:
+        for i, hs in enumerate(batch.column("headers").to_pylist()):
+            if ok[i] and any(h["key"] is None for h in hs or []):
+                reasons[i] = "a header has a null key, the log schema needs a string"
+                ok[i] = False
+    return ok, reasons
+
+
+def log_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Spark's Kafka columns (all non-null where the log needs it) -> a batch of LOG_BATCH_SCHEMA, with ms
+    timestamps. Only headers that are present are encoded record by record."""
+    micros = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return pa.RecordBatch.from_arrays([
+        batch.column("offset").cast(pa.int64()), pa.array(micros // 1000), batch.column("timestampType").cast(pa.int32()),
+        batch.column("key").cast(pa.binary()), batch.column("value").cast(pa.binary()),
+        _headers(batch.column("headers")), pa.nulls(batch.num_rows, pa.int64())], schema=LOG_BATCH_SCHEMA)
+
+
+def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int) -> tuple[int, ...]:
+    """Append every row the log can take; a row it cannot is written to rejected.jsonl beside the log and
+    named in the job's log output. Returns the COUNTS."""
+    ok, reasons = _storable(batch)
+    rejected = int(len(ok) - ok.sum())
+    if rejected:
+        lines = []
+        rows = batch.filter(pa.array(~ok))
+        micros = rows.column("timestamp").cast(pa.int64()).to_pylist()
+        for row, us, why in zip(rows.to_pylist(), micros, [reasons[i] for i in np.flatnonzero(~ok)]):
+            log.error("%s: record at offset %s cannot be stored and was set aside in %s: %s",
+                      where, row["offset"], REJECTED_FILE, why)
+            lines.append(json.dumps({"offset": row["offset"], "reason": why, "key": _b64(row["key"]),
+                                     "value": _b64(row["value"]),
+                                     "timestamp": None if us is None else us // 1000}) + "\n")
+        plog.storage.append(rejected_file(plog.dir), "".join(lines).encode())
+        batch = batch.filter(pa.array(ok))
+    res = plog.append(log_batch(batch), now_ms)
+    if res.odd_timestamps:
+        log.warning("%s: %d records have a negative timestamp or one more than message.timestamp.after.max.ms "
+                    "ahead; they keep it, but their append time drives segment rolls and compaction lags",
+                    where, res.odd_timestamps)
+    return res.appended, res.skipped, res.rolled, rejected, res.odd_timestamps
+
+
+def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
+                      now_ms: int) -> Iterator[pa.RecordBatch]:
+    """The task body: append this Spark partition's rows to their partition logs, then apply roll rules."""
+    prepare_task()
+    logs: dict[tuple[str, int], PartitionLog] = {}
+    stats: dict[tuple[str, int], list[int]] = {}
+    with contextlib.ExitStack() as locks:
+        yield from _append_locked(batches, state_dir, config, now_ms, logs, stats, locks)
+
+
+def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig, now_ms: int,
+                   logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
+    pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+
+    def flush(tp: tuple[str, int]) -> None:
+        if tp not in logs:
+            directory = log_dir(state_dir, *tp)
+            locks.enter_context(partition_lock(directory))
+            logs[tp] = open_partition_log(directory, *tp, config)
+        rows = pa.Table.from_batches(pending.pop(tp)).combine_chunks().to_batches()[0]
+        counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
+        stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts)]
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        keys = pa.Table.from_batches([batch.select(["topic", "partition"])]).group_by(["topic", "partition"])
+        tps = [(r["topic"], r["partition"]) for r in keys.aggregate([]).to_pylist()]
+        for tp in tps:
+            rows = batch if len(tps) == 1 else batch.filter(
+                pc.and_(pc.equal(batch.column("topic"), tp[0]), pc.equal(batch.column("partition"), tp[1])))
+            pending.setdefault(tp, []).append(rows)
+            if sum(b.num_rows for b in pending[tp]) >= APPEND_ROWS:
+                flush(tp)
+    for tp in list(pending):
+        flush(tp)
+    for tp, plog in logs.items():
+        if plog.maybe_roll(now_ms):
+            stats[tp][2] += 1
+    if stats:
+        tps = list(stats)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([t for t, _ in tps], pa.string()), pa.array([p for _, p in tps], pa.int32()),
+             *(pa.array([stats[tp][i] for tp in tps], pa.int64()) for i in range(len(COUNTS))),
+             pa.array([logs[tp].log_end_offset for tp in tps], pa.int64())], schema=STATS_SCHEMA)
+
+
+@dataclass
+class BatchStats:
+    batch_id: int
+    partitions: int = 0
+    appended: int = 0
+    skipped: int = 0
+    rolled: int = 0
+    rejected: int = 0
+    odd_timestamps: int = 0
+
+
+@dataclass
+class LogAppender:
+    """The foreachBatch handler. Holds the driver-side lock that keeps appends and compaction stages apart."""
+
+    state_dir: str
+    config: LogConfig
+    clock: Callable[[], float] = time.time
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    last_batch: BatchStats | None = None
+    batches: int = 0
+
+    def __call__(self, df, batch_id: int) -> None:
+        now_ms = int(self.clock() * 1000)
+        task = functools.partial(append_partitions, state_dir=self.state_dir, config=self.config, now_ms=now_ms)
+        with self.lock:
+            rows = df.mapInArrow(task, STATS_DDL).collect()
+        stats = BatchStats(batch_id, len(rows), *(sum(getattr(r, c) for r in rows) for c in COUNTS))
+        self.last_batch = stats
+        self.batches += 1
+        log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected, "
+                 "%d with out-of-range timestamps", batch_id, stats.partitions, stats.appended, stats.skipped,
+                 stats.rolled, stats.rejected, stats.odd_timestamps)

@@ -1,0 +1,160 @@
+"""The compaction stage: for one partition, roll, clean what is eligible, emit what the passes kept.
+
+Runs as one Spark task per partition. It first emits whatever earlier passes cleaned but did not emit (a
+crash between a pass and its emission), then cleans, pass after pass while the offset map fills up and the
+partition stays eligible, emitting each pass's survivors before the next. Emission progress comes from
+the sink itself (see streaming.kafka.emitter), so the stage is safe to repeat at any point.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean,
+                               PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean, read_checkpoint)
+from streaming.job.spec import JobSpec
+from streaming.job.task_error import ErrorKind, TaskError
+from streaming.log import PartitionLog
+from streaming.state.locks import partition_lock
+from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
+from streaming.state.files import read_json, write_json
+from streaming.state.layout import emitted_file, open_partition_log
+from streaming.job.task import prepare_task
+
+log = logging.getLogger(__name__)
+
+EMIT_ATTEMPTS = 3  # tries within one stage to emit past transactions the emitter abandoned
+
+
+@dataclass
+class StageReport:
+    """What one partition's task hands back to the driver."""
+
+    topic: str
+    partition: int
+    rolled: bool = False
+    emitted: int = 0
+    emitted_up_to: int = -1
+    log_end_offset: int = 0
+    tombstones_removed: int = 0
+    error: TaskError | None = None
+    figures: PartitionFigures = field(default_factory=PartitionFigures)
+
+    def observe(self, target: LogToClean, state: PartitionCleanerState) -> None:
+        self.figures = self.figures.observed(target, state)
+
+
+@lru_cache(maxsize=2)
+def _cleaner(config: CompactionConfig) -> Cleaner:
+    """One offset map per Python worker, reused across tasks, as a Kafka cleaner thread keeps its own."""
+    return Cleaner(config)
+
+
+def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
+    """Emits the log below ``end``. A transaction the emitter abandoned (a sink outage, a fatal producer
+    error) is emitted again from the committed progress, a few times, before the failure is left to the
+    next trigger."""
+    def pending():
+        for r in plog.read(emitter.emitted_up_to + 1):
+            if r["offset"] >= end:
+                return
+            yield r
+    before = emitter.committed_records
+    attempt = 1
+    while True:
+        try:
+            emitter.emit(pending())
+            return emitter.committed_records - before
+        except TransactionInterrupted as exc:
+            if attempt == EMIT_ATTEMPTS:
+                raise
+            log.warning("%s (attempt %d of %d)", exc, attempt, EMIT_ATTEMPTS)
+            attempt += 1
+
+
+def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, now_ms: int,
+                    report: StageReport) -> None:
+    config = spec.compaction
+    checkpoint = read_checkpoint(plog.storage, plog.dir)
+    if checkpoint is not None:
+        report.emitted += _emit_up_to(plog, emitter, checkpoint)
+    manager = LogCleanerManager(config, _cleaner(config))
+    dead_letter = functools.partial(emitter.produce_plain, spec.dead_letter_topic) \
+        if config.keyless_policy is KeylessPolicy.DEAD_LETTER and spec.dead_letter_topic else None
+    pid = PartitionId(report.topic, report.partition)
+    for _ in range(spec.max_passes_per_trigger):
+        outcome = manager.clean_partition(pid, plog, now_ms, dead_letter=dead_letter)
+        report.observe(outcome.target, outcome.state)
+        report.error = None if outcome.cause is None else TaskError.of(outcome.cause)
+        result = outcome.result
+        if result is None:
+            break
+        report.figures = report.figures.with_pass(result)
+        report.tombstones_removed += result.tombstones_removed
+        report.emitted += _emit_up_to(plog, emitter, result.end_offset)
+        if not result.map_full:
+            break
+    report.log_end_offset = plog.log_end_offset
+
+
+def _local_emitted(directory: str) -> int | None:
+    doc = read_json(emitted_file(directory))
+    return None if doc is None else doc["emitted_up_to"]
+
+
+def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: StageReport) -> bool:
+    """True when this partition needs no pass and has nothing cleaned-but-unemitted, so the sink need not
+    be touched. Emission progress is the sink's; the local note of it (written after each commit) only
+    serves to skip: a stale note makes the stage look at the sink once too often, never skip a record."""
+    emitted = _local_emitted(plog.dir)
+    if emitted is None:
+        return False
+    state = PartitionCleanerState.load(plog.storage, plog.dir)
+    if plog.damaged and not state.in_backoff(now_ms):
+        return False
+    checkpoint = read_checkpoint(plog.storage, plog.dir)
+    if checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
+                                      and s.base_offset < checkpoint for s in plog.segments):
+        return False
+    target = log_to_clean(plog.segments, PartitionId(report.topic, report.partition), checkpoint, config, now_ms)
+    report.observe(target, state)
+    report.emitted_up_to = emitted
+    return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
+
+
+def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int,
+                      sink_read: frozenset[int]) -> StageReport:
+    """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
+    sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
+    down is filled again."""
+    prepare_task([spec.source_kafka, spec.sink_kafka])
+    with partition_lock(item[2]):
+        return _compact_partition(item, spec, now_ms, item[1] in sink_read)
+
+
+def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, trust_local: bool) -> StageReport:
+    topic, partition, directory = item
+    report = StageReport(topic, partition)
+    config = spec.compaction
+    plog = open_partition_log(directory, topic, partition, config.log_config)
+    report.rolled = plog.maybe_roll(now_ms)
+    report.log_end_offset = plog.log_end_offset
+    if trust_local and _idle(plog, config, now_ms, report):
+        return report
+    try:
+        emitter = PartitionEmitter(spec.sink_bootstrap, spec.sink_topic, partition, spec.sink_kafka)
+    except Exception as exc:  # sink unreachable: nothing is cleaned unseen; the next trigger tries again
+        report.error = TaskError.of(exc, ErrorKind.SINK_UNREACHABLE)
+        return report
+    try:
+        _clean_and_emit(plog, emitter, spec, now_ms, report)
+    except Exception as exc:  # a pass or an emission failed mid-way: the sink's own progress says where to resume
+        report.error = TaskError.of(exc)
+    finally:
+        report.emitted_up_to = emitter.emitted_up_to
+        emitter.close()
+    write_json(emitted_file(directory), {"emitted_up_to": report.emitted_up_to, "at_ms": now_ms})
+    return report

@@ -1,0 +1,135 @@
+"""The job's metrics: one document per trigger, written to the state dir and served to Prometheus.
+
+The document is the single source: `kcompact status` reads it from metrics.json when the job is down,
+and the Prometheus collector renders the latest one on each scrape, so the two never disagree.
+Cleaner gauges keep Kafka's names (kafka.log:type=LogCleaner / LogCleanerManager, dashes made
+underscores); the rest says how far ingest and emission are behind, per partition.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from streaming.cleaner import CleanerMetrics
+from streaming.errors import JobError
+from streaming.state.files import read_json, write_json
+from streaming.state.layout import metrics_file
+
+if TYPE_CHECKING:  # the report type only: status reads these documents without the stage's Kafka imports
+    from streaming.job.compact import StageReport
+
+PREFIX = "kcompact"
+
+KAFKA_MBEANS = {
+    "max-dirty-percent": "kafka.log:type=LogCleanerManager,name=max-dirty-percent",
+    "time-since-last-run-ms": "kafka.log:type=LogCleanerManager,name=time-since-last-run-ms",
+    "uncleanable-partitions-count": "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count",
+    "uncleanable-bytes": "kafka.log:type=LogCleanerManager,name=uncleanable-bytes",
+    "max-compaction-delay-secs": "kafka.log:type=LogCleaner,name=max-compaction-delay-secs",
+    "max-clean-time-secs": "kafka.log:type=LogCleaner,name=max-clean-time-secs",
+    "cleaner-recopy-percent": "kafka.log:type=LogCleaner,name=cleaner-recopy-percent",
+    "max-buffer-utilization-percent": "kafka.log:type=LogCleaner,name=max-buffer-utilization-percent",
+}
+CLEANER_COUNTERS = {"keyless-records", "dead-letter-records", "invalid-version-headers"}
+JOB_COUNTERS = {"batches": "micro-batches appended", "records-ingested": "records appended to the logs",
+                "records-rejected": "records the log could not store (see rejected.jsonl)",
+                "records-timestamp-out-of-range": "records timestamped below 0 or beyond "
+                                                  "message.timestamp.after.max.ms: their append time is used for lags",
+                "stages": "compaction stages run", "passes": "cleaning passes",
+                "records-emitted": "records produced to the sink"}
+PARTITION_GAUGES = {
+    "log_end_offset": "next offset the compactor's log expects",
+    "source_end_offset": "source partition's high watermark at the last trigger",
+    "ingest_lag": "offsets in the source not yet in the log (source end - log end)",
+    "emitted_up_to": "last source offset committed to the sink",
+    "emit_lag": "offsets in the log beyond the last emitted one (log end - 1 - emitted)",
+    "dirty_ratio": "cleanable bytes / all bytes past the log start",
+    "compaction_delay_seconds": "how far past max.compaction.lag.ms the oldest dirty record is",
+    "uncleanable": "1 when the partition is uncleanable (see kcompact status)",
+}
+
+
+def ingest_lag(source_end: int | None, log_end: int) -> int | None:
+    """Source offsets not yet in the log; unknown while the source's end is."""
+    return None if source_end is None else max(0, source_end - log_end)
+
+
+def emit_lag(log_end: int, emitted_up_to: int | None) -> int | None:
+    """Log offsets past the last emitted one (an upper bound: superseded records are never emitted)."""
+    return None if emitted_up_to is None else max(0, log_end - 1 - emitted_up_to)
+
+
+def partition_progress(report: StageReport, source_end: int | None) -> dict:
+    """One partition's lags from a compaction-stage report and the source's high watermark."""
+    log_end, emitted, figures = report.log_end_offset, report.emitted_up_to, report.figures
+    return {"topic": report.topic, "partition": report.partition, "log_end_offset": log_end,
+            "source_end_offset": source_end, "ingest_lag": ingest_lag(source_end, log_end),
+            "emitted_up_to": emitted, "emit_lag": emit_lag(log_end, emitted),
+            "dirty_ratio": figures.cleanable_ratio, "compaction_delay_seconds": figures.compaction_delay_ms / 1000,
+            "uncleanable": int(figures.uncleanable)}
+
+
+def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], reports: list[StageReport],
+              source_ends: Mapping[tuple[str, int], int]) -> dict:
+    return {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
+            "partitions": [partition_progress(r, source_ends.get((r.topic, r.partition))) for r in reports]}
+
+
+def write_doc(state_dir: str, doc: dict) -> None:
+    write_json(metrics_file(state_dir), doc)
+
+
+def read_doc(state_dir: str) -> dict:
+    return read_json(metrics_file(state_dir)) or {}
+
+
+def _name(kafka_name: str) -> str:
+    return f"{PREFIX}_{kafka_name.replace('-', '_')}"
+
+
+class JobMetricsCollector(Collector):
+    """Renders the latest document; the job hands it a new one each trigger."""
+
+    def __init__(self) -> None:
+        self._doc: dict = {}
+        self._lock = threading.Lock()
+
+    def update(self, doc: dict) -> None:
+        with self._lock:
+            self._doc = doc
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            doc = self._doc
+        if not doc:
+            return
+        for name, value in doc["cleaner"].items():
+            help_text = KAFKA_MBEANS.get(name, f"cleaner {name} (kcompact)")
+            if name in CLEANER_COUNTERS:
+                yield CounterMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
+            else:
+                yield GaugeMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
+        for name, value in doc["job"].items():
+            yield CounterMetricFamily(_name(name), JOB_COUNTERS.get(name, name), value=value)
+        for field, help_text in PARTITION_GAUGES.items():
+            family = GaugeMetricFamily(_name(f"partition-{field}"), help_text, labels=["topic", "partition"])
+            for p in doc["partitions"]:
+                if p[field] is not None:
+                    family.add_metric([p["topic"], str(p["partition"])], p[field])
+            yield family
+
+
+def serve(collector: JobMetricsCollector, port: int, host: str) -> None:
+    """The Prometheus endpoint on a daemon thread (it lives as long as the job)."""
+    from prometheus_client import start_http_server  # noqa: PLC0415 (only when --metrics-port is given)
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise JobError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc

@@ -1,0 +1,284 @@
+"""The compactor job: ingest micro-batches into the logs, then clean and emit, on every trigger.
+
+Each micro-batch runs two Spark jobs under one driver lock: the append (one task per source partition)
+and the compaction stage (one task per partition log: roll, clean, emit). Spark runs no micro-batch when
+no data arrives, so a ticker on the driver runs the compaction stage on those idle triggers too: that is
+what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.lag.ms).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from streaming.cleaner import CleanerMetrics
+from streaming.job import metrics as job_metrics
+from streaming.kafka.admin import Cluster
+from streaming.job.compact import StageReport, compact_partition
+from streaming.job.task_error import ErrorKind
+from streaming.errors import JobError
+from streaming.job.append import LogAppender
+from streaming.job.spec import JobSpec
+from streaming.kafka.failures import is_refused, is_transient
+from streaming.state.layout import list_log_dirs, spark_checkpoint
+
+log = logging.getLogger(__name__)
+
+DISK_FULL = "No space left on device"
+
+
+def state_dir_full(state_dir: str) -> JobError:
+    return JobError(f"the state dir {state_dir} is full ({DISK_FULL}). Free space or move --state-dir, then "
+                    f"start again: appends and cleaning passes are atomic or recovered on open, and the "
+                    f"interrupted micro-batch is replayed from the Spark checkpoint, so nothing is lost or doubled")
+
+
+def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
+    """A clear, one-line error for failures with a known cause. Spark hands task failures to the driver
+    as text (the worker's traceback inside a Java exception), so the cause is recognised by its message."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or DISK_FULL in text:
+        return state_dir_full(state_dir)
+    if is_refused(exc):
+        return JobError(f"a cluster refused the compactor: {_first_line(exc)}. Check the security settings "
+                        f"given with --kafka (source) and --sink-kafka (sink)")
+    return None
+
+
+@dataclass
+class JobTotals:
+    batches: int = 0
+    ingested: int = 0
+    rejected: int = 0
+    odd_timestamps: int = 0
+    passes: int = 0
+    emitted: int = 0
+    stages: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def counters(self) -> dict[str, int]:
+        return {"batches": self.batches, "records-ingested": self.ingested, "records-rejected": self.rejected,
+                "records-timestamp-out-of-range": self.odd_timestamps,
+                "stages": self.stages, "passes": self.passes, "records-emitted": self.emitted}
+
+
+class CompactorJob:
+    def __init__(self, spark, spec: JobSpec, trigger_interval_s: float = 5.0, once: bool = False,
+                 checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
+                 starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
+                 retry_timeout_s: float = 300.0) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.trigger_interval_s = trigger_interval_s
+        self.once = once
+        self.checkpoint_location = checkpoint_location or spark_checkpoint(spec.state_dir)
+        self.max_offsets_per_trigger = max_offsets_per_trigger
+        self.starting_offsets = starting_offsets
+        self.clock = clock
+        self.retry_timeout_s = retry_timeout_s
+        self.lock = threading.RLock()
+        self.appender = LogAppender(spec.state_dir, spec.compaction.log_config, clock=clock, lock=self.lock)
+        self.totals = JobTotals()
+        self.last_reports: list[StageReport] = []
+        self.last_run_ms: int | None = None
+        self.last_metrics: CleanerMetrics | None = None
+        self._stop = threading.Event()
+        self._last_progress: tuple[tuple, float] = ((), 0.0)
+        self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
+        self._sink_read: set[int] = set()  # partitions whose progress this run has read from the sink
+        self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
+        self.collector = job_metrics.JobMetricsCollector()
+
+    # ----- the two things done per trigger ----------------------------------------------------------------
+
+    def on_batch(self, df, batch_id: int) -> None:
+        with self.lock:
+            self._stage_after_batch = False
+            self.appender(df, batch_id)
+            self.totals.batches += 1
+            self.totals.ingested += self.appender.last_batch.appended
+            self.totals.rejected += self.appender.last_batch.rejected
+            self.totals.odd_timestamps += self.appender.last_batch.odd_timestamps
+            self.compaction_stage()
+
+    def compaction_stage(self) -> list[StageReport]:
+        """Roll, clean and emit every partition log of the source topic, one Spark task each."""
+        with self.lock:
+            items = [i for i in list_log_dirs(self.spec.state_dir) if i[0] == self.spec.source_topic]
+            if not items:
+                return []
+            now_ms = int(self.clock() * 1000)
+            task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,
+                                     sink_read=frozenset(self._sink_read))
+            reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
+            self._sink_read.update(r.partition for r in reports
+                                   if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
+            self.last_reports = reports
+            self.totals.stages += 1
+            self.totals.passes += sum(r.figures.passes for r in reports)
+            self.totals.emitted += sum(r.emitted for r in reports)
+            self._write_metrics(reports, now_ms)
+            self.last_run_ms = now_ms
+            self._stage_after_batch = True
+            for r in reports:
+                if r.error:
+                    log.error("partition %s-%d: %s", r.topic, r.partition, r.error)
+            if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
+                raise state_dir_full(self.spec.state_dir)
+            self._progress()
+            return reports
+
+    def _write_metrics(self, reports: list[StageReport], now_ms: int) -> None:
+        metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
+        self.last_metrics = metrics
+        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, self._source_ends(reports))
+        job_metrics.write_doc(self.spec.state_dir, doc)
+        self.collector.update(doc)
+
+    def _source_ends(self, reports: list[StageReport]) -> dict[tuple[str, int], int]:
+        """Where the source partitions end now, for the ingest lag; unknown while the cluster is away."""
+        try:
+            ends = self._source.end_offsets(self.spec.source_topic, [r.partition for r in reports])
+        except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
+            log.debug("source end offsets unavailable: %s", exc)
+            return {}
+        return {(self.spec.source_topic, p): o for p, o in ends.items()}
+
+    def _progress(self) -> None:
+        """A progress line when something moved, and at least once a minute while idle."""
+        t = self.totals
+        now = (t.batches, t.ingested, t.passes, t.emitted)
+        if now == self._last_progress[0] and time.monotonic() - self._last_progress[1] < 60:
+            return
+        self._last_progress = (now, time.monotonic())
+        log.info("progress: %d batches, %d records ingested, %d passes, %d records emitted (%.0fs)",
+                 t.batches, t.ingested, t.passes, t.emitted, time.monotonic() - t.started)
+
+    # ----- running ----------------------------------------------------------------------------------------
+
+    def _query(self):
+        reader = (self.spark.readStream.format("kcompact-kafka")
+                  .option("kafka.bootstrap.servers", self.spec.source_bootstrap)
+                  .option("subscribe", self.spec.source_topic)
+                  .option("startingOffsets", self.starting_offsets))
+        if self.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
+        for k, v in self.spec.source_kafka.items():
+            reader = reader.option(f"kafka.{k}", v)
+        writer = (reader.load().writeStream.foreachBatch(self.on_batch)
+                  .option("checkpointLocation", self.checkpoint_location))
+        writer = writer.trigger(availableNow=True) if self.once else \
+            writer.trigger(processingTime=f"{self.trigger_interval_s} seconds")
+        return writer.start()
+
+    def stop(self, *_args) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        try:
+            return self._run()
+        except Exception as exc:
+            explained = explain_failure(exc, self.spec.state_dir)
+            if explained is None:
+                raise
+            raise explained from exc
+
+    def _run(self) -> int:
+        previous = signal.signal(signal.SIGTERM, self.stop)
+        try:
+            self._run_query()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        if self.once and not self._stop.is_set():
+            return self._final_stage()
+        return 0
+
+    def _run_query(self) -> None:
+        """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
+        after a transient Kafka failure, for up to --retry-timeout since the last batch that succeeded."""
+        restarts = Restarts(self.retry_timeout_s)
+        while True:
+            query = self._query()
+            try:
+                self._watch(query)
+            except KeyboardInterrupt:
+                log.info("interrupted; stopping the query")
+                self._stop.set()
+            finally:
+                query.stop()
+            exc = query.exception()
+            if exc is None:
+                return
+            if self._stop.is_set() or not is_transient(exc):
+                raise exc
+            pause = restarts.next_pause(self.totals.batches)
+            if pause is None:
+                raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
+                               f"{self.retry_timeout_s:.0f}s; last failure: {_first_line(exc)}") from exc
+            log.warning("the query failed on a transient Kafka error (%s); restarting it from its checkpoint "
+                        "in %.0fs", _first_line(exc), pause)
+            try:
+                if self._stop.wait(pause):
+                    return
+            except KeyboardInterrupt:
+                log.info("interrupted while waiting to restart the query")
+                return
+
+    def _watch(self, query) -> None:
+        """Wait while the query runs; on idle triggers (no micro-batch) run the compaction stage here."""
+        seen = -1
+        while query.isActive and not self._stop.wait(0.05 if self.once else self.trigger_interval_s):
+            if not self.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
+                try:
+                    self.compaction_stage()
+                finally:
+                    self.lock.release()
+            seen = self.totals.batches
+
+    def _final_stage(self) -> int:
+        """--once: clean at the current time, also when no batch ran; a sink that is away is waited for. The
+        stage that followed the last micro-batch counts when it left nothing to retry."""
+        restarts = Restarts(self.retry_timeout_s)
+        while True:
+            if not self._stage_after_batch:
+                self.compaction_stage()
+            self._stage_after_batch = False
+            failed = [r for r in self.last_reports if r.error or r.figures.uncleanable]
+            waiting = failed and all(r.error and r.error.transient for r in failed)
+            pause = restarts.next_pause(self.totals.emitted) if waiting else None
+            if pause is None or self._stop.wait(pause):
+                break
+            log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
+        for r in failed:
+            log.error("partition %s-%d is uncleanable or could not emit; see kcompact status", r.topic, r.partition)
+        return 1 if failed else 0
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if "KafkaError{" in line or "Error" in line]
+    return (lines[-1] if lines else str(exc).splitlines()[0] if str(exc) else type(exc).__name__).strip()[:300]
+
+
+@dataclass
+class Restarts:
+    """Exponential pauses between retries, given up once no progress was made for timeout_s."""
+
+    timeout_s: float
+    progress: int | None = None
+    since: float = 0.0
+    attempt: int = 0
+
+    def next_pause(self, progress: int) -> float | None:
+        now = time.monotonic()
+        if progress != self.progress:
+            self.progress, self.since, self.attempt = progress, now, 0
+        if now - self.since > self.timeout_s:
+            return None
+        self.attempt += 1
+        return min(30.0, 2.0 ** (self.attempt - 1))

@@ -1,0 +1,31 @@
+"""Why a task failed, as the task saw it: the driver decides on the kind, never on the message's text."""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from enum import Enum
+
+from streaming.kafka.failures import is_transient
+
+
+class ErrorKind(Enum):
+    SINK_UNREACHABLE = "sink-unreachable"  # the sink's progress could not be read: nothing was cleaned unseen
+    DISK_FULL = "disk-full"                # the state dir is full: the job stops and says so
+    FAILED = "failed"                      # a pass or an emission failed; the next trigger tries again
+
+
+@dataclass(frozen=True)
+class TaskError:
+    kind: ErrorKind
+    message: str
+    transient: bool  # a Kafka failure that passes (a broker away): --once waits for it
+
+    @classmethod
+    def of(cls, exc: BaseException, kind: ErrorKind = ErrorKind.FAILED) -> "TaskError":
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            kind = ErrorKind.DISK_FULL
+        return cls(kind, f"{type(exc).__name__}: {exc}", is_transient(exc))
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,110 @@
+"""Kafka administration: one cluster as the job sees it at start-up (reachable, accepting our credentials,
+its topics and their settings), and topic creation for the CLI, the demo and the tests.
+
+librdkafka reports a refused login only through its error callback, while the call at hand fails much
+later with a bland transport error. Metadata calls here poll for that callback, so a cluster that
+refuses us is named at once, with the reason, instead of after a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewTopic, OffsetSpec
+
+from streaming.errors import JobError
+from streaming.kafka.failures import REFUSED
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Cluster:
+    role: str  # "source" or "sink": named in every error
+    bootstrap_servers: str
+    settings: dict[str, str] = field(default_factory=dict)
+    _refusals: list[KafkaError] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
+        # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
+        refusals = self._refusals
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **self.settings,
+                                  "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None})
+
+    def metadata(self, timeout_s: float = 30.0) -> ClusterMetadata:
+        """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.admin.list_topics(timeout=min(2.0, timeout_s))
+            except KafkaException as exc:
+                self.admin.poll(0)
+                if self._refusals:
+                    raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} refused the compactor: "
+                                   f"{self._refusals[-1].str()}. Check the security settings given with "
+                                   f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
+                if time.monotonic() > deadline:
+                    raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "
+                                   f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc
+
+    def partition_count(self, topic: str) -> int:
+        t = self.metadata().topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise JobError(f"{self.role} topic {topic!r} does not exist on the {self.role} cluster")
+        return len(t.partitions)
+
+    def explicit_settings(self, topic: str) -> dict[str, str]:
+        """What the topic itself sets (not broker or static defaults)."""
+        futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        entries = next(iter(futures.values())).result(30)
+        return {e.name: e.value for e in entries.values()
+                if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
+
+    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float = 5.0) -> dict[int, int]:
+        """Each partition's last stable offset (the end a read_committed reader can reach)."""
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+        futures = self.admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                          request_timeout=timeout_s)
+        return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
+
+    def ensure_topic(self, topic: str, partitions: int, config: dict[str, str], what: str) -> None:
+        """Create the topic when missing; refuse one with fewer partitions than the source."""
+        t = self.metadata().topics.get(topic)
+        if t is not None and t.error is None:
+            if len(t.partitions) < partitions:
+                raise JobError(f"{what} topic {topic!r} has {len(t.partitions)} partitions, the source has "
+                               f"{partitions}: sink partition N receives source partition N, so it needs at "
+                               f"least {partitions}")
+            return
+        fut = self.admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=config)])[topic]
+        try:
+            fut.result(30)
+        except Exception as exc:
+            raise JobError(f"could not create {what} topic {topic!r}: {exc}") from exc
+        log.info("created %s topic %s with %d partitions %s", what, topic, partitions, config)
+
+
+def unique_topic_name(prefix: str = "kcompact") -> str:
+    """Topic names that never collide across tests or runs sharing one broker."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def create_topic(bootstrap_servers: str, name: str, partitions: int = 1,
+                 config: Mapping[str, str] | None = None, timeout_s: float = 30.0,
+                 client_config: Mapping[str, str] | None = None) -> str:
+    """Create a topic and wait until the broker confirms it; raise with the topic name on failure."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+        operation_timeout=timeout_s, request_timeout=timeout_s)
+    try:
+        futures[name].result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise RuntimeError(f"could not create topic {name!r} on {bootstrap_servers}: {exc}") from exc
+    return name

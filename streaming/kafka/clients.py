@@ -1,0 +1,60 @@
+"""Plain producing and reading of records, for the demo and the change generator: the CLI's only way
+to Kafka besides the job, so confluent_kafka stays inside this package."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = field(default_factory=tuple)
+    offset: int = -1  # where the topic stored it; -1 before it is produced
+
+
+class RecordProducer:
+    """An idempotent producer: records of one key keep their order across retries."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self._producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
+
+    def send(self, topic: str, record: TopicRecord, partition: int | None = None) -> None:
+        extra = {} if partition is None else {"partition": partition}
+        while True:
+            try:
+                self._producer.produce(topic, key=record.key, value=record.value, headers=list(record.headers),
+                                       **extra)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self._producer.poll(0.05)
+        self._producer.poll(0)
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        if self._producer.flush(timeout_s) != 0:
+            raise RuntimeError(f"records not acknowledged by {self.bootstrap_servers} within {timeout_s:.0f}s")
+
+
+def read_committed(bootstrap_servers: str, topic: str, partitions: int) -> list[TopicRecord]:
+    """Every committed record of the topic's partitions now, partition by partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out = []
+    try:
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            consumer.assign([TopicPartition(topic, p, 0)])
+            while high and consumer.position([TopicPartition(topic, p)])[0].offset < high:
+                batch = consumer.consume(100, timeout=5)
+                if not batch:
+                    break
+                out.extend(TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
+                           for m in batch if m.error() is None)
+    finally:
+        consumer.close()
+    return out

@@ -1,0 +1,168 @@
+"""Exactly-once emission of cleaned records to the sink topic, one transactional producer per partition.
+
+The sink is its own progress record: every sink record carries its source offset in the header
+``kcompact.offset``, so after any crash the last committed record (read with read_committed) says how far
+emission got. A restarted emitter first calls init_transactions with the partition's stable
+transactional.id, which fences a zombie producer of an earlier run and aborts its open transaction; only
+then does it read the sink's progress. Records are emitted in source-offset order, in transactions, and a
+record at or below the progress offset is never produced again.
+
+Kafka keeps an open transaction across a broker restart (its state is in __transaction_state), so an outage
+only delays a commit. A producer that hit a fatal error (fenced, or its transaction timed out and was
+aborted by the coordinator) is replaced: the new producer's init_transactions fences the old epoch and ends
+whatever the broker still holds of its transaction, the progress is read again from the sink, and
+TransactionInterrupted tells the caller to emit again from there, at the cost of one transaction's records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterable, Mapping
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from streaming.kafka.failures import is_fatal
+from streaming.log.record import LogRecord
+
+log = logging.getLogger(__name__)
+
+OFFSET_HEADER = "kcompact.offset"
+TRANSACTION_RECORDS = 20_000
+TIMEOUT_S = 60.0
+
+
+def transactional_id(sink_topic: str, partition: int, prefix: str = "kcompact") -> str:
+    """Stable per sink partition, so a restarted job fences the producer of the run it replaces."""
+    return f"{prefix}-{sink_topic}-{partition}"
+
+
+def source_offset(headers: list[tuple[str, bytes | None]] | None) -> int | None:
+    for key, value in reversed(headers or []):
+        if key == OFFSET_HEADER and value is not None:
+            return int(value.decode("ascii"))
+    return None
+
+
+def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
+    return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, str(r["offset"]).encode("ascii"))]
+
+
+class TransactionInterrupted(RuntimeError):
+    """A transaction was abandoned and the emitter renewed: emit again, from ``emitted_up_to``."""
+
+
+class PartitionEmitter:
+    def __init__(self, bootstrap_servers: str, topic: str, partition: int,
+                 client_config: Mapping[str, str] | None = None, txn_prefix: str = "kcompact") -> None:
+        self.topic = topic
+        self.partition = partition
+        self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
+        self.producer_config = {**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
+                                "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
+        self.committed_records = 0
+        self.producer = self._new_producer()
+        self.emitted_up_to = self._read_progress()
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(self.producer_config)
+        producer.init_transactions(TIMEOUT_S)
+        return producer
+
+    def _renew(self) -> None:
+        """A new producer, and the progress read again: a commit that failed may have happened."""
+        self.producer = self._new_producer()
+        self.emitted_up_to = self._read_progress()
+
+    def _read_progress(self) -> int:
+        """The source offset of the last committed sink record of this partition, or -1."""
+        consumer = Consumer({**self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}",
+                             "enable.auto.commit": False, "isolation.level": "read_committed",
+                             "auto.offset.reset": "earliest"})
+        try:
+            tp = TopicPartition(self.topic, self.partition)
+            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+            window = 64
+            while high > low:
+                start = max(low, high - window)
+                consumer.assign([TopicPartition(self.topic, self.partition, start)])
+                last = None
+                deadline = time.monotonic() + TIMEOUT_S
+                # Only reading up to the watermark proves what the tail holds: a slow fetch must never
+                # be taken for an empty tail, which would emit everything again.
+                while consumer.position([tp])[0].offset < high:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{self.topic}-{self.partition}: could not read the sink's tail "
+                                           f"[{start}, {high}) within {TIMEOUT_S:.0f}s to recover progress")
+                    for m in consumer.consume(max(1, high - start), timeout=1.0):
+                        if m.error() is not None:
+                            raise KafkaException(m.error())
+                        if m.offset() < high:
+                            offset = source_offset(m.headers())
+                            if offset is not None:
+                                last = offset
+                if last is not None:
+                    return last
+                if start == low:
+                    break
+                window *= 16  # only transaction markers or foreign records at the end: look further back
+            return -1
+        finally:
+            consumer.close()
+
+    def emit(self, records: Iterable[LogRecord]) -> int:
+        """Produce records above the progress offset, in order, in transactions; return how many."""
+        before = self.committed_records
+        in_txn = 0
+        try:
+            for r in records:
+                if r["offset"] <= self.emitted_up_to:
+                    continue
+                if in_txn == 0:
+                    self.producer.begin_transaction()
+                self.producer.produce(self.topic, key=r["key"], value=r["value"], partition=self.partition,
+                                      timestamp=r["timestamp"], headers=sink_headers(r))
+                self.producer.poll(0)
+                in_txn += 1
+                last = r["offset"]
+                if in_txn >= TRANSACTION_RECORDS:
+                    self._commit(last, in_txn)
+                    in_txn = 0
+            if in_txn:
+                self._commit(last, in_txn)
+        except BaseException as exc:
+            if in_txn:
+                try:
+                    self.producer.abort_transaction(TIMEOUT_S)
+                except KafkaException as abort_exc:  # the next init_transactions aborts it anyway
+                    log.warning("%s-%d: abort after failure failed: %s", self.topic, self.partition, abort_exc)
+            if is_fatal(exc):
+                self._renew()
+                raise TransactionInterrupted(f"{self.topic}-{self.partition}: the producer failed ({exc}); "
+                                             f"emission resumes after offset {self.emitted_up_to}") from exc
+            raise
+        return self.committed_records - before
+
+    def _commit(self, last_offset: int, records: int) -> None:
+        self.producer.commit_transaction(TIMEOUT_S)
+        self.emitted_up_to = last_offset
+        self.committed_records += records
+
+    def produce_plain(self, topic: str, records: Iterable[LogRecord]) -> int:
+        """One committed transaction of records to another topic (the dead-letter topic), same partition
+        number when it exists there, otherwise the broker's partitioner."""
+        n = 0
+        self.producer.begin_transaction()
+        try:
+            for r in records:
+                self.producer.produce(topic, key=r["key"], value=r["value"], timestamp=r["timestamp"],
+                                      headers=sink_headers(r))
+                n += 1
+            self.producer.commit_transaction(TIMEOUT_S)
+        except BaseException:
+            self.producer.abort_transaction(TIMEOUT_S)
+            raise
+        return n
+
+    def close(self) -> None:
+        self.producer.flush(TIMEOUT_S)

@@ -1,0 +1,76 @@
+"""Which Kafka failures pass (a broker restarting, a leader moving) and which do not (credentials refused).
+
+librdkafka already reconnects and retries inside each call's timeout; what is left to us is a call that
+outlived its timeout while the cluster was away. Those are retried here until a deadline, and a Spark
+query that failed on one is restarted by the job (streaming.job.runner). Authentication and authorization
+failures are never retried: they need an operator, and a clear error says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TRANSIENT = frozenset({
+    KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+    KafkaError._WAIT_COORD, KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NETWORK_EXCEPTION, KafkaError.BROKER_NOT_AVAILABLE,
+})
+REFUSED = frozenset({
+    KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+})
+# How the codes read in text, for failures that reach the driver as text (a task's traceback in a Java
+# exception), and our own timeouts for "no progress while the cluster was away".
+TRANSIENT_TEXT = tuple(f"code={KafkaError(c).name()}," for c in TRANSIENT) + (
+    "within kafkaConsumer.pollTimeoutMs", "to recover progress")
+REFUSED_TEXT = tuple(f"code={KafkaError(c).name()}," for c in REFUSED) + ("SASL authentication error",)
+
+
+def kafka_error(exc: BaseException | str) -> KafkaError | None:
+    """The KafkaError a KafkaException carries, if it carries one."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def is_transient(exc: BaseException | str) -> bool:
+    err = kafka_error(exc)
+    if err is not None:
+        return err.code() in TRANSIENT or (err.retriable() and err.code() not in REFUSED)
+    return not is_refused(exc) and any(t in str(exc) for t in TRANSIENT_TEXT)
+
+
+def is_refused(exc: BaseException | str) -> bool:
+    err = kafka_error(exc)
+    if err is not None:
+        return err.code() in REFUSED
+    return any(t in str(exc) for t in REFUSED_TEXT)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """A fatal producer error: that producer instance can do nothing more."""
+    err = kafka_error(exc)
+    return err is not None and err.fatal()
+
+
+def retrying(call: Callable[[], T], what: str, timeout_s: float, pause_s: float = 1.0) -> T:
+    """call() until it succeeds, retrying transient failures until timeout_s has passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            if not is_transient(exc) or time.monotonic() + pause_s > deadline:
+                raise
+            log.warning("%s: %s; retrying", what, exc.args[0])
+            time.sleep(pause_s)

@@ -1,6 +1,0 @@
-"""The local Apache Kafka broker: its pinned jars (fetched with Maven) and its process."""
-
-from streaming.local_kafka.jars import KafkaJars, KafkaJarsError, ensure_kafka_jars
-from streaming.local_kafka.server import LocalKafka, LocalKafkaError, free_port
-
-__all__ = ["KafkaJars", "KafkaJarsError", "LocalKafka", "LocalKafkaError", "ensure_kafka_jars", "free_port"]

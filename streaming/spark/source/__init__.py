@@ -1,0 +1,2 @@
+"""Spark's edge: a Kafka streaming source on the Python Data Source API (kafka_source; its options and
+offsets need no Spark)."""

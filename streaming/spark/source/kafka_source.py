@@ -1,0 +1,332 @@
+"""A Spark Structured Streaming source for Kafka on the Python Data Source API and confluent-kafka.
+
+Spark's JVM Kafka connector cannot be installed here, so this source speaks its language instead: the
+same columns (key, value, topic, partition, offset, timestamp, timestampType, headers) and options
+(kafka.bootstrap.servers, subscribe, startingOffsets, maxOffsetsPerTrigger, failOnDataLoss, kafka.*).
+Offsets live in Spark's checkpoint; each topic-partition is one input partition, read on an executor by a
+consumer created there (the reader object is pickled, so it never holds a client) and returned as Arrow
+record batches, Spark's fast path for Python sources.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+import uuid
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
+from streaming.kafka.failures import TRANSIENT, retrying
+from streaming.logging_setup import configure_worker
+from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
+from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
+from streaming.job.task import prepare_task
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "kcompact-kafka"
+SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+              "timestampType int, headers array<struct<key:string,value:binary>>")
+HEADER_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
+ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                          ("partition", pa.int32()), ("offset", pa.int64()),
+                          ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+                          ("headers", HEADER_TYPE)])
+# confluent-kafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's TimestampType ids, which
+# Spark's timestampType column holds
+_TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
+METADATA_TIMEOUT_S = 30.0
+
+TopicPartitionKey = tuple[str, int]
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone from Kafka (retention, topic re-creation)."""
+
+
+def data_loss(message: str, fail: bool) -> None:
+    text = (f"{message}. Some data may have been lost because they are not available in Kafka any more; "
+            f"either the data was aged out by Kafka or the topic may have been deleted before all the data "
+            f"in the topic was processed. If you want your streaming query to go on in such cases, set the "
+            f"source option 'failOnDataLoss' to 'false'.")
+    if fail:
+        raise DataLossError(text)
+    log.warning("%s (failOnDataLoss=false: going on)", text)
+
+
+class KafkaInputPartition(InputPartition):
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+def _consumer(options: KafkaSourceOptions) -> Consumer:
+    return Consumer({**options.client_config, "group.id": f"kcompact-source-{uuid.uuid4().hex}",
+                     "enable.auto.commit": False, "auto.offset.reset": "error",
+                     "enable.partition.eof": False})
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self._target: dict[TopicPartitionKey, int] | None = None
+        self._client: Consumer | None = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_client"] = None  # clients never travel to executors
+        return state
+
+    # ----- driver side: offsets ----------------------------------------------------------------------------
+
+    def _metadata(self) -> Consumer:
+        if self._client is None:  # first call in the process Spark runs the source's driver side in
+            configure_worker([self.options.client_config])
+            self._client = _consumer(self.options)
+        return self._client
+
+    def _retrying(self, call, what: str):
+        """Driver-side metadata calls ride out a broker that is away for up to kafkaConsumer.pollTimeoutMs."""
+        return retrying(call, what, self.options.poll_timeout_ms / 1000)
+
+    def _topic_partitions(self) -> list[TopicPartitionKey]:
+        md = self._retrying(lambda: self._metadata().list_topics(timeout=METADATA_TIMEOUT_S),
+                            f"metadata from {self.options.bootstrap_servers}")
+        out = []
+        for topic in self.options.topics:
+            t = md.topics.get(topic)
+            if t is None or t.error is not None:
+                reason = t.error.str() if t is not None and t.error is not None else "not in cluster metadata"
+                raise SourceOptionError(f"subscribed topic {topic!r} does not exist on "
+                                        f"{self.options.bootstrap_servers} ({reason})")
+            out.extend((topic, p) for p in sorted(t.partitions))
+        return out
+
+    def _watermarks(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
+        c = self._metadata()
+        return {tp: self._retrying(lambda tp=tp: c.get_watermark_offsets(TopicPartition(*tp), cached=False,
+                                                                         timeout=METADATA_TIMEOUT_S),
+                                   f"watermarks of {tp[0]}-{tp[1]}")
+                for tp in tps}
+
+    def initialOffset(self) -> Offsets:
+        tps = self._topic_partitions()
+        marks = self._watermarks(tps)
+        start = self.options.starting_offsets
+        if start == "earliest":
+            return nest({tp: marks[tp][0] for tp in tps})
+        if start == "latest":
+            return nest({tp: marks[tp][1] for tp in tps})
+        given = flatten(start)
+        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in given]
+        if missing:
+            raise SourceOptionError(f"option 'startingOffsets' must give every partition of the subscribed "
+                                    f"topics; missing {missing}")
+        resolved = {}
+        for tp in tps:
+            low, high = marks[tp]
+            o = given[tp]
+            resolved[tp] = low if o == -2 else high if o == -1 else o
+        return nest(resolved)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.options.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._topic_partitions()
+        self._target = {tp: high for tp, (_, high) in self._watermarks(tps).items()}
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        tps = self._topic_partitions()
+        marks = self._watermarks(tps)
+        begin = flatten(start)
+        for tp in begin:
+            if tp not in marks:
+                data_loss(f"partition {tp[0]}-{tp[1]} was in the last offsets but is gone from the topic",
+                          self.options.fail_on_data_loss)
+        base: dict[TopicPartitionKey, int] = {}
+        latest: dict[TopicPartitionKey, int] = {}
+        for tp in tps:
+            low, high = marks[tp]
+            b = begin.get(tp, low)  # a partition added while running starts at its earliest offset
+            if b > high:
+                data_loss(f"partition {tp[0]}-{tp[1]}: offset {b} is past the log end {high} (topic re-created?)",
+                          self.options.fail_on_data_loss)
+                b = low
+            base[tp] = b
+            latest[tp] = high if self._target is None else min(high, self._target.get(tp, b))
+            latest[tp] = max(latest[tp], b)
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(base, latest, limit.max_rows)
+        return nest(latest)
+
+    def reportLatestOffset(self) -> Offsets | None:
+        return nest({tp: high for tp, (_, high) in self._watermarks(self._topic_partitions()).items()})
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        begin = flatten(start)
+        out = []
+        for (topic, p), e in flatten(end).items():
+            b = begin.get((topic, p))
+            if b is None:
+                b = self._watermarks([(topic, p)])[(topic, p)][0]
+            if e > b:
+                out.append(KafkaInputPartition(topic, p, b, e))
+        return out
+
+    def commit(self, end: Offsets) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, never in consumer groups."""
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # ----- executor side: records --------------------------------------------------------------------------
+
+    def read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+        prepare_task([self.options.client_config])
+        yield from read_partition(self.options, partition.topic, partition.partition, partition.start, partition.end)
+
+
+def read_partition(options: KafkaSourceOptions, topic: str, partition: int, start: int,
+                   end: int) -> Iterator[pa.RecordBatch]:
+    """Records [start, end) of one partition as Arrow batches; aborted transactions are skipped by the
+    read_committed consumer and control markers never appear, so the loop ends on position, not count."""
+    consumer = _consumer(options)
+
+    def log_start() -> int:
+        return retrying(lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=False,
+                                                               timeout=METADATA_TIMEOUT_S)[0],
+                        f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000)
+    try:
+        low = log_start()
+        if start < low:
+            data_loss(f"partition {topic}-{partition}: offsets [{start}, {min(low, end)}) were deleted "
+                      f"(log start is now {low})", options.fail_on_data_loss)
+            start = low
+        if start >= end:
+            return
+        tp = TopicPartition(topic, partition, start)
+        consumer.assign([tp])
+        cols = _Columns(topic, partition)
+        position = start
+        idle_since = time.monotonic()
+        while position < end:
+            msgs = consumer.consume(min(end - position, options.records_per_batch), timeout=1.0)
+            i = 0
+            while i < len(msgs) and position < end:
+                j = _first_error(msgs, i)
+                if j > i:
+                    position = cols.add(msgs[i:j], position, end)
+                if j == len(msgs):
+                    break
+                err = msgs[j].error()
+                i = j + 1
+                if err.code() in TRANSIENT:  # the broker is away: librdkafka reconnects, the poll timeout bounds it
+                    log.warning("partition %s-%d: %s; waiting for the broker", topic, partition, err)
+                    continue
+                if err.code() != KafkaError.OFFSET_OUT_OF_RANGE:
+                    raise KafkaException(err)
+                data_loss(f"partition {topic}-{partition}: offset {position} is out of range",
+                          options.fail_on_data_loss)
+                position = max(position, log_start())
+                consumer.assign([TopicPartition(topic, partition, position)])
+                break
+            if not msgs:
+                current = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if current >= end:
+                    break
+                if time.monotonic() - idle_since > options.poll_timeout_ms / 1000:
+                    raise TimeoutError(f"partition {topic}-{partition}: no progress from offset {position} "
+                                       f"towards {end} within kafkaConsumer.pollTimeoutMs="
+                                       f"{options.poll_timeout_ms}")
+            else:
+                idle_since = time.monotonic()
+            if len(cols) >= options.records_per_batch:
+                yield cols.take()
+        if len(cols):
+            yield cols.take()
+    finally:
+        consumer.close()
+
+
+def _first_error(msgs: list, start: int) -> int:
+    for i in range(start, len(msgs)):
+        if msgs[i].error() is not None:
+            return i
+    return len(msgs)
+
+
+class _Columns:
+    """Column buffers for one partition's records, filled a consume() result at a time and turned into an
+    Arrow batch in one go: per-message Python work is a handful of list comprehensions."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list = []
+        self.timestamps: list = []
+        self.headers: list = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, msgs: list, position: int, end: int) -> int:
+        """Take the messages (none with an error) below ``end``; returns the new read position."""
+        offsets = [m.offset() for m in msgs]
+        stop = bisect.bisect_left(offsets, end)
+        if stop < len(msgs):  # a message at or past the end: the range is read
+            msgs, offsets = msgs[:stop], offsets[:stop]
+            position = end
+        elif offsets:
+            position = offsets[-1] + 1
+        self.offsets += offsets
+        self.keys += [m.key() for m in msgs]
+        self.values += [m.value() for m in msgs]
+        self.timestamps += [m.timestamp() for m in msgs]
+        self.headers += [m.headers() for m in msgs]
+        return position
+
+    def take(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        kinds, millis = zip(*self.timestamps)
+        types = _TIMESTAMP_TYPE_IDS[np.array(kinds, dtype=np.int64)]
+        headers = (pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
+                                            pa.array([], HEADER_TYPE.value_type), type=HEADER_TYPE)
+                   if not any(self.headers) else pa.array([h or [] for h in self.headers], HEADER_TYPE))
+        batch = pa.RecordBatch.from_arrays([
+            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+            pa.array([self.topic] * n, pa.string()), pa.array(np.full(n, self.partition, dtype=np.int32)),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(np.array(millis, dtype=np.int64) * 1000).cast(ARROW_SCHEMA.field("timestamp").type),
+            pa.array(types), headers], schema=ARROW_SCHEMA)
+        self._reset()
+        return batch
+
+
+class KafkaDataSource(DataSource):
+    """Register with ``spark.dataSource.register(KafkaDataSource)``; read with
+    ``spark.readStream.format("kcompact-kafka")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def streamReader(self, schema) -> KafkaStreamReader:
+        return KafkaStreamReader(KafkaSourceOptions.parse(self.options))

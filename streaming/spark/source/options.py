@@ -1,0 +1,89 @@
+"""The source's options, under the names of Spark's built-in Kafka source, checked when the query starts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from streaming.errors import UserError
+
+
+KAFKA_PREFIX = "kafka."
+DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs
+
+
+class SourceOptionError(UserError, ValueError):
+    """An invalid source option; the message names the option."""
+
+
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    topics: tuple[str, ...]
+    client_config: dict[str, str]          # librdkafka settings from kafka.* options
+    starting_offsets: str | dict[str, dict[str, int]] = "earliest"
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    records_per_batch: int = 50_000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.client_config["bootstrap.servers"]
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "KafkaSourceOptions":
+        opts = {k: v for k, v in options.items()}
+        lower = {k.lower(): k for k in opts}
+
+        def get(name: str) -> str | None:
+            key = lower.get(name.lower())
+            return None if key is None else opts[key]
+
+        client = {k[len(KAFKA_PREFIX):]: v for k, v in opts.items() if k.lower().startswith(KAFKA_PREFIX)}
+        if not client.get("bootstrap.servers"):
+            raise SourceOptionError("option 'kafka.bootstrap.servers' is required")
+        for forbidden in ("group.id", "enable.auto.commit", "auto.offset.reset"):
+            if forbidden in client:
+                raise SourceOptionError(f"option 'kafka.{forbidden}' is not supported: offsets live in Spark's "
+                                        f"checkpoint (use startingOffsets)")
+        client = {"isolation.level": "read_committed", **client}
+        subscribe = get("subscribe")
+        if not subscribe or not [t for t in subscribe.split(",") if t.strip()]:
+            raise SourceOptionError("option 'subscribe' must name one or more topics (comma-separated)")
+        topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
+
+        starting: str | dict = (get("startingOffsets") or "earliest").strip()
+        if starting not in ("earliest", "latest"):
+            try:
+                parsed = json.loads(starting)
+                if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+                    raise ValueError("expected {\"topic\": {\"partition\": offset}}")
+                starting = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
+            except (ValueError, TypeError) as exc:
+                raise SourceOptionError(f"option 'startingOffsets' must be earliest, latest or JSON like "
+                                        f"{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest): {exc}") from None
+            unknown = set(starting) - set(topics)
+            if unknown:
+                raise SourceOptionError(f"option 'startingOffsets' names topics not subscribed: {sorted(unknown)}")
+
+        max_offsets = get("maxOffsetsPerTrigger")
+        if max_offsets is not None:
+            try:
+                max_offsets_value = int(max_offsets)
+                if max_offsets_value <= 0:
+                    raise ValueError
+            except ValueError:
+                raise SourceOptionError(f"option 'maxOffsetsPerTrigger' must be a positive integer, "
+                                        f"got {max_offsets!r}") from None
+        else:
+            max_offsets_value = None
+
+        fail = (get("failOnDataLoss") or "true").strip().lower()
+        if fail not in ("true", "false"):
+            raise SourceOptionError(f"option 'failOnDataLoss' must be true or false, got {fail!r}")
+        poll = get("kafkaConsumer.pollTimeoutMs")
+        return cls(topics=topics, client_config=client, starting_offsets=starting,
+                   max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail == "true",
+                   poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS)

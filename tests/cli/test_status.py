@@ -1,0 +1,69 @@
+"""`kcompact status` and `dump` read a state dir as it is on disk, without Spark or Kafka."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cli.dump import dump_records
+from streaming.cli.status import collect_status, render_table
+from streaming.job.spec import JobSpec
+from streaming.log import make_record
+from streaming.state.files import write_json
+from streaming.state.layout import emitted_file, log_dir, open_partition_log
+
+NOW = 1_800_000_000_000
+
+
+def _state_dir(tmp_path) -> str:
+    """A job's state dir: its saved spec, one cleaned partition log with an emission note, one dirty one."""
+    state = str(tmp_path)
+    config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0"})
+    JobSpec("127.0.0.1:1", "orders", "127.0.0.1:1", "orders.compacted", state, config,
+            source_kafka={"sasl.password": "hunter2"}).save()
+    for partition in (0, 1):
+        plog = open_partition_log(log_dir(state, "orders", partition), "orders", partition, config.log_config)
+        plog.append([make_record(o, b"k%d" % (o % 2), b"v%d" % o, NOW - 10_000) for o in range(6)], now_ms=NOW)
+        plog.roll()
+    cleaned = open_partition_log(log_dir(state, "orders", 0), "orders", 0, config.log_config)
+    LogCleanerManager(config).clean_partition(PartitionId("orders", 0), cleaned, NOW)
+    write_json(emitted_file(cleaned.dir), {"emitted_up_to": 5, "at_ms": NOW})
+    return state
+
+
+def test_status_reports_each_partition_from_its_files(tmp_path) -> None:
+    status = collect_status(_state_dir(tmp_path), NOW)
+    p0, p1 = status["partitions"]
+    assert (status["source_topic"], status["sink_topic"]) == ("orders", "orders.compacted")
+    assert (p0["partition"], p0["records"], p0["dirty_bytes"], p0["passes"], p0["emitted_up_to"], p0["emit_lag"]) == \
+        (0, 2, 0, 1, 5, 0)
+    assert (p1["records"], p1["dirty_ratio"], p1["passes"], p1["emitted_up_to"]) == (6, 1.0, 0, None)
+    assert status["metrics"]["max-dirty-percent"] == 100.0 and status["metrics"]["uncleanable-partitions-count"] == 0
+    table = render_table(status)
+    assert table.splitlines()[0].startswith("orders -> orders.compacted") and "orders-1" in table
+    assert "hunter2" not in json.dumps(status) + (tmp_path / "kcompact.json").read_text()
+
+
+def test_dump_prints_what_the_logs_hold(tmp_path) -> None:
+    rows = list(dump_records(_state_dir(tmp_path), partition=0))
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(4, "k0", "v4"), (5, "k1", "v5")]
+
+
+def test_status_dump_help_and_version_import_neither_spark_nor_kafka(tmp_path) -> None:
+    state = _state_dir(tmp_path)
+    for argv in (["--help"], ["--version"], ["status", "--state-dir", state], ["status", "--json", "--state-dir", state],
+                 ["dump", "--state-dir", state]):
+        probe = ("import sys\nfrom streaming.cli.main import main\ntry:\n    main(sys.argv[1:])\n"
+                 "except SystemExit:\n    pass\n"
+                 "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'confluent_kafka'})\n"
+                 "print('HEAVY', heavy, file=sys.stderr)")
+        out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120)
+        assert "HEAVY []" in out.stderr, (argv, out.stderr[-2000:])
+
+
+def test_status_of_a_dir_that_is_no_state_dir_is_one_line(tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-m", "streaming", "status", "--state-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1 and "kcompact.json" in out.stderr

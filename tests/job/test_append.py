@@ -1,0 +1,180 @@
+"""The Kafka source and the foreachBatch appender against the real broker fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from streaming.job.append import LogAppender, append_partitions
+from streaming.log import LogConfig
+from streaming.spark.source.kafka_source import ARROW_SCHEMA
+from streaming.state.layout import log_dir
+from tests.kafka_helpers import Sent, log_contents, produce
+
+pytestmark = pytest.mark.integration
+
+
+def run_available_now(spark, bootstrap: str, topic: str, state_dir: str, appender: LogAppender | None = None,
+                      **options: str):
+    appender = appender or LogAppender(state_dir, LogConfig(fsync=False))
+    reader = (spark.readStream.format("kcompact-kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (reader.load().writeStream.foreachBatch(appender)
+             .option("checkpointLocation", os.path.join(state_dir, "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    return appender, query
+
+
+def by_partition(sent: list[Sent], partition: int) -> list[tuple]:
+    return [s.as_log() for s in sent if s.partition == partition]
+
+
+def mixed_records(n: int, partitions: int, base_ts: int = 1_600_000_000_000) -> list[Sent]:
+    out = []
+    for i in range(n):
+        headers = [("trace", b"%d" % i)] + ([("trace", None), ("v", b"\x00" * 8)] if i % 3 == 0 else [])
+        out.append(Sent(i % partitions, b"key-%d" % (i % 11), None if i % 9 == 4 else b"value-%d" % i,
+                        base_ts + 37 * i - (i % 5) * 1000, headers))
+    return out
+
+
+def test_several_partitions_arrive_exactly(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=3)
+    sent = produce(bootstrap_servers, topic, mixed_records(90, 3))
+    appender, _ = run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    for p in range(3):
+        assert log_contents(str(tmp_path), topic, p) == by_partition(sent, p)
+    assert appender.last_batch.partitions == 3
+
+
+def test_restart_from_checkpoint_and_replayed_batch_give_nothing_missing_nothing_twice(
+        spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=2)
+    first = produce(bootstrap_servers, topic, mixed_records(40, 2))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    second = produce(bootstrap_servers, topic, mixed_records(30, 2, base_ts=1_700_000_000_000))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    expected = {p: by_partition(first + second, p) for p in range(2)}
+    assert {p: log_contents(str(tmp_path), topic, p) for p in range(2)} == expected
+
+    commits = os.path.join(str(tmp_path), "checkpoint", "commits")
+    last = max(os.listdir(commits), key=lambda n: int(n) if n.isdigit() else -1)
+    for name in (last, f".{last}.crc"):  # as if the job died after appending, before Spark committed
+        os.remove(os.path.join(commits, name))
+    appender, _ = run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    assert appender.last_batch.appended == 0 and appender.last_batch.skipped == 30
+    assert {p: log_contents(str(tmp_path), topic, p) for p in range(2)} == expected
+
+
+def test_aborted_transactions_never_arrive(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=1)
+    tx = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": f"tx-{topic}"})
+    tx.init_transactions()
+    for outcome in ("commit", "abort", "commit"):
+        tx.begin_transaction()
+        for i in range(3):
+            tx.produce(topic, key=b"k%d" % i, value=outcome.encode(), partition=0, timestamp=1000 + i)
+        tx.flush()
+        tx.commit_transaction() if outcome == "commit" else tx.abort_transaction()
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    values = [v for _, _, v, _, _ in log_contents(str(tmp_path), topic, 0)]
+    assert values == [b"commit"] * 6
+
+
+def test_starting_offsets_latest_then_new_records(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=1)
+    produce(bootstrap_servers, topic, mixed_records(5, 1))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), startingOffsets="latest")
+    assert log_contents(str(tmp_path), topic, 0) == []
+    later = produce(bootstrap_servers, topic, mixed_records(3, 1))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), startingOffsets="latest")
+    assert log_contents(str(tmp_path), topic, 0) == [s.as_log() for s in later]
+
+
+def test_starting_offsets_json(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=2)
+    sent = produce(bootstrap_servers, topic, mixed_records(20, 2))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path),
+                      startingOffsets=json.dumps({topic: {"0": 3, "1": -2}}))
+    assert log_contents(str(tmp_path), topic, 0) == by_partition(sent, 0)[3:]
+    assert log_contents(str(tmp_path), topic, 1) == by_partition(sent, 1)
+
+
+def test_max_offsets_per_trigger_bounds_every_batch(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=2)
+    produce(bootstrap_servers, topic, mixed_records(35, 2))
+    appender, query = run_available_now(spark, bootstrap_servers, topic, str(tmp_path), maxOffsetsPerTrigger="10")
+    rows = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert rows and max(rows) <= 10 and sum(rows) == 35
+    assert appender.batches == len(rows) == 4
+
+
+def test_new_partitions_are_picked_up(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    topic = new_topic(partitions=1)
+    produce(bootstrap_servers, topic, mixed_records(4, 1))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for f in admin.create_partitions([NewPartitions(topic, 2)]).values():
+        f.result(30)
+    added = produce(bootstrap_servers, topic, [Sent(1, b"k", b"v", 5000), Sent(1, b"k", b"w", 5001)])
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    assert log_contents(str(tmp_path), topic, 1) == [s.as_log() for s in added]
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_deleted_source_offsets_are_reported_per_fail_on_data_loss(spark, bootstrap_servers, new_topic, tmp_path,
+                                                                   fail: bool) -> None:
+    topic = new_topic(partitions=1)
+    produce(bootstrap_servers, topic, mixed_records(4, 1))
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    rest = produce(bootstrap_servers, topic, mixed_records(10, 1))
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for f in admin.delete_records([TopicPartition(topic, 0, 8)]).values():
+        f.result(30)
+    if fail:
+        with pytest.raises(Exception, match="failOnDataLoss"):
+            run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
+    else:
+        run_available_now(spark, bootstrap_servers, topic, str(tmp_path), failOnDataLoss="false")
+        assert [o for o, *_ in log_contents(str(tmp_path), topic, 0)] == [0, 1, 2, 3] + [s.offset for s in rest[4:]]
+
+
+def test_record_the_log_cannot_take_is_set_aside_with_its_offset(tmp_path) -> None:
+    n = 4
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([b"k"] * n), pa.array([b"v"] * n), pa.array(["t"] * n), pa.array([0] * n, pa.int32()),
+        pa.array([10, 11, 12, 13], pa.int64()),
+        pa.array([1000, None, 3000, 4000], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([0] * n, pa.int32()), pa.array([[]] * n, ARROW_SCHEMA.field("headers").type)],
+        schema=ARROW_SCHEMA)
+    stats = next(append_partitions(iter([batch]), str(tmp_path), LogConfig(fsync=False), now_ms=0)).to_pylist()
+    assert stats == [{"topic": "t", "partition": 0, "appended": 3, "skipped": 0, "rolled": 0, "rejected": 1,
+                      "odd_timestamps": 0, "log_end_offset": 14}]
+    assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 12, 13]
+    rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
+    assert [r["offset"] for r in rejected] == [11] and "timestamp" in rejected[0]["reason"]
+
+
+def test_record_with_a_null_header_key_is_set_aside_and_the_others_keep_their_headers(tmp_path) -> None:
+    headers = [[{"key": "h", "value": b"1"}], [{"key": None, "value": b"2"}], [], [{"key": "h", "value": None}]]
+    n = len(headers)
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([b"k"] * n), pa.array([b"v"] * n), pa.array(["t"] * n), pa.array([0] * n, pa.int32()),
+        pa.array([10, 11, 12, 13], pa.int64()),
+        pa.array([1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([0] * n, pa.int32()), pa.array(headers, ARROW_SCHEMA.field("headers").type)], schema=ARROW_SCHEMA)
+    stats = next(append_partitions(iter([batch]), str(tmp_path), LogConfig(fsync=False), now_ms=0)).to_pylist()
+    assert (stats[0]["appended"], stats[0]["rejected"]) == (3, 1)
+    assert [(o, h) for o, *_, h in log_contents(str(tmp_path), "t", 0)] == [
+        (10, [{"key": "h", "value": b"1"}]), (12, []), (13, [{"key": "h", "value": None}])]
+    rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
+    assert [r["offset"] for r in rejected] == [11] and "header" in rejected[0]["reason"]

@@ -1,0 +1,68 @@
+"""The emitter on the real broker: the sink is its own progress record, so emission is exactly-once
+across restarts, whatever else the sink partition holds."""
+
+from __future__ import annotations
+
+from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
+from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
+from streaming.log import make_record
+
+
+def _records(offsets, value: bytes = b"v") -> list[dict]:
+    return [make_record(o, b"k%d" % o, value + b"%d" % o, 1_700_000_000_000 + o, [("h", b"x")]) for o in offsets]
+
+
+def test_source_offset_is_the_last_offset_header() -> None:
+    assert source_offset(sink_headers(_records([41])[0])) == 41
+    assert source_offset([(OFFSET_HEADER, b"3"), ("h", None), (OFFSET_HEADER, b"7")]) == 7
+    assert source_offset([("h", b"1")]) is None and source_offset(None) is None
+
+
+def test_emitted_records_carry_their_source_offset_and_keep_key_value_headers(bootstrap_servers, new_topic) -> None:
+    sink = new_topic(partitions=2)
+    emitter = PartitionEmitter(bootstrap_servers, sink, 1)
+    assert emitter.emitted_up_to == -1, "an empty sink: nothing emitted yet"
+    assert emitter.emit(_records([3, 5, 9])) == 3 and emitter.emitted_up_to == 9
+    emitter.close()
+    got = read_committed(bootstrap_servers, sink, 2)
+    assert [(r.key, r.value, list(r.headers)) for r in got] == [
+        (b"k%d" % o, b"v%d" % o, [("h", b"x"), (OFFSET_HEADER, b"%d" % o)]) for o in (3, 5, 9)]
+
+
+def test_a_restarted_emitter_resumes_after_the_last_committed_record(bootstrap_servers, new_topic) -> None:
+    sink = new_topic()
+    first = PartitionEmitter(bootstrap_servers, sink, 0)
+    first.emit(_records(range(0, 10)))
+    first.close()
+    again = PartitionEmitter(bootstrap_servers, sink, 0)
+    assert again.emitted_up_to == 9
+    assert again.emit(_records(range(0, 15))) == 5, "offsets up to the progress are never produced again"
+    again.close()
+    assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(15))
+
+
+def test_an_open_transaction_of_a_dead_emitter_is_aborted_and_not_counted(bootstrap_servers, new_topic) -> None:
+    sink = new_topic()
+    dead = PartitionEmitter(bootstrap_servers, sink, 0)
+    dead.emit(_records(range(3)))
+    dead.producer.begin_transaction()  # it dies with records 3 and 4 in an open transaction
+    for r in _records([3, 4]):
+        dead.producer.produce(sink, key=r["key"], value=r["value"], partition=0, headers=sink_headers(r))
+    dead.producer.flush(30)
+    successor = PartitionEmitter(bootstrap_servers, sink, 0)  # same transactional.id: fences and aborts it
+    assert successor.emitted_up_to == 2
+    successor.emit(_records(range(6)))
+    successor.close()
+    assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(6))
+
+
+def test_progress_is_found_behind_records_that_are_not_the_compactors(bootstrap_servers, new_topic) -> None:
+    sink = new_topic()
+    emitter = PartitionEmitter(bootstrap_servers, sink, 0)
+    emitter.emit(_records(range(20)))
+    emitter.close()
+    foreign = RecordProducer(bootstrap_servers)
+    for i in range(200):  # more than the first look-back window of the progress reader
+        foreign.send(sink, TopicRecord(b"other", b"%d" % i), partition=0)
+    foreign.flush()
+    assert PartitionEmitter(bootstrap_servers, sink, 0).emitted_up_to == 19

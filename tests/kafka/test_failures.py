@@ -1,0 +1,68 @@
+"""Which failures the job waits out and which it reports: classified from exceptions and from the text
+a task failure reaches the driver as."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from streaming.kafka.failures import is_refused, is_transient, retrying
+from streaming.job.runner import Restarts
+
+SPARK_TEXT = ('[FOREACH_BATCH_USER_FUNCTION_ERROR] ... Traceback (most recent call last):\n'
+              'cimpl.KafkaException: KafkaError{code=%s,val=-187,str="Failed to get watermark offsets"}')
+
+
+@pytest.mark.parametrize("code", [KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                                  KafkaError.NOT_LEADER_FOR_PARTITION])
+def test_broker_away_is_transient(code: int) -> None:
+    exc = KafkaException(KafkaError(code))
+    assert is_transient(exc) and not is_refused(exc)
+    assert is_transient(SPARK_TEXT % KafkaError(code).name())
+
+
+@pytest.mark.parametrize("code", [KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                                  KafkaError.TOPIC_AUTHORIZATION_FAILED])
+def test_refused_credentials_are_never_retried(code: int) -> None:
+    exc = KafkaException(KafkaError(code))
+    assert is_refused(exc) and not is_transient(exc)
+    assert is_refused(SPARK_TEXT % KafkaError(code).name()) and not is_transient(SPARK_TEXT % KafkaError(code).name())
+
+
+def test_other_failures_are_neither() -> None:
+    assert not is_transient(ValueError("bad record")) and not is_refused(ValueError("bad record"))
+
+
+def test_retrying_waits_out_transient_failures_and_gives_up_at_the_deadline() -> None:
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return "ok"
+
+    assert retrying(flaky, "test", timeout_s=5, pause_s=0.01) == "ok" and len(calls) == 3
+    with pytest.raises(KafkaException):
+        retrying(lambda: (_ for _ in ()).throw(KafkaException(KafkaError(KafkaError._TRANSPORT))), "test",
+                 timeout_s=0.05, pause_s=0.02)
+    refused = []
+
+    def refuse() -> None:
+        refused.append(1)
+        raise KafkaException(KafkaError(KafkaError._AUTHENTICATION))
+
+    with pytest.raises(KafkaException):
+        retrying(refuse, "test", timeout_s=5, pause_s=0.01)
+    assert len(refused) == 1
+
+
+def test_restarts_back_off_reset_on_progress_and_give_up_without_it(monkeypatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr("streaming.job.runner.time.monotonic", lambda: clock[0])
+    r = Restarts(timeout_s=100)
+    assert [r.next_pause(5) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    clock[0] = 50
+    assert r.next_pause(6) == 1, "progress since the last failure starts over"
+    clock[0] = 151
+    assert r.next_pause(6) is None, "no progress for longer than the timeout: give up"

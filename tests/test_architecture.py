@@ -1,0 +1,49 @@
+"""The house rules of the package, checked on its import graph (scripts/import_graph.py draws it)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "import_graph", Path(__file__).resolve().parent.parent / "scripts" / "import_graph.py")
+import_graph = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(import_graph)
+
+IMPORTS = import_graph.imports()
+
+
+def _importers(library: str) -> set[str]:
+    return {m for m, found in IMPORTS.items() if any(i == library or i.startswith(library + ".") for i in found)}
+
+
+@pytest.mark.parametrize("by_package", [True, False], ids=["packages", "modules"])
+def test_imports_have_no_cycle(by_package: bool) -> None:
+    assert import_graph.cycles(import_graph.graph(by_package)) == []
+
+
+def test_pyspark_is_imported_only_by_the_spark_package() -> None:
+    assert _importers("pyspark") and all(m.startswith("streaming.spark.") for m in _importers("pyspark"))
+
+
+def test_confluent_kafka_is_imported_only_by_the_kafka_package_and_the_spark_source() -> None:
+    owners = _importers("confluent_kafka")
+    assert owners and all(m.startswith("streaming.kafka.") or m == "streaming.spark.source.kafka_source"
+                          for m in owners), owners
+
+
+def test_the_core_imports_neither_spark_nor_kafka_nor_the_edges() -> None:
+    edges = ("pyspark", "py4j", "confluent_kafka", "streaming.job", "streaming.kafka", "streaming.spark",
+             "streaming.cli", "streaming.state")
+    for module, found in IMPORTS.items():
+        if module.startswith(("streaming.log", "streaming.cleaner")):
+            assert not [i for i in found if i.startswith(edges)], module
+
+
+def test_only_the_state_package_names_files_of_the_state_dir() -> None:
+    names = ("kcompact.json", "metrics.json", "emitted.json", "rejected.jsonl", ".writer.lock", ".lock", "checkpoint")
+    for path in import_graph.PACKAGE.rglob("*.py"):
+        if path.parent.name != "state":
+            assert not [n for n in names if f'"{n}"' in path.read_text()], path
