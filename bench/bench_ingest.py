@@ -67,7 +67,7 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, state_dir: str, c
 
 
 def spark_ingest(spark, bootstrap: str, topic: str, state_dir: str, config: LogConfig) -> float:
-    appender = LogAppender(state_dir, config)
+    appender = LogAppender(state_dir, {topic: config})
     t = time.perf_counter()
     query = (spark.readStream.format("kcompact-kafka").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", topic).load().writeStream.foreachBatch(appender)

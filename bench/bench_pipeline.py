@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient
 from streaming.kafka.broker import running_broker
 from streaming.cleaner import CompactionConfig
 from streaming.kafka.admin import Cluster
-from streaming.job.spec import JobSpec
+from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.job.runner import CompactorJob
 from streaming.spark.session import build_session
 from streaming.kafka.admin import create_topic, unique_topic_name
@@ -114,7 +114,10 @@ def new_sink(bootstrap: str, partitions: int) -> str:
 
 
 def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str) -> tuple[float, CompactorJob]:
-    spec = JobSpec(bootstrap, source, bootstrap, sink, state_dir, CompactionConfig(max_compaction_lag_ms=60_000))
+    mapping = JobMapping(bootstrap, {"names": [source]}, bootstrap, sink)
+    partitions = Cluster("source", bootstrap).partition_count(source)
+    plan = TopicPlan(source, sink, CompactionConfig(max_compaction_lag_ms=60_000), partitions)
+    spec = JobSpec(mapping, state_dir, {source: plan})
     job = CompactorJob(spark, spec, once=True)
     t = time.perf_counter()
     assert job.run() == 0

@@ -48,6 +48,6 @@ def test_compose_services_run_valid_kcompact_commands() -> None:
         args = build_parser().parse_args(svc["command"])
         assert args.bootstrap_servers == "kafka:9092"
     produced = build_parser().parse_args(services["demo-producer"]["command"]).topic
-    assert build_parser().parse_args(services["compactor"]["command"]).source_topic == produced
+    assert build_parser().parse_args(services["compactor"]["command"]).source_topic == [produced]
     assert (ROOT / services["demo-producer"]["build"]["context"].replace("..", ".")
             / services["demo-producer"]["build"]["dockerfile"]).exists()

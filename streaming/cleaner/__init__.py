@@ -7,8 +7,8 @@ from streaming.cleaner.manager import LogCleanerManager
 from streaming.cleaner.metrics import CleanerMetrics, PartitionFigures, PartitionOutcome
 from streaming.cleaner.offset_map import OffsetMap
 from streaming.cleaner.partition_state import PartitionCleanerState
-from streaming.cleaner.selection import LogToClean, log_to_clean
+from streaming.cleaner.selection import LogToClean, NextClean, log_to_clean, next_clean
 
-__all__ = ["KEYS_SET_BY_TOPIC", "CleanResult", "Cleaner", "CleanerMetrics", "LogCleanerManager", "PartitionCleanerState", "PartitionFigures", "PartitionOutcome", "CompactionConfig", "ConfigError", "KeylessPolicy", "KeylessRecordError",
+__all__ = ["KEYS_SET_BY_TOPIC", "CleanResult", "Cleaner", "CleanerMetrics", "LogCleanerManager", "NextClean", "next_clean", "PartitionCleanerState", "PartitionFigures", "PartitionOutcome", "CompactionConfig", "ConfigError", "KeylessPolicy", "KeylessRecordError",
            "LogToClean", "OffsetMap", "PartitionId", "Strategy", "log_to_clean", "read_checkpoint",
            "write_checkpoint"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from streaming.cleaner.checkpoint import PartitionId
 from streaming.cleaner.config import CompactionConfig
+from streaming.log.config import LONG_MAX
 from streaming.log.segment import SegmentMeta
 
 
@@ -74,3 +75,29 @@ def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint
                          for s in segments[:-1])
     return LogToClean(partition, start, first_dirty, uncleanable, clean_bytes, cleanable_bytes, earliest, delay,
                       tombstones_due, reset)
+
+
+@dataclass(frozen=True)
+class NextClean:
+    """When the oldest dirty record that no pass can take now becomes cleanable: from ``earliest_ms`` (its
+    segment rolled and min.compaction.lag.ms passed, if the dirty ratio allows), and at ``latest_ms`` by
+    KIP-354's bound (None when max.compaction.lag.ms is unbounded)."""
+
+    offset: int
+    earliest_ms: int
+    latest_ms: int | None
+
+
+def next_clean(segments: list[SegmentMeta], target: LogToClean, config: CompactionConfig) -> NextClean | None:
+    """None when a pass can run now, or when no dirty record waits."""
+    if target.eligible(config.min_cleanable_dirty_ratio):
+        return None
+    waiting = next((s for s in segments if s.next_offset > target.first_dirty_offset and s.record_count
+                    and s.first_timestamp is not None), None)
+    if waiting is None:
+        return None
+    earliest = waiting.first_timestamp + config.log_config.roll_ms if waiting is segments[-1] else 0
+    earliest = max(earliest, waiting.largest_timestamp + config.min_compaction_lag_ms)
+    bounded = config.max_compaction_lag_ms < LONG_MAX
+    latest = max(earliest, waiting.first_timestamp + config.max_compaction_lag_ms) if bounded else None
+    return NextClean(max(target.first_dirty_offset, waiting.base_offset), earliest, latest)

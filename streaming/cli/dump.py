@@ -23,17 +23,17 @@ def text(b: bytes | None) -> str | dict | None:
         return {"base64": base64.b64encode(b).decode()}
 
 
-def dump_records(state_dir: str, partition: int | None = None) -> Iterator[dict]:
+def dump_records(state_dir: str, partition: int | None = None, topic: str | None = None) -> Iterator[dict]:
     storage = LocalStorage(fsync=False)
-    for topic, p, directory in list_log_dirs(state_dir):
-        if partition is not None and p != partition:
+    for t, p, directory in list_log_dirs(state_dir):
+        if (partition is not None and p != partition) or (topic is not None and t != topic):
             continue
         for seg in read_segment_metas(storage, directory):
             path = os.path.join(directory, segment_name(seg.base_offset))
             if not storage.exists(path):
                 continue  # swapped away by a running cleaner since the listing
             for r in iter_file(storage, path):
-                yield {"topic": topic, "partition": p, "offset": r["offset"], "timestamp": r["timestamp"],
+                yield {"topic": t, "partition": p, "offset": r["offset"], "timestamp": r["timestamp"],
                        "key": text(r["key"]), "value": text(r["value"]),
                        "headers": [[h["key"], text(h["value"])] for h in r["headers"]],
                        "delete_horizon_ms": r.get("delete_horizon_ms")}
@@ -50,4 +50,5 @@ def render_row(rec: dict) -> str:
         s = "null" if v is None else json.dumps(v, ensure_ascii=False) if isinstance(v, dict) else v
         return s if len(s) <= 40 else s[:37] + "..."
 
-    return f"{rec['partition']:>4} {rec['offset']:>10} {when}  {short(rec['key']):<24} {short(rec['value'])}"
+    return (f"{rec['topic']}-{rec['partition']} {rec['offset']:>10} {when}  {short(rec['key']):<24} "
+            f"{short(rec['value'])}")

@@ -46,16 +46,18 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
-    from streaming.job.spec import (  # noqa: PLC0415
-        JobSpec, resolve_compaction_config, timestamp_acceptance)
-    from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
     from streaming.job.runner import CompactorJob  # noqa: PLC0415
-    from streaming.state.locks import StateDirLock  # noqa: PLC0415
+    from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
+    from streaming.job.topics import SinkNaming, TopicSelection, TopicSync  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.spark.session import build_session  # noqa: PLC0415
+    from streaming.state.locks import StateDirLock  # noqa: PLC0415
 
     overrides = parse_pairs(args.config, "--config")
-    CompactionConfig.from_mapping(overrides)  # reject bad keys before contacting any cluster
+    if CompactionConfig.from_mapping(overrides).keyless_policy is KeylessPolicy.DEAD_LETTER \
+            and not args.dead_letter_topic:  # bad keys are refused here too, before any cluster is contacted
+        raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([source_kafka, sink_kafka])
@@ -63,37 +65,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
     if args.trigger_interval <= 0:
         raise UsageError(f"--trigger-interval must be > 0 seconds, got {args.trigger_interval}")
+    selection = TopicSelection(tuple(args.source_topic), args.source_topic_pattern)
+    naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, selection)
+    starting = _starting_offsets(args, selection)
+    mapping = JobMapping(args.bootstrap_servers, selection.to_doc(), sink_bootstrap, naming.template)
+    check_state_dir_mapping(args.state_dir, mapping)
 
-    source = Cluster("source", args.bootstrap_servers, source_kafka)
-    partitions = source.partition_count(args.source_topic)
-    source_settings = source.explicit_settings(args.source_topic)
-    compaction = resolve_compaction_config(source_settings, args.source_topic, overrides)
-    if compaction.keyless_policy is KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
-        raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
-    print("effective configuration:")
-    for key, value in compaction.to_kafka().items():
-        print(f"  {key}={value}")
-    print(f"  source: {args.source_topic} ({partitions} partitions) on {args.bootstrap_servers} "
-          f"{redaction.redact(source_kafka) or ''}")
-    print(f"  sink:   {args.sink_topic} on {sink_bootstrap} {redaction.redact(sink_kafka) or ''}", flush=True)
-
-    sink = Cluster("sink", sink_bootstrap, sink_kafka)
-    sink.ensure_topic(args.sink_topic, partitions, {"cleanup.policy": "compact",
-                                                     **timestamp_acceptance(source_settings),
-                                                     **sink_topic_config}, "sink")
-    if args.dead_letter_topic:
-        sink.ensure_topic(args.dead_letter_topic, partitions, {}, "dead-letter")
-
+    sync = TopicSync(Cluster("source", args.bootstrap_servers, source_kafka), Cluster("sink", sink_bootstrap, sink_kafka),
+                     selection, naming, overrides, sink_topic_config, args.dead_letter_topic)
+    present = sync.present()
+    sync.refuse_sinks(present)
+    _check_starting_partitions(starting, present)
     lock = StateDirLock(args.state_dir)
     try:
-        spec = JobSpec(source_bootstrap=args.bootstrap_servers, source_topic=args.source_topic,
-                       sink_bootstrap=sink_bootstrap, sink_topic=args.sink_topic, state_dir=args.state_dir,
-                       compaction=compaction, source_kafka=source_kafka, sink_kafka=sink_kafka,
-                       dead_letter_topic=args.dead_letter_topic)
+        spec = JobSpec(mapping, args.state_dir, sync.sync({}), source_kafka=source_kafka,
+                       sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic)
+        _print_plans(spec, source_kafka, sink_kafka)
         spec.save()
         spark = build_session("kcompact", master=args.spark_master,
                               extra=logging_setup.for_workers(args.log_level, args.log_format))
-        job = CompactorJob(spark, spec, trigger_interval_s=args.trigger_interval, once=args.once,
+        job = CompactorJob(spark, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
                            starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout)
@@ -103,6 +94,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return job.run()
     finally:
         lock.release()
+
+
+def _starting_offsets(args: argparse.Namespace, selection) -> str | dict:
+    """--starting-offsets as the source will read it, refused here in one line when it is not valid."""
+    from streaming.spark.source.options import KafkaSourceOptions  # noqa: PLC0415 (no Spark import)
+
+    subscription = {"subscribePattern": selection.pattern} if selection.pattern is not None else \
+        {"subscribe": ",".join(selection.names)}
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": args.bootstrap_servers, **subscription,
+                                        "startingOffsets": args.starting_offsets})
+    return options.starting_offsets
+
+
+def _check_starting_partitions(starting: str | dict, present: dict[str, int]) -> None:
+    if not isinstance(starting, dict):
+        return
+    for topic, offsets in sorted(starting.items()):
+        if topic not in present:
+            raise UsageError(f"--starting-offsets names topic {topic!r}, which does not exist on the source")
+        want = {str(p) for p in range(present[topic])}
+        if set(offsets) != want:
+            raise UsageError(f"--starting-offsets must give every partition of {topic!r} (0..{present[topic] - 1}), "
+                             f"got {sorted(offsets, key=int)}")
+
+
+def _print_plans(spec, source_kafka: dict, sink_kafka: dict) -> None:
+    def side(bootstrap: str, settings: dict) -> str:
+        return f"{bootstrap} {redaction.redact(settings)}" if settings else bootstrap
+
+    print(f"mirroring {len(spec.topics)} topic(s) from {side(spec.source_bootstrap, source_kafka)} "
+          f"to {side(spec.sink_bootstrap, sink_kafka)}")
+    for topic, plan in sorted(spec.topics.items()):
+        print(f"  {topic} ({plan.partitions} partitions) -> {plan.sink}; effective configuration:")
+        for key, value in plan.compaction.to_kafka().items():
+            print(f"    {key}={value}")
+    sys.stdout.flush()
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -117,8 +144,33 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     from streaming.cli.dump import dump_records, render_jsonl, render_row  # noqa: PLC0415
 
     render = render_jsonl if args.format == "jsonl" else render_row
-    for rec in dump_records(args.state_dir, args.partition):
+    for rec in dump_records(args.state_dir, args.partition, args.topic):
         print(render(rec))
+    return 0
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from streaming.job.spec import load_saved, saved_plans  # noqa: PLC0415
+    from streaming.kafka.translate import SinkReader, translate  # noqa: PLC0415
+
+    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
+    redaction.register([sink_kafka])
+    plans = saved_plans(args.state_dir)
+    plan = plans.get(args.topic)
+    if plan is None:
+        raise UsageError(f"topic {args.topic!r} is not mirrored by the job of {args.state_dir}; it mirrors "
+                         f"{', '.join(sorted(plans)) or 'nothing yet'}")
+    if not 0 <= args.partition < plan.partitions:
+        raise UsageError(f"topic {args.topic!r} has partitions 0..{plan.partitions - 1}, not {args.partition}")
+    if args.offset < 0:
+        raise UsageError(f"--offset must be >= 0, got {args.offset}")
+    reader = SinkReader(load_saved(args.state_dir)["mapping"]["sink_bootstrap"], plan.sink, args.partition, sink_kafka)
+    position = translate(reader, args.offset)
+    doc = {"topic": args.topic, "partition": args.partition, "offset": args.offset, "sink_topic": plan.sink,
+           "sink_offset": position.sink_offset, "sink_record_source_offset": position.source_offset}
+    print(json.dumps(doc) if args.json else
+          f"{args.topic}-{args.partition} offset {args.offset} -> {plan.sink}-{args.partition} offset "
+          f"{position.sink_offset}")
     return 0
 
 
@@ -147,10 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log lines on stderr: text for people, json (one object per line) for log shippers")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="compact a source topic into a sink topic")
+    p = sub.add_parser("run", help="compact source topics into sink topics")
     p.add_argument("--bootstrap-servers", required=True, help="source cluster")
-    p.add_argument("--source-topic", required=True)
-    p.add_argument("--sink-topic", required=True)
+    p.add_argument("--source-topic", action="append", default=[], metavar="TOPIC",
+                   help="a source topic (repeatable)")
+    p.add_argument("--source-topic-pattern", metavar="REGEX",
+                   help="every source topic the regular expression matches whole, topics created later included")
+    p.add_argument("--sink-topic", help="the sink topic, for one --source-topic")
+    p.add_argument("--sink-topic-template", metavar="TEMPLATE",
+                   help="each source topic's sink, with {topic} for the source topic's name, e.g. '{topic}.compacted'")
     p.add_argument("--state-dir", required=True, help="where the partition logs and the job's state live")
     p.add_argument("--sink-bootstrap-servers", help="sink cluster (default: the source cluster)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -184,9 +241,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dump", help="print the records of the compactor's logs")
     p.add_argument("--state-dir", required=True)
+    p.add_argument("--topic", default=None, help="only this source topic's logs")
     p.add_argument("--partition", type=int, default=None)
     p.add_argument("--format", choices=["jsonl", "table"], default="jsonl")
     p.set_defaults(func=_cmd_dump)
+
+    p = sub.add_parser("translate", help="the sink offset where a consumer of a source topic resumes")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--topic", required=True, help="source topic")
+    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--offset", type=int, required=True,
+                   help="the consumer's source offset: it resumes at the first sink record from this offset on")
+    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the sink (credentials are not kept in the state dir)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_translate)
 
     p = sub.add_parser("broker", help="run a local single-node Apache Kafka (KRaft) in the foreground")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")

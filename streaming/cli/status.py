@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean,
-                               read_checkpoint)
+                               next_clean, read_checkpoint)
 from streaming.cleaner.checkpoint import CheckpointError
-from streaming.job.spec import load_saved, saved_compaction_config
+from streaming.job.spec import JobMapping, load_saved, saved_plans
 from streaming.log import LocalStorage
 from streaming.log.segment import damaged_segments, read_segment_metas
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
@@ -21,7 +21,7 @@ from streaming.state.layout import emitted_file, list_log_dirs
 
 def collect_status(state_dir: str, now_ms: int) -> dict:
     saved = load_saved(state_dir)
-    config = saved_compaction_config(state_dir)
+    plans = saved_plans(state_dir)
     storage = LocalStorage(fsync=False)
     last = read_doc(state_dir)
     source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
@@ -29,8 +29,9 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
     figures = []
     for topic, partition, directory in list_log_dirs(state_dir):
         segments = read_segment_metas(storage, directory)
-        if not segments:
+        if not segments or topic not in plans:
             continue
+        config = plans[topic].compaction
         state = PartitionCleanerState.load(storage, directory)
         try:
             checkpoint = read_checkpoint(storage, directory)
@@ -38,6 +39,7 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
         except CheckpointError as exc:
             checkpoint, checkpoint_error = None, str(exc)
         target = log_to_clean(segments, PartitionId(topic, partition), checkpoint, config, now_ms)
+        waiting = next_clean(segments, target, config)
         damaged = damaged_segments(storage, directory, segments)
         uncleanable = state.uncleanable or checkpoint_error is not None or bool(damaged)
         figures.append(PartitionFigures().observed(target, state, uncleanable))
@@ -46,7 +48,7 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
         source_end = source_ends.get((topic, partition))
         emitted_up_to = emitted.get("emitted_up_to")
         partitions.append({
-            "topic": topic, "partition": partition,
+            "topic": topic, "partition": partition, "sink_topic": plans[topic].sink,
             "log_start_offset": target.log_start_offset, "log_end_offset": log_end,
             "segments": len(segments), "records": sum(s.record_count for s in segments),
             "clean_bytes": target.clean_bytes, "dirty_bytes": target.cleanable_bytes,
@@ -55,6 +57,8 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "first_uncleanable_offset": target.first_uncleanable_offset,
             "last_clean_ms": state.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
             "tombstones_due": target.tombstones_due, "passes": state.passes,
+            "next_clean_ms": waiting.earliest_ms if waiting else None,
+            "next_clean_latest_ms": waiting.latest_ms if waiting else None,
             "uncleanable": uncleanable, "uncleanable_error": state.uncleanable_error or checkpoint_error,
             "damaged_segments": damaged,
             "emitted_up_to": emitted_up_to,
@@ -63,9 +67,10 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
     cleaner = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
-    return {"state_dir": state_dir, "source_topic": saved["source_topic"], "sink_topic": saved["sink_topic"],
-            "at_ms": now_ms, "config": saved["compaction"], "partitions": partitions, "metrics": cleaner,
-            "job": last.get("job", {})}
+    return {"state_dir": state_dir, "mapping": JobMapping(**saved["mapping"]).describe(),
+            "topics": {t: {"sink": p.sink, "partitions": p.partitions, "config": p.compaction.to_kafka()}
+                       for t, p in sorted(plans.items())},
+            "at_ms": now_ms, "partitions": partitions, "metrics": cleaner, "job": last.get("job", {})}
 
 
 def _when(ms: int | None) -> str:
@@ -80,13 +85,15 @@ def render_table(status: dict) -> str:
             ("uncleanable@", lambda p: p["first_uncleanable_offset"]),
             ("last clean (UTC)", lambda p: _when(p["last_clean_ms"])),
             ("delay s", lambda p: f"{p['compaction_delay_ms'] / 1000:.1f}"),
+            ("next clean (UTC)", lambda p: _when(p["next_clean_ms"])),
             ("emitted<=", lambda p: "-" if p["emitted_up_to"] is None else p["emitted_up_to"]),
             ("ingest lag", lambda p: "-" if p["ingest_lag"] is None else p["ingest_lag"]),
             ("emit lag", lambda p: "-" if p["emit_lag"] is None else p["emit_lag"]),
             ("state", lambda p: "UNCLEANABLE" if p["uncleanable"] else "ok")]
     rows = [[str(f(p)) for _, f in cols] for p in status["partitions"]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
-    lines = [f"{status['source_topic']} -> {status['sink_topic']}  ({status['state_dir']})",
+    lines = [f"{status['mapping']}  ({status['state_dir']})",
+             *(f"  {t} -> {d['sink']} ({d['partitions']} partitions)" for t, d in status["topics"].items()),
              "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
     for p in status["partitions"]:

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -109,25 +109,28 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
     return res.appended, res.skipped, res.rolled, rejected, res.odd_timestamps
 
 
-def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig,
-                      now_ms: int) -> Iterator[pa.RecordBatch]:
-    """The task body: append this Spark partition's rows to their partition logs, then apply roll rules."""
+def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs: Mapping[str, LogConfig],
+                      now_ms: int, default: LogConfig = LogConfig()) -> Iterator[pa.RecordBatch]:
+    """The task body: append this Spark partition's rows to their partition logs, then apply roll rules.
+    ``configs`` holds each mirrored topic's log config; a topic topic sync has not planned yet (the
+    cluster was away) is kept under ``default``, so nothing the source read is lost."""
     prepare_task()
     logs: dict[tuple[str, int], PartitionLog] = {}
     stats: dict[tuple[str, int], list[int]] = {}
     with contextlib.ExitStack() as locks:
-        yield from _append_locked(batches, state_dir, config, now_ms, logs, stats, locks)
+        yield from _append_locked(batches, state_dir, lambda topic: configs.get(topic, default), now_ms, logs,
+                                  stats, locks)
 
 
-def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config: LogConfig, now_ms: int,
-                   logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
+def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config_of: Callable[[str], LogConfig],
+                   now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
     pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
 
     def flush(tp: tuple[str, int]) -> None:
         if tp not in logs:
             directory = log_dir(state_dir, *tp)
             locks.enter_context(partition_lock(directory))
-            logs[tp] = open_partition_log(directory, *tp, config)
+            logs[tp] = open_partition_log(directory, *tp, config_of(tp[0]))
         rows = pa.Table.from_batches(pending.pop(tp)).combine_chunks().to_batches()[0]
         counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
         stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts)]
@@ -172,7 +175,8 @@ class LogAppender:
     """The foreachBatch handler. Holds the driver-side lock that keeps appends and compaction stages apart."""
 
     state_dir: str
-    config: LogConfig
+    configs: Mapping[str, LogConfig]  # by source topic; the runner hands in new ones as topic sync adds topics
+    default: LogConfig = LogConfig()  # for a topic not planned yet
     clock: Callable[[], float] = time.time
     lock: threading.RLock = field(default_factory=threading.RLock)
     last_batch: BatchStats | None = None
@@ -180,7 +184,8 @@ class LogAppender:
 
     def __call__(self, df, batch_id: int) -> None:
         now_ms = int(self.clock() * 1000)
-        task = functools.partial(append_partitions, state_dir=self.state_dir, config=self.config, now_ms=now_ms)
+        task = functools.partial(append_partitions, state_dir=self.state_dir, configs=dict(self.configs),
+                                 now_ms=now_ms, default=self.default)
         with self.lock:
             rows = df.mapInArrow(task, STATS_DDL).collect()
         stats = BatchStats(batch_id, len(rows), *(sum(getattr(r, c) for r in rows) for c in COUNTS))

@@ -13,8 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean,
-                               PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean, read_checkpoint)
+from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean, NextClean,
+                               PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean, next_clean,
+                               read_checkpoint)
 from streaming.job.spec import JobSpec
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
@@ -42,9 +43,12 @@ class StageReport:
     tombstones_removed: int = 0
     error: TaskError | None = None
     figures: PartitionFigures = field(default_factory=PartitionFigures)
+    waiting: NextClean | None = None  # when no pass could run: when the oldest dirty record can be cleaned
 
-    def observe(self, target: LogToClean, state: PartitionCleanerState) -> None:
+    def observe(self, plog: PartitionLog, target: LogToClean, state: PartitionCleanerState,
+                config: CompactionConfig) -> None:
         self.figures = self.figures.observed(target, state)
+        self.waiting = next_clean(plog.segments, target, config)
 
 
 @lru_cache(maxsize=2)
@@ -75,19 +79,18 @@ def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
             attempt += 1
 
 
-def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, now_ms: int,
-                    report: StageReport) -> None:
-    config = spec.compaction
+def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, config: CompactionConfig,
+                    now_ms: int, report: StageReport) -> None:
     checkpoint = read_checkpoint(plog.storage, plog.dir)
     if checkpoint is not None:
         report.emitted += _emit_up_to(plog, emitter, checkpoint)
     manager = LogCleanerManager(config, _cleaner(config))
-    dead_letter = functools.partial(emitter.produce_plain, spec.dead_letter_topic) \
+    dead_letter = functools.partial(emitter.dead_letter, spec.dead_letter_topic) \
         if config.keyless_policy is KeylessPolicy.DEAD_LETTER and spec.dead_letter_topic else None
     pid = PartitionId(report.topic, report.partition)
     for _ in range(spec.max_passes_per_trigger):
         outcome = manager.clean_partition(pid, plog, now_ms, dead_letter=dead_letter)
-        report.observe(outcome.target, outcome.state)
+        report.observe(plog, outcome.target, outcome.state, config)
         report.error = None if outcome.cause is None else TaskError.of(outcome.cause)
         result = outcome.result
         if result is None:
@@ -120,37 +123,38 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
                                       and s.base_offset < checkpoint for s in plog.segments):
         return False
     target = log_to_clean(plog.segments, PartitionId(report.topic, report.partition), checkpoint, config, now_ms)
-    report.observe(target, state)
+    report.observe(plog, target, state, config)
     report.emitted_up_to = emitted
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 
 
 def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int,
-                      sink_read: frozenset[int]) -> StageReport:
+                      sink_read: frozenset[tuple[str, int]]) -> StageReport:
     """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
     sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
     down is filled again."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     with partition_lock(item[2]):
-        return _compact_partition(item, spec, now_ms, item[1] in sink_read)
+        return _compact_partition(item, spec, now_ms, item[:2] in sink_read)
 
 
 def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, trust_local: bool) -> StageReport:
     topic, partition, directory = item
     report = StageReport(topic, partition)
-    config = spec.compaction
+    plan = spec.topics[topic]
+    config = plan.compaction
     plog = open_partition_log(directory, topic, partition, config.log_config)
     report.rolled = plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if trust_local and _idle(plog, config, now_ms, report):
         return report
     try:
-        emitter = PartitionEmitter(spec.sink_bootstrap, spec.sink_topic, partition, spec.sink_kafka)
+        emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic)
     except Exception as exc:  # sink unreachable: nothing is cleaned unseen; the next trigger tries again
         report.error = TaskError.of(exc, ErrorKind.SINK_UNREACHABLE)
         return report
     try:
-        _clean_and_emit(plog, emitter, spec, now_ms, report)
+        _clean_and_emit(plog, emitter, spec, config, now_ms, report)
     except Exception as exc:  # a pass or an emission failed mid-way: the sink's own progress says where to resume
         report.error = TaskError.of(exc)
     finally:

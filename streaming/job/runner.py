@@ -8,6 +8,7 @@ what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.l
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import logging
@@ -15,13 +16,15 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Callable
 
-from streaming.cleaner import CleanerMetrics
+from streaming.cleaner import CleanerMetrics, CompactionConfig
 from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport, compact_partition
 from streaming.job.task_error import ErrorKind
+from streaming.job.topics import TopicSync
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
 from streaming.job.spec import JobSpec
@@ -69,12 +72,14 @@ class JobTotals:
 
 
 class CompactorJob:
-    def __init__(self, spark, spec: JobSpec, trigger_interval_s: float = 5.0, once: bool = False,
+    def __init__(self, spark, spec: JobSpec, sync: TopicSync | None = None, trigger_interval_s: float = 5.0,
+                 once: bool = False,
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
                  starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
                  retry_timeout_s: float = 300.0) -> None:
         self.spark = spark
         self.spec = spec
+        self.sync = sync  # None: the topics are the spec's, fixed
         self.trigger_interval_s = trigger_interval_s
         self.once = once
         self.checkpoint_location = checkpoint_location or spark_checkpoint(spec.state_dir)
@@ -83,7 +88,9 @@ class CompactorJob:
         self.clock = clock
         self.retry_timeout_s = retry_timeout_s
         self.lock = threading.RLock()
-        self.appender = LogAppender(spec.state_dir, spec.compaction.log_config, clock=clock, lock=self.lock)
+        default = CompactionConfig.from_mapping(sync.overrides) if sync else CompactionConfig()
+        self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
+                                    lock=self.lock)
         self.totals = JobTotals()
         self.last_reports: list[StageReport] = []
         self.last_run_ms: int | None = None
@@ -91,15 +98,34 @@ class CompactorJob:
         self._stop = threading.Event()
         self._last_progress: tuple[tuple, float] = ((), 0.0)
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
-        self._sink_read: set[int] = set()  # partitions whose progress this run has read from the sink
+        self._sink_read: set[tuple[str, int]] = set()  # partitions whose progress this run read from the sink
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
         self.collector = job_metrics.JobMetricsCollector()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
 
+    def _log_configs(self) -> dict:
+        return {t: p.compaction.log_config for t, p in self.spec.topics.items()}
+
+    def sync_topics(self) -> None:
+        """Topic sync before each append and each idle stage: new matching topics and added partitions.
+        A cluster that is away only delays it: the topics known so far go on."""
+        if self.sync is None:
+            return
+        try:
+            plans = self.sync.sync(self.spec.topics)
+        except Exception as exc:  # noqa: BLE001 (the query itself reports a lasting outage)
+            log.warning("topic sync failed; going on with the %d topics known: %s", len(self.spec.topics), exc)
+            return
+        if plans != self.spec.topics:
+            self.spec = dataclasses.replace(self.spec, topics=plans)
+            self.spec.save()
+            self.appender.configs = self._log_configs()
+
     def on_batch(self, df, batch_id: int) -> None:
         with self.lock:
             self._stage_after_batch = False
+            self.sync_topics()
             self.appender(df, batch_id)
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
@@ -108,16 +134,16 @@ class CompactorJob:
             self.compaction_stage()
 
     def compaction_stage(self) -> list[StageReport]:
-        """Roll, clean and emit every partition log of the source topic, one Spark task each."""
+        """Roll, clean and emit every partition log of the mirrored topics, one Spark task each."""
         with self.lock:
-            items = [i for i in list_log_dirs(self.spec.state_dir) if i[0] == self.spec.source_topic]
+            items = [i for i in list_log_dirs(self.spec.state_dir) if i[0] in self.spec.topics]
             if not items:
                 return []
             now_ms = int(self.clock() * 1000)
             task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,
                                      sink_read=frozenset(self._sink_read))
             reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
-            self._sink_read.update(r.partition for r in reports
+            self._sink_read.update((r.topic, r.partition) for r in reports
                                    if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
             self.last_reports = reports
             self.totals.stages += 1
@@ -143,12 +169,15 @@ class CompactorJob:
 
     def _source_ends(self, reports: list[StageReport]) -> dict[tuple[str, int], int]:
         """Where the source partitions end now, for the ingest lag; unknown while the cluster is away."""
-        try:
-            ends = self._source.end_offsets(self.spec.source_topic, [r.partition for r in reports])
-        except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
-            log.debug("source end offsets unavailable: %s", exc)
-            return {}
-        return {(self.spec.source_topic, p): o for p, o in ends.items()}
+        ends: dict[tuple[str, int], int] = {}
+        for topic in sorted({r.topic for r in reports}):
+            try:
+                found = self._source.end_offsets(topic, [r.partition for r in reports if r.topic == topic])
+            except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
+                log.debug("end offsets of source topic %s unavailable: %s", topic, exc)
+                continue
+            ends.update({(topic, p): o for p, o in found.items()})
+        return ends
 
     def _progress(self) -> None:
         """A progress line when something moved, and at least once a minute while idle."""
@@ -165,7 +194,7 @@ class CompactorJob:
     def _query(self):
         reader = (self.spark.readStream.format("kcompact-kafka")
                   .option("kafka.bootstrap.servers", self.spec.source_bootstrap)
-                  .option("subscribe", self.spec.source_topic)
+                  .option(*self._subscription())
                   .option("startingOffsets", self.starting_offsets))
         if self.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
@@ -176,6 +205,11 @@ class CompactorJob:
         writer = writer.trigger(availableNow=True) if self.once else \
             writer.trigger(processingTime=f"{self.trigger_interval_s} seconds")
         return writer.start()
+
+    def _subscription(self) -> tuple[str, str]:
+        selection = self.spec.mapping.selection
+        return ("subscribePattern", selection["pattern"]) if "pattern" in selection else \
+            ("subscribe", ",".join(selection["names"]))
 
     def stop(self, *_args) -> None:
         self._stop.set()
@@ -236,6 +270,7 @@ class CompactorJob:
         while query.isActive and not self._stop.wait(0.05 if self.once else self.trigger_interval_s):
             if not self.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
                 try:
+                    self.sync_topics()
                     self.compaction_stage()
                 finally:
                     self.lock.release()
@@ -257,7 +292,30 @@ class CompactorJob:
             log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
         for r in failed:
             log.error("partition %s-%d is uncleanable or could not emit; see kcompact status", r.topic, r.partition)
+        if not self.totals.emitted and not failed:
+            waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000))
+            if waiting:
+                log.warning("%s", waiting)
         return 1 if failed else 0
+
+
+def nothing_cleanable(reports: list[StageReport], now_ms: int) -> str | None:
+    """Why a run emitted nothing when nothing was cleanable yet, and when the first record will be."""
+    waiting = sorted((r for r in reports if r.waiting), key=lambda r: r.waiting.earliest_ms)
+    if not waiting:
+        return None
+    first = waiting[0]
+    nc = first.waiting
+    latest = "" if nc.latest_ms is None else f", at the latest from {_utc(nc.latest_ms)} (max.compaction.lag.ms)"
+    ratio = " once the dirty ratio passes min.cleanable.dirty.ratio" if nc.earliest_ms <= now_ms else ""
+    return (f"nothing emitted: nothing is cleanable yet in {len(waiting)} partition(s). The first to become "
+            f"eligible is {first.topic}-{first.partition} from offset {nc.offset}: from {_utc(nc.earliest_ms)}"
+            f"{ratio} (its segment rolls by segment.ms / max.compaction.lag.ms, then min.compaction.lag.ms)"
+            f"{latest}. kcompact status shows each partition's time")
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _first_line(exc: BaseException) -> str:

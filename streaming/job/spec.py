@@ -1,13 +1,14 @@
-"""Everything a compactor job's tasks need, in one picklable value, and how it is resolved at start-up."""
+"""Everything a compactor job's tasks need, in one picklable value, and how each topic's config is resolved."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
 from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC
 from streaming.cleaner.config import ConfigError
+from streaming.errors import JobError
 from streaming.redaction import redact
 from streaming.state.files import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
@@ -17,23 +18,60 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class JobSpec:
-    source_bootstrap: str
-    source_topic: str
-    sink_bootstrap: str
-    sink_topic: str
-    state_dir: str
+class TopicPlan:
+    """One mirrored topic: its sink, its compaction config (its own settings plus --config), its size."""
+
+    source: str
+    sink: str
     compaction: CompactionConfig
+    partitions: int
+
+    def to_doc(self) -> dict:
+        return {"sink": self.sink, "partitions": self.partitions, "compaction": self.compaction.to_kafka()}
+
+    @classmethod
+    def from_doc(cls, source: str, doc: Mapping) -> "TopicPlan":
+        config = CompactionConfig.from_mapping({k: v for k, v in doc["compaction"].items() if v != ""})
+        return cls(source, doc["sink"], config, doc["partitions"])
+
+
+@dataclass(frozen=True)
+class JobMapping:
+    """What a state dir belongs to: its logs and its emission progress mean nothing for another mapping."""
+
+    source_bootstrap: str
+    selection: dict  # {"names": [...]} or {"pattern": "..."}
+    sink_bootstrap: str
+    sink_template: str
+
+    def describe(self) -> str:
+        what = ", ".join(self.selection["names"]) if "names" in self.selection else \
+            f"topics matching {self.selection['pattern']!r}"
+        return f"{what} on {self.source_bootstrap} -> {self.sink_template!r} on {self.sink_bootstrap}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    mapping: JobMapping
+    state_dir: str
+    topics: dict[str, TopicPlan]  # by source topic: the ones the job mirrors now (topic sync adds to them)
     source_kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold credentials
     sink_kafka: dict[str, str] = field(default_factory=dict, repr=False)
     dead_letter_topic: str | None = None
     max_passes_per_trigger: int = 16
 
+    @property
+    def source_bootstrap(self) -> str:
+        return self.mapping.source_bootstrap
+
+    @property
+    def sink_bootstrap(self) -> str:
+        return self.mapping.sink_bootstrap
+
     def save(self) -> None:
-        """The job's settings beside its logs (secrets redacted) so status and dump work offline."""
-        doc = {"source_bootstrap": self.source_bootstrap, "source_topic": self.source_topic,
-               "sink_bootstrap": self.sink_bootstrap, "sink_topic": self.sink_topic,
-               "dead_letter_topic": self.dead_letter_topic, "compaction": self.compaction.to_kafka(),
+        """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
+        doc = {"mapping": asdict(self.mapping), "dead_letter_topic": self.dead_letter_topic,
+               "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
         write_json(job_file(self.state_dir), doc, indent=2)
 
@@ -43,12 +81,25 @@ def load_saved(state_dir: str) -> dict:
     if doc is None:
         raise FileNotFoundError(f"{state_dir} holds no compactor state ({JOB_FILE} missing); "
                                 f"is it the --state-dir of a kcompact run?")
+    if "mapping" not in doc:
+        raise JobError(f"{state_dir} was written by an older kcompact (one topic per state dir); "
+                       f"choose a new --state-dir")
     return doc
 
 
-def saved_compaction_config(state_dir: str) -> CompactionConfig:
-    saved = load_saved(state_dir)["compaction"]
-    return CompactionConfig.from_mapping({k: v for k, v in saved.items() if v != ""})
+def saved_plans(state_dir: str) -> dict[str, TopicPlan]:
+    return {t: TopicPlan.from_doc(t, d) for t, d in load_saved(state_dir)["topics"].items()}
+
+
+def check_state_dir_mapping(state_dir: str, mapping: JobMapping) -> None:
+    """Refuse a state dir that holds another mapping's logs, before anything in it is written."""
+    if read_json(job_file(state_dir)) is None:
+        return
+    saved = JobMapping(**load_saved(state_dir)["mapping"])
+    if saved != mapping:
+        raise JobError(f"state dir {state_dir} belongs to another mapping ({saved.describe()}), not "
+                       f"{mapping.describe()}; its logs and emission progress are that mapping's. Choose "
+                       f"another --state-dir")
 
 
 # What a broker checks of a record's timestamp: a sink created with the source's values accepts every
@@ -57,8 +108,11 @@ TIMESTAMP_ACCEPTANCE = ("message.timestamp.type", "message.timestamp.before.max.
                         "message.timestamp.after.max.ms")
 
 
-def timestamp_acceptance(explicit: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in explicit.items() if k in TIMESTAMP_ACCEPTANCE}
+def sink_topic_settings(explicit: Mapping[str, str]) -> dict[str, str]:
+    """A sink topic's configs, from its source's (MirrorMaker 2 syncs topic configs too): the compaction
+    settings Kafka knows and the timestamp acceptance, so the sink accepts every record the source did."""
+    kafka_keys = (KEYS_SET_BY_TOPIC - {"compaction.strategy", "compaction.strategy.header"}) | set(TIMESTAMP_ACCEPTANCE)
+    return {**{k: v for k, v in explicit.items() if k in kafka_keys}, "cleanup.policy": "compact"}
 
 
 def topic_settings(explicit: Mapping[str, str], topic: str) -> dict[str, str]:

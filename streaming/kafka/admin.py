@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewTopic, OffsetSpec
+from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewPartitions, NewTopic,
+                                  OffsetSpec)
 
 from streaming.errors import JobError
 from streaming.kafka.failures import REFUSED
@@ -53,6 +54,11 @@ class Cluster:
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "
                                    f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc
 
+    def cluster_id(self) -> str:
+        """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree."""
+        self.metadata()  # a refusal or an absent cluster is named first
+        return self.admin.describe_cluster(request_timeout=30).result(30).cluster_id
+
     def partition_count(self, topic: str) -> int:
         t = self.metadata().topics.get(topic)
         if t is None or t.error is not None or not t.partitions:
@@ -73,21 +79,30 @@ class Cluster:
                                           request_timeout=timeout_s)
         return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
 
-    def ensure_topic(self, topic: str, partitions: int, config: dict[str, str], what: str) -> None:
-        """Create the topic when missing; refuse one with fewer partitions than the source."""
+    def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str], what: str) -> None:
+        """Create the topic when missing; give one that has fewer partitions than the source more (sink
+        partition N receives source partition N)."""
         t = self.metadata().topics.get(topic)
         if t is not None and t.error is None:
             if len(t.partitions) < partitions:
-                raise JobError(f"{what} topic {topic!r} has {len(t.partitions)} partitions, the source has "
-                               f"{partitions}: sink partition N receives source partition N, so it needs at "
-                               f"least {partitions}")
+                self.grow_topic(topic, partitions, what)
             return
-        fut = self.admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=config)])[topic]
+        fut = self.admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=dict(config))])[topic]
         try:
             fut.result(30)
         except Exception as exc:
             raise JobError(f"could not create {what} topic {topic!r}: {exc}") from exc
         log.info("created %s topic %s with %d partitions %s", what, topic, partitions, config)
+
+    def grow_topic(self, topic: str, partitions: int, what: str = "sink") -> None:
+        """Give the topic ``partitions`` partitions in all, as a source that grew has."""
+        fut = self.admin.create_partitions([NewPartitions(topic, partitions)])[topic]
+        try:
+            fut.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:  # another writer grew it first
+                raise JobError(f"could not give {what} topic {topic!r} {partitions} partitions: {exc}") from exc
+        log.info("%s topic %s now has %d partitions", what, topic, partitions)
 
 
 def unique_topic_name(prefix: str = "kcompact") -> str:

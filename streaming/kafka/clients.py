@@ -3,6 +3,7 @@ to Kafka besides the job, so confluent_kafka stays inside this package."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -40,7 +41,7 @@ class RecordProducer:
             raise RuntimeError(f"records not acknowledged by {self.bootstrap_servers} within {timeout_s:.0f}s")
 
 
-def read_committed(bootstrap_servers: str, topic: str, partitions: int) -> list[TopicRecord]:
+def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> list[TopicRecord]:
     """Every committed record of the topic's partitions now, partition by partition."""
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
@@ -49,12 +50,14 @@ def read_committed(bootstrap_servers: str, topic: str, partitions: int) -> list[
         for p in range(partitions):
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
             consumer.assign([TopicPartition(topic, p, 0)])
+            deadline = time.monotonic() + timeout_s
+            # the last transaction's markers may land a moment after its commit: read until the position
+            # passes the high watermark, not until the first empty poll
             while high and consumer.position([TopicPartition(topic, p)])[0].offset < high:
-                batch = consumer.consume(100, timeout=5)
-                if not batch:
-                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic}-{p}: could not read up to offset {high} within {timeout_s:.0f}s")
                 out.extend(TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
-                           for m in batch if m.error() is None)
+                           for m in consumer.consume(100, timeout=1) if m.error() is None)
     finally:
         consumer.close()
     return out

@@ -28,6 +28,8 @@ from streaming.log.record import LogRecord
 log = logging.getLogger(__name__)
 
 OFFSET_HEADER = "kcompact.offset"
+TOPIC_HEADER = "kcompact.topic"          # on dead letters: where the record came from
+PARTITION_HEADER = "kcompact.partition"
 TRANSACTION_RECORDS = 20_000
 TIMEOUT_S = 60.0
 
@@ -54,8 +56,10 @@ class TransactionInterrupted(RuntimeError):
 
 class PartitionEmitter:
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
-                 client_config: Mapping[str, str] | None = None, txn_prefix: str = "kcompact") -> None:
+                 client_config: Mapping[str, str] | None = None, txn_prefix: str = "kcompact",
+                 source_topic: str | None = None) -> None:
         self.topic = topic
+        self.source_topic = source_topic or topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
         self.producer_config = {**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
@@ -148,15 +152,17 @@ class PartitionEmitter:
         self.emitted_up_to = last_offset
         self.committed_records += records
 
-    def produce_plain(self, topic: str, records: Iterable[LogRecord]) -> int:
-        """One committed transaction of records to another topic (the dead-letter topic), same partition
-        number when it exists there, otherwise the broker's partitioner."""
+    def dead_letter(self, topic: str, records: Iterable[LogRecord]) -> int:
+        """One committed transaction of records to the dead-letter topic, in the source's partition number
+        (topic sync gives that topic as many partitions as the largest source), each naming its source
+        topic, partition and offset in headers."""
+        where = [(TOPIC_HEADER, self.source_topic.encode()), (PARTITION_HEADER, str(self.partition).encode())]
         n = 0
         self.producer.begin_transaction()
         try:
             for r in records:
                 self.producer.produce(topic, key=r["key"], value=r["value"], timestamp=r["timestamp"],
-                                      headers=sink_headers(r))
+                                      partition=self.partition, headers=sink_headers(r) + where)
                 n += 1
             self.producer.commit_transaction(TIMEOUT_S)
         except BaseException:

@@ -9,7 +9,7 @@ import sys
 from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status, render_table
-from streaming.job.spec import JobSpec
+from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.log import make_record
 from streaming.state.files import write_json
 from streaming.state.layout import emitted_file, log_dir, open_partition_log
@@ -21,7 +21,8 @@ def _state_dir(tmp_path) -> str:
     """A job's state dir: its saved spec, one cleaned partition log with an emission note, one dirty one."""
     state = str(tmp_path)
     config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0"})
-    JobSpec("127.0.0.1:1", "orders", "127.0.0.1:1", "orders.compacted", state, config,
+    mapping = JobMapping("127.0.0.1:1", {"names": ["orders"]}, "127.0.0.1:1", "orders.compacted")
+    JobSpec(mapping, state, {"orders": TopicPlan("orders", "orders.compacted", config, 2)},
             source_kafka={"sasl.password": "hunter2"}).save()
     for partition in (0, 1):
         plog = open_partition_log(log_dir(state, "orders", partition), "orders", partition, config.log_config)
@@ -36,13 +37,13 @@ def _state_dir(tmp_path) -> str:
 def test_status_reports_each_partition_from_its_files(tmp_path) -> None:
     status = collect_status(_state_dir(tmp_path), NOW)
     p0, p1 = status["partitions"]
-    assert (status["source_topic"], status["sink_topic"]) == ("orders", "orders.compacted")
+    assert status["topics"]["orders"]["sink"] == "orders.compacted" and p0["sink_topic"] == "orders.compacted"
     assert (p0["partition"], p0["records"], p0["dirty_bytes"], p0["passes"], p0["emitted_up_to"], p0["emit_lag"]) == \
         (0, 2, 0, 1, 5, 0)
     assert (p1["records"], p1["dirty_ratio"], p1["passes"], p1["emitted_up_to"]) == (6, 1.0, 0, None)
     assert status["metrics"]["max-dirty-percent"] == 100.0 and status["metrics"]["uncleanable-partitions-count"] == 0
     table = render_table(status)
-    assert table.splitlines()[0].startswith("orders -> orders.compacted") and "orders-1" in table
+    assert table.splitlines()[1] == "  orders -> orders.compacted (2 partitions)" and "orders-1" in table
     assert "hunter2" not in json.dumps(status) + (tmp_path / "kcompact.json").read_text()
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 def run_available_now(spark, bootstrap: str, topic: str, state_dir: str, appender: LogAppender | None = None,
                       **options: str):
-    appender = appender or LogAppender(state_dir, LogConfig(fsync=False))
+    appender = appender or LogAppender(state_dir, {topic: LogConfig(fsync=False)})
     reader = (spark.readStream.format("kcompact-kafka").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic))
     for k, v in options.items():
@@ -156,7 +156,7 @@ def test_record_the_log_cannot_take_is_set_aside_with_its_offset(tmp_path) -> No
         pa.array([1000, None, 3000, 4000], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         pa.array([0] * n, pa.int32()), pa.array([[]] * n, ARROW_SCHEMA.field("headers").type)],
         schema=ARROW_SCHEMA)
-    stats = next(append_partitions(iter([batch]), str(tmp_path), LogConfig(fsync=False), now_ms=0)).to_pylist()
+    stats = next(append_partitions(iter([batch]), str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)).to_pylist()
     assert stats == [{"topic": "t", "partition": 0, "appended": 3, "skipped": 0, "rolled": 0, "rejected": 1,
                       "odd_timestamps": 0, "log_end_offset": 14}]
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 12, 13]
@@ -172,7 +172,7 @@ def test_record_with_a_null_header_key_is_set_aside_and_the_others_keep_their_he
         pa.array([10, 11, 12, 13], pa.int64()),
         pa.array([1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         pa.array([0] * n, pa.int32()), pa.array(headers, ARROW_SCHEMA.field("headers").type)], schema=ARROW_SCHEMA)
-    stats = next(append_partitions(iter([batch]), str(tmp_path), LogConfig(fsync=False), now_ms=0)).to_pylist()
+    stats = next(append_partitions(iter([batch]), str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)).to_pylist()
     assert (stats[0]["appended"], stats[0]["rejected"]) == (3, 1)
     assert [(o, h) for o, *_, h in log_contents(str(tmp_path), "t", 0)] == [
         (10, [{"key": "h", "value": b"1"}]), (12, []), (13, [{"key": "h", "value": None}])]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from streaming.cleaner import ConfigError, Strategy
-from streaming.job.spec import JobSpec, load_saved, resolve_compaction_config, saved_compaction_config, \
-    timestamp_acceptance
+from streaming.errors import JobError
+from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
+                                resolve_compaction_config, saved_plans, sink_topic_settings)
 
 
 def test_the_command_line_wins_over_the_topic_which_wins_over_kafkas_defaults() -> None:
@@ -33,16 +34,30 @@ def test_a_bad_command_line_value_is_named() -> None:
     assert err.value.key == "segment.ms"
 
 
-def test_the_sink_takes_the_sources_timestamp_acceptance_and_nothing_else() -> None:
+def test_a_sink_takes_its_sources_compaction_and_timestamp_configs_and_is_compacted() -> None:
     explicit = {"message.timestamp.after.max.ms": "9223372036854775807", "message.timestamp.type": "CreateTime",
-                "segment.ms": "100", "retention.ms": "-1"}
-    assert timestamp_acceptance(explicit) == {"message.timestamp.after.max.ms": "9223372036854775807",
-                                              "message.timestamp.type": "CreateTime"}
+                "segment.ms": "100", "retention.ms": "-1", "cleanup.policy": "delete", "max.message.bytes": "9"}
+    assert sink_topic_settings(explicit) == {"message.timestamp.after.max.ms": "9223372036854775807",
+                                             "message.timestamp.type": "CreateTime", "segment.ms": "100",
+                                             "cleanup.policy": "compact"}
 
 
-def test_the_saved_spec_gives_back_the_config_without_secrets(tmp_path) -> None:
+MAPPING = JobMapping("b:1", {"pattern": "orders.*"}, "b:2", "{topic}.c")
+
+
+def test_the_saved_spec_gives_back_each_topics_plan_without_secrets(tmp_path) -> None:
     config = resolve_compaction_config({"segment.ms": "100"}, "orders", {"compaction.strategy": "header",
                                                                          "compaction.strategy.header": "v"})
-    JobSpec("b:1", "orders", "b:2", "orders.c", str(tmp_path), config, sink_kafka={"sasl.password": "s3cret"}).save()
-    assert saved_compaction_config(str(tmp_path)) == config
+    plans = {"orders": TopicPlan("orders", "orders.c", config, 3)}
+    JobSpec(MAPPING, str(tmp_path), plans, sink_kafka={"sasl.password": "s3cret"}).save()
+    assert saved_plans(str(tmp_path)) == plans
     assert "s3cret" not in str(load_saved(str(tmp_path)))
+
+
+def test_a_state_dir_of_another_mapping_is_refused_naming_both(tmp_path) -> None:
+    check_state_dir_mapping(str(tmp_path), MAPPING)  # a new state dir belongs to whoever starts it
+    JobSpec(MAPPING, str(tmp_path), {}).save()
+    check_state_dir_mapping(str(tmp_path), MAPPING)
+    other = JobMapping("b:1", {"names": ["orders"]}, "b:2", "{topic}.c")
+    with pytest.raises(JobError, match=r"belongs to another mapping \(topics matching 'orders\.\*'.*not orders on"):
+        check_state_dir_mapping(str(tmp_path), other)

@@ -3,9 +3,13 @@ across restarts, whatever else the sink partition holds."""
 
 from __future__ import annotations
 
+import pytest
+
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
 from streaming.log import make_record
+
+pytestmark = pytest.mark.integration
 
 
 def _records(offsets, value: bytes = b"v") -> list[dict]:

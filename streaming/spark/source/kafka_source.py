@@ -100,6 +100,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         md = self._retrying(lambda: self._metadata().list_topics(timeout=METADATA_TIMEOUT_S),
                             f"metadata from {self.options.bootstrap_servers}")
         out = []
+        if self.options.pattern is not None:  # topics created later that match are picked up here
+            for topic in sorted(md.topics):
+                t = md.topics[topic]
+                if self.options.subscribed(topic) and t.error is None:
+                    out.extend((topic, p) for p in sorted(t.partitions))
+            return out
         for topic in self.options.topics:
             t = md.topics.get(topic)
             if t is None or t.error is not None:
@@ -125,14 +131,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == "latest":
             return nest({tp: marks[tp][1] for tp in tps})
         given = flatten(start)
-        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in given]
+        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in given and (self.options.pattern is None or t in start)]
         if missing:
             raise SourceOptionError(f"option 'startingOffsets' must give every partition of the subscribed "
                                     f"topics; missing {missing}")
         resolved = {}
         for tp in tps:
             low, high = marks[tp]
-            o = given[tp]
+            o = given.get(tp, -2)  # a pattern's topic the JSON does not name starts at its earliest
             resolved[tp] = low if o == -2 else high if o == -1 else o
         return nest(resolved)
 

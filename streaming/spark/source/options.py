@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -19,8 +20,9 @@ class SourceOptionError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class KafkaSourceOptions:
-    topics: tuple[str, ...]
+    topics: tuple[str, ...]                # subscribe; empty with a pattern
     client_config: dict[str, str]          # librdkafka settings from kafka.* options
+    pattern: str | None = None             # subscribePattern: every topic it matches whole, as they appear
     starting_offsets: str | dict[str, dict[str, int]] = "earliest"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
@@ -31,6 +33,11 @@ class KafkaSourceOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
+
+    def subscribed(self, topic: str) -> bool:
+        if self.pattern is None:
+            return topic in self.topics
+        return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSourceOptions":
@@ -49,10 +56,20 @@ class KafkaSourceOptions:
                 raise SourceOptionError(f"option 'kafka.{forbidden}' is not supported: offsets live in Spark's "
                                         f"checkpoint (use startingOffsets)")
         client = {"isolation.level": "read_committed", **client}
-        subscribe = get("subscribe")
-        if not subscribe or not [t for t in subscribe.split(",") if t.strip()]:
+        subscribe, pattern = get("subscribe"), get("subscribePattern")
+        if (subscribe is None) == (pattern is None):
+            raise SourceOptionError("give exactly one of the options 'subscribe' (topics, comma-separated) and "
+                                    "'subscribePattern' (a regular expression)")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise SourceOptionError(f"option 'subscribePattern' is not a regular expression: {exc}") from None
+            topics: tuple[str, ...] = ()
+        elif not [t for t in subscribe.split(",") if t.strip()]:
             raise SourceOptionError("option 'subscribe' must name one or more topics (comma-separated)")
-        topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
+        else:
+            topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
 
         starting: str | dict = (get("startingOffsets") or "earliest").strip()
         if starting not in ("earliest", "latest"):
@@ -64,9 +81,9 @@ class KafkaSourceOptions:
             except (ValueError, TypeError) as exc:
                 raise SourceOptionError(f"option 'startingOffsets' must be earliest, latest or JSON like "
                                         f"{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest): {exc}") from None
-            unknown = set(starting) - set(topics)
+            unknown = sorted(t for t in starting if not (t in topics if pattern is None else re.fullmatch(pattern, t)))
             if unknown:
-                raise SourceOptionError(f"option 'startingOffsets' names topics not subscribed: {sorted(unknown)}")
+                raise SourceOptionError(f"option 'startingOffsets' names topics not subscribed: {unknown}")
 
         max_offsets = get("maxOffsetsPerTrigger")
         if max_offsets is not None:
@@ -84,6 +101,6 @@ class KafkaSourceOptions:
         if fail not in ("true", "false"):
             raise SourceOptionError(f"option 'failOnDataLoss' must be true or false, got {fail!r}")
         poll = get("kafkaConsumer.pollTimeoutMs")
-        return cls(topics=topics, client_config=client, starting_offsets=starting,
+        return cls(topics=topics, client_config=client, pattern=pattern, starting_offsets=starting,
                    max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail == "true",
                    poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS)

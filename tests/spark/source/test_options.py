@@ -27,10 +27,23 @@ def test_kafka_options_reach_librdkafka_and_read_committed_is_the_default() -> N
     ({"kafka.bootstrap.servers": "x", "subscribe": "t", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
     ({"kafka.bootstrap.servers": "x", "subscribe": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"kafka.bootstrap.servers": "x", "subscribe": "t", "kafka.group.id": "g"}, "kafka.group.id"),
+    ({"kafka.bootstrap.servers": "x", "subscribe": "t", "subscribePattern": "t.*"}, "subscribePattern"),
+    ({"kafka.bootstrap.servers": "x", "subscribePattern": "(unclosed"}, "subscribePattern"),
+    ({"kafka.bootstrap.servers": "x", "subscribePattern": "orders-.*", "startingOffsets": '{"users": {"0": 1}}'},
+     "startingOffsets"),
 ])
 def test_invalid_options_are_named(options: dict, named: str) -> None:
     with pytest.raises(SourceOptionError, match=named.replace(".", r"\.")):
         KafkaSourceOptions.parse(options)
+
+
+def test_a_pattern_subscribes_whole_matches_and_no_internal_topic() -> None:
+    o = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": "orders-.*",
+                                  "startingOffsets": '{"orders-eu": {"0": 5}}'})
+    assert o.topics == () and o.starting_offsets == {"orders-eu": {"0": 5}}
+    assert o.subscribed("orders-eu") and not o.subscribed("old-orders-eu") and not o.subscribed("users")
+    assert not KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": ".*"}).subscribed(
+        "__consumer_offsets")
 
 
 @pytest.mark.integration

@@ -1,0 +1,161 @@
+"""Which source topics the job mirrors, what each sink is called, and topic sync (as MirrorMaker 2 does it).
+
+The sync runs on the driver at start-up and on every trigger: a topic that starts to match the selection gets
+its compaction config resolved from its own settings plus --config, and its sink topic created with its
+partition count and compaction configs; partitions added to a source are added to its sink. A sink that would
+be a source of this job on the same cluster is refused: the job would emit into what it reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from streaming.cleaner import CompactionConfig
+from streaming.errors import JobError, UsageError
+from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
+from streaming.kafka.admin import Cluster
+
+log = logging.getLogger(__name__)
+
+TOPIC_FIELD = "{topic}"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+@dataclass(frozen=True)
+class TopicSelection:
+    """Named topics (--source-topic, repeatable), or every topic a pattern matches whole, as they appear."""
+
+    names: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.names) == (self.pattern is not None):
+            raise UsageError("give --source-topic (repeatable) or --source-topic-pattern, not both and not neither")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise UsageError(f"--source-topic-pattern {self.pattern!r} is not a regular expression: {exc}") from None
+
+    def matches(self, topic: str) -> bool:
+        if self.pattern is None:
+            return topic in self.names
+        return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
+
+    def to_doc(self) -> dict:
+        return {"names": sorted(set(self.names))} if self.pattern is None else {"pattern": self.pattern}
+
+    def describe(self) -> str:
+        return ", ".join(self.names) if self.pattern is None else f"topics matching {self.pattern!r}"
+
+
+@dataclass(frozen=True)
+class SinkNaming:
+    """--sink-topic-template with {topic}, or --sink-topic: one fixed name, for one named source topic."""
+
+    template: str
+
+    @classmethod
+    def of(cls, sink_topic: str | None, template: str | None, selection: TopicSelection) -> "SinkNaming":
+        if (sink_topic is None) == (template is None):
+            raise UsageError("give --sink-topic (one source topic) or --sink-topic-template (with {topic})")
+        if template is not None and TOPIC_FIELD not in template:
+            raise UsageError(f"--sink-topic-template must contain {TOPIC_FIELD}, got {template!r}")
+        if sink_topic is not None and (selection.pattern is not None or len(selection.names) != 1):
+            raise UsageError("--sink-topic names one sink for one --source-topic; with several source topics or "
+                             "a pattern, give --sink-topic-template, e.g. '{topic}.compacted'")
+        naming = cls(template if template is not None else sink_topic.replace("{", "{{").replace("}", "}}"))
+        for topic in selection.names:
+            naming.sink_of(topic)
+        return naming
+
+    def sink_of(self, topic: str) -> str:
+        name = self.template.replace("{{", "\0").replace("}}", "\1").replace(TOPIC_FIELD, topic) \
+            .replace("\0", "{").replace("\1", "}")
+        if not _LEGAL_TOPIC.match(name) or name in (".", ".."):
+            raise UsageError(f"sink topic {name!r} (for source topic {topic!r}) is not a legal Kafka topic name")
+        return name
+
+
+class SinkIsSourceError(JobError):
+    """A sink would be a source of this job on the same cluster."""
+
+
+@dataclass
+class TopicSync:
+    source: Cluster
+    sink: Cluster
+    selection: TopicSelection
+    naming: SinkNaming
+    overrides: Mapping[str, str]
+    sink_topic_config: Mapping[str, str]
+    dead_letter_topic: str | None = None
+
+    def __post_init__(self) -> None:
+        self.same_cluster = self.source.cluster_id() == self.sink.cluster_id()
+        self.left_out: set[str] = set()
+
+    def present(self) -> dict[str, int]:
+        """The selected source topics that exist now, with their partition counts."""
+        topics = self.source.metadata().topics
+        found = {name: len(t.partitions) for name, t in topics.items()
+                 if self.selection.matches(name) and t.error is None and t.partitions}
+        missing = [n for n in self.selection.names if n not in found]
+        if missing:
+            raise JobError(f"source topic {missing[0]!r} does not exist on the source cluster")
+        return found
+
+    def refusal(self, topic: str, present: Mapping[str, int]) -> str | None:
+        """Why the topic's sink may not be used: it is a source of this job on the same cluster."""
+        sink = self.naming.sink_of(topic)
+        if self.same_cluster and (sink in present or self.selection.matches(sink)):
+            return (f"sink topic {sink!r} of source topic {topic!r} is itself a source of this job on the same "
+                    f"cluster: the job would emit into what it reads. Choose another --sink-topic-template, "
+                    f"narrow the source selection, or give --sink-bootstrap-servers of another cluster")
+        return None
+
+    def refuse_sinks(self, present: Mapping[str, int]) -> None:
+        """At start-up, before anything is created or written: any refused sink stops the job."""
+        for topic in sorted(present):
+            why = self.refusal(topic, present)
+            if why:
+                raise SinkIsSourceError(why)
+
+    def sync(self, plans: Mapping[str, TopicPlan]) -> dict[str, TopicPlan]:
+        """The plans for the topics present now: new topics planned and their sinks created, sinks of
+        topics that grew given the new partitions. A topic that appears later with a refused sink is left
+        out (an error in the log, once)."""
+        present = self.present()
+        out = dict(plans)
+        for topic, partitions in sorted(present.items()):
+            plan = out.get(topic)
+            if plan is None:
+                why = self.refusal(topic, present)
+                if why:
+                    if topic not in self.left_out:
+                        log.error("source topic %s is not mirrored (its log is kept): %s", topic, why)
+                        self.left_out.add(topic)
+                    continue
+                plan = self._plan(topic, partitions)
+                log.info("mirroring %s (%d partitions) into %s", topic, partitions, plan.sink)
+            elif partitions > plan.partitions:
+                self.sink.grow_topic(plan.sink, partitions)
+                log.info("source topic %s grew to %d partitions; so did its sink %s", topic, partitions, plan.sink)
+                plan = TopicPlan(plan.source, plan.sink, plan.compaction, partitions)
+            else:
+                continue
+            out[topic] = plan
+            if self.dead_letter_topic:
+                self.sink.ensure_topic(self.dead_letter_topic, max(p.partitions for p in out.values()), {},
+                                       "dead-letter")
+        return out
+
+    def _plan(self, topic: str, partitions: int) -> TopicPlan:
+        explicit = self.source.explicit_settings(topic)
+        compaction: CompactionConfig = resolve_compaction_config(explicit, topic, self.overrides)
+        sink = self.naming.sink_of(topic)
+        self.sink.ensure_topic(sink, partitions, {**sink_topic_settings(explicit), **self.sink_topic_config}, "sink")
+        return TopicPlan(topic, sink, compaction, partitions)
