@@ -43,12 +43,15 @@ class RecordProducer:
 
 def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> list[TopicRecord]:
     """Every committed record of the topic's partitions now, partition by partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    settings = {"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader", "enable.auto.commit": False}
+    consumer = Consumer({**settings, "isolation.level": "read_committed"})
+    # The high watermark, not the last stable offset a read_committed client is told: that one can trail a
+    # transaction committed a moment ago, whose records would then be missed.
+    marks = Consumer({**settings, "isolation.level": "read_uncommitted"})
     out = []
     try:
         for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            _, high = marks.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
             consumer.assign([TopicPartition(topic, p, 0)])
             deadline = time.monotonic() + timeout_s
             # the last transaction's markers may land a moment after its commit: read until the position
@@ -60,4 +63,5 @@ def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_
                            for m in consumer.consume(100, timeout=1) if m.error() is None)
     finally:
         consumer.close()
+        marks.close()
     return out
