@@ -150,12 +150,13 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from streaming.job.spec import load_saved, saved_plans  # noqa: PLC0415
+    from streaming.job.spec import load_saved, plans_of  # noqa: PLC0415
     from streaming.kafka.translate import SinkReader, translate  # noqa: PLC0415
 
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([sink_kafka])
-    plans = saved_plans(args.state_dir)
+    saved = load_saved(args.state_dir)
+    plans = plans_of(saved)
     plan = plans.get(args.topic)
     if plan is None:
         raise UsageError(f"topic {args.topic!r} is not mirrored by the job of {args.state_dir}; it mirrors "
@@ -164,7 +165,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"topic {args.topic!r} has partitions 0..{plan.partitions - 1}, not {args.partition}")
     if args.offset < 0:
         raise UsageError(f"--offset must be >= 0, got {args.offset}")
-    reader = SinkReader(load_saved(args.state_dir)["mapping"]["sink_bootstrap"], plan.sink, args.partition, sink_kafka)
+    reader = SinkReader(saved["mapping"]["sink_bootstrap"], plan.sink, args.partition, sink_kafka)
     position = translate(reader, args.offset)
     doc = {"topic": args.topic, "partition": args.partition, "offset": args.offset, "sink_topic": plan.sink,
            "sink_offset": position.sink_offset, "sink_record_source_offset": position.source_offset}

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean,
                                next_clean, read_checkpoint)
 from streaming.cleaner.checkpoint import CheckpointError
-from streaming.job.spec import JobMapping, load_saved, saved_plans
+from streaming.job.spec import JobMapping, load_saved, plans_of
 from streaming.log import LocalStorage
 from streaming.log.segment import damaged_segments, read_segment_metas
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
@@ -21,7 +21,7 @@ from streaming.state.layout import emitted_file, list_log_dirs
 
 def collect_status(state_dir: str, now_ms: int) -> dict:
     saved = load_saved(state_dir)
-    plans = saved_plans(state_dir)
+    plans = plans_of(saved)
     storage = LocalStorage(fsync=False)
     last = read_doc(state_dir)
     source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}

@@ -87,8 +87,9 @@ def load_saved(state_dir: str) -> dict:
     return doc
 
 
-def saved_plans(state_dir: str) -> dict[str, TopicPlan]:
-    return {t: TopicPlan.from_doc(t, d) for t, d in load_saved(state_dir)["topics"].items()}
+def plans_of(saved: Mapping) -> dict[str, TopicPlan]:
+    """The topic plans of a saved spec (load_saved)."""
+    return {t: TopicPlan.from_doc(t, d) for t, d in saved["topics"].items()}
 
 
 def check_state_dir_mapping(state_dir: str, mapping: JobMapping) -> None:

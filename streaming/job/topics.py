@@ -17,6 +17,7 @@ from streaming.cleaner import CompactionConfig
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
+from streaming.kafka.topic_names import matches_pattern
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +42,10 @@ class TopicSelection:
                 raise UsageError(f"--source-topic-pattern {self.pattern!r} is not a regular expression: {exc}") from None
 
     def matches(self, topic: str) -> bool:
-        if self.pattern is None:
-            return topic in self.names
-        return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
+        return topic in self.names if self.pattern is None else matches_pattern(self.pattern, topic)
 
     def to_doc(self) -> dict:
         return {"names": sorted(set(self.names))} if self.pattern is None else {"pattern": self.pattern}
-
-    def describe(self) -> str:
-        return ", ".join(self.names) if self.pattern is None else f"topics matching {self.pattern!r}"
 
 
 @dataclass(frozen=True)
@@ -148,9 +144,8 @@ class TopicSync:
             else:
                 continue
             out[topic] = plan
-            if self.dead_letter_topic:
-                self.sink.ensure_topic(self.dead_letter_topic, max(p.partitions for p in out.values()), {},
-                                       "dead-letter")
+        if self.dead_letter_topic and out != plans:
+            self.sink.ensure_topic(self.dead_letter_topic, max(p.partitions for p in out.values()), {}, "dead-letter")
         return out
 
     def _plan(self, topic: str, partitions: int) -> TopicPlan:

@@ -1,13 +1,13 @@
-"""Plain producing and reading of records, for the demo and the change generator: the CLI's only way
-to Kafka besides the job, so confluent_kafka stays inside this package."""
+"""Plain producing and reading of records: the demo's and the change generator's way to Kafka, and the one
+committed-record reader the emitter's progress recovery and offset translation share."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -41,27 +41,44 @@ class RecordProducer:
             raise RuntimeError(f"records not acknowledged by {self.bootstrap_servers} within {timeout_s:.0f}s")
 
 
+def committed_messages(client_config: Mapping[str, str], topic: str, partition: int, start: int, high: int,
+                       timeout_s: float, purpose: str = "") -> Iterator[Message]:
+    """The committed records of one partition from ``start`` up to ``high``, in offset order.
+
+    Each read has a consumer of its own: one reassigned to another offset can still hand out records it
+    fetched for the old one. The read ends when the position passes ``high``, never at the first empty
+    poll: a slow fetch, or transaction markers that land a moment after their commit, would otherwise pass
+    for the end."""
+    tp = TopicPartition(topic, partition)
+    consumer = Consumer({**client_config, "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout_s
+        while consumer.position([tp])[0].offset < high:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}-{partition}: could not read [{start}, {high}) within {timeout_s:.0f}s"
+                                   f"{' ' + purpose if purpose else ''}")
+            for m in consumer.consume(max(1, min(high - start, 1000)), timeout=1.0):
+                if m.error() is not None:
+                    raise KafkaException(m.error())
+                if m.offset() < high:
+                    yield m
+    finally:
+        consumer.close()
+
+
 def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> list[TopicRecord]:
     """Every committed record of the topic's partitions now, partition by partition."""
-    settings = {"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader", "enable.auto.commit": False}
-    consumer = Consumer({**settings, "isolation.level": "read_committed"})
+    settings = {"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader"}
     # The high watermark, not the last stable offset a read_committed client is told: that one can trail a
     # transaction committed a moment ago, whose records would then be missed.
     marks = Consumer({**settings, "isolation.level": "read_uncommitted"})
-    out = []
     try:
-        for p in range(partitions):
-            _, high = marks.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            consumer.assign([TopicPartition(topic, p, 0)])
-            deadline = time.monotonic() + timeout_s
-            # the last transaction's markers may land a moment after its commit: read until the position
-            # passes the high watermark, not until the first empty poll
-            while high and consumer.position([TopicPartition(topic, p)])[0].offset < high:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic}-{p}: could not read up to offset {high} within {timeout_s:.0f}s")
-                out.extend(TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
-                           for m in consumer.consume(100, timeout=1) if m.error() is None)
+        highs = [marks.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                 for p in range(partitions)]
     finally:
-        consumer.close()
         marks.close()
-    return out
+    return [TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
+            for p, high in enumerate(highs) if high
+            for m in committed_messages(settings, topic, p, 0, high, timeout_s)]

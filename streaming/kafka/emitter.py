@@ -17,11 +17,11 @@ TransactionInterrupted tells the caller to emit again from there, at the cost of
 from __future__ import annotations
 
 import logging
-import time
 from typing import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from streaming.kafka.clients import committed_messages
 from streaming.kafka.failures import is_fatal
 from streaming.log.record import LogRecord
 
@@ -78,14 +78,12 @@ class PartitionEmitter:
         self.producer = self._new_producer()
         self.emitted_up_to = self._read_progress()
 
-    def _progress_consumer(self) -> Consumer:
-        return Consumer({**self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest"})
+    def _progress_config(self) -> dict[str, str]:
+        return {**self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}"}
 
     def _read_progress(self) -> int:
         """The source offset of the last committed sink record of this partition, or -1."""
-        consumer = self._progress_consumer()
+        consumer = Consumer({**self._progress_config(), "isolation.level": "read_committed"})
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=TIMEOUT_S,
                                                        cached=False)
@@ -103,30 +101,14 @@ class PartitionEmitter:
         return -1
 
     def _last_source_offset(self, start: int, high: int) -> int | None:
-        """The last source offset in sink records [start, high). Each window has a consumer of its own: one
-        reassigned to an earlier offset can still hand out records it fetched for the later one."""
-        tp = TopicPartition(self.topic, self.partition)
-        consumer = self._progress_consumer()
-        try:
-            consumer.assign([TopicPartition(self.topic, self.partition, start)])
-            last = None
-            deadline = time.monotonic() + TIMEOUT_S
-            # Only reading up to the watermark proves what the tail holds: a slow fetch must never
-            # be taken for an empty tail, which would emit everything again.
-            while consumer.position([tp])[0].offset < high:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.topic}-{self.partition}: could not read the sink's tail "
-                                       f"[{start}, {high}) within {TIMEOUT_S:.0f}s to recover progress")
-                for m in consumer.consume(max(1, high - start), timeout=1.0):
-                    if m.error() is not None:
-                        raise KafkaException(m.error())
-                    if m.offset() < high:
-                        offset = source_offset(m.headers())
-                        if offset is not None:
-                            last = offset
-            return last
-        finally:
-            consumer.close()
+        """The last source offset in sink records [start, high)."""
+        last = None
+        for m in committed_messages(self._progress_config(), self.topic, self.partition, start, high, TIMEOUT_S,
+                                    "to recover progress"):
+            offset = source_offset(m.headers())
+            if offset is not None:
+                last = offset
+        return last
 
     def emit(self, records: Iterable[LogRecord]) -> int:
         """Produce records above the progress offset, in order, in transactions; return how many."""

@@ -4,12 +4,12 @@ source-offset order, so the first sink record at or past a source offset is foun
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
+from streaming.kafka.clients import committed_messages
 from streaming.kafka.emitter import source_offset
 
 TIMEOUT_S = 30.0
@@ -22,41 +22,27 @@ class SinkPosition:
 
 
 class SinkReader:
-    """Reads single records of one sink partition (read_committed): the first at or after an offset. Each
-    read has a consumer of its own: one reassigned between reads can still hand out records fetched for
-    its previous position."""
+    """Reads single records of one sink partition (read_committed): the first at or after an offset."""
 
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
                  client_config: Mapping[str, str] | None = None) -> None:
-        self.tp = TopicPartition(topic, partition)
+        self.topic, self.partition = topic, partition
         self.config = {"bootstrap.servers": bootstrap_servers, **(client_config or {}),
-                       "group.id": f"kcompact-translate-{topic}-{partition}", "enable.auto.commit": False,
-                       "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
-        consumer = Consumer(self.config)
+                       "group.id": f"kcompact-translate-{topic}-{partition}"}
+        consumer = Consumer({**self.config, "isolation.level": "read_committed"})
         try:
-            self.low, self.high = consumer.get_watermark_offsets(self.tp, timeout=TIMEOUT_S, cached=False)
+            self.low, self.high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S,
+                                                                 cached=False)
         finally:
             consumer.close()
 
     def first_at_or_after(self, offset: int) -> SinkPosition | None:
         """The first compactor record at or after ``offset`` (records without a source offset are passed)."""
-        consumer = Consumer(self.config)
-        try:
-            consumer.assign([TopicPartition(self.tp.topic, self.tp.partition, offset)])
-            deadline = time.monotonic() + TIMEOUT_S
-            while consumer.position([self.tp])[0].offset < self.high:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.tp.topic}-{self.tp.partition}: no record after offset {offset} "
-                                       f"within {TIMEOUT_S:.0f}s")
-                for m in consumer.consume(16, timeout=1.0):
-                    if m.error() is not None:
-                        raise KafkaException(m.error())
-                    src = source_offset(m.headers())
-                    if src is not None:
-                        return SinkPosition(m.offset(), src)
-            return None
-        finally:
-            consumer.close()
+        for m in committed_messages(self.config, self.topic, self.partition, offset, self.high, TIMEOUT_S):
+            src = source_offset(m.headers())
+            if src is not None:
+                return SinkPosition(m.offset(), src)
+        return None
 
 
 def translate(reader: SinkReader, source_offset_: int) -> SinkPosition:

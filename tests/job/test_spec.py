@@ -7,7 +7,7 @@ import pytest
 from streaming.cleaner import ConfigError, Strategy
 from streaming.errors import JobError
 from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
-                                resolve_compaction_config, saved_plans, sink_topic_settings)
+                                plans_of, resolve_compaction_config, sink_topic_settings)
 
 
 def test_the_command_line_wins_over_the_topic_which_wins_over_kafkas_defaults() -> None:
@@ -50,7 +50,7 @@ def test_the_saved_spec_gives_back_each_topics_plan_without_secrets(tmp_path) ->
                                                                          "compaction.strategy.header": "v"})
     plans = {"orders": TopicPlan("orders", "orders.c", config, 3)}
     JobSpec(MAPPING, str(tmp_path), plans, sink_kafka={"sasl.password": "s3cret"}).save()
-    assert saved_plans(str(tmp_path)) == plans
+    assert plans_of(load_saved(str(tmp_path))) == plans
     assert "s3cret" not in str(load_saved(str(tmp_path)))
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from streaming.errors import UserError
+from streaming.kafka.topic_names import matches_pattern
 
 
 KAFKA_PREFIX = "kafka."
@@ -35,9 +36,7 @@ class KafkaSourceOptions:
         return self.client_config["bootstrap.servers"]
 
     def subscribed(self, topic: str) -> bool:
-        if self.pattern is None:
-            return topic in self.topics
-        return not topic.startswith("__") and re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics if self.pattern is None else matches_pattern(self.pattern, topic)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSourceOptions":
@@ -81,7 +80,7 @@ class KafkaSourceOptions:
             except (ValueError, TypeError) as exc:
                 raise SourceOptionError(f"option 'startingOffsets' must be earliest, latest or JSON like "
                                         f"{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest): {exc}") from None
-            unknown = sorted(t for t in starting if not (t in topics if pattern is None else re.fullmatch(pattern, t)))
+            unknown = sorted(t for t in starting if not (t in topics if pattern is None else matches_pattern(pattern, t)))
             if unknown:
                 raise SourceOptionError(f"option 'startingOffsets' names topics not subscribed: {unknown}")
 
