@@ -66,7 +66,7 @@ def bench_throughput(args: argparse.Namespace) -> None:
         plog = build_log(os.path.join(work, "log"), args.records, args.keys, 100, 16 * 2**20)
         print(f"built {args.records:,} records / {args.keys:,} keys in {len(plog.segments) - 1} segments "
               f"({time.perf_counter() - t:.1f}s)")
-        segment_files = sorted(glob.glob(os.path.join(work, "log", "*.avro")))
+        segment_files = sorted(glob.glob(os.path.join(work, "log", "segments", "*.avro")))
 
         t = time.perf_counter()
         out = os.path.join(work, "bare")

@@ -17,6 +17,9 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
+from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
+
+os.environ.update(CREDENTIALS)  # before any SparkSession starts, so its Python workers have them too
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +57,16 @@ def new_topic(bootstrap_servers: str) -> TopicFactory:
                             {"retention.ms": "-1", **(config or {})})
 
     return make
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One S3-compatible server (moto) on 127.0.0.1 per test session."""
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

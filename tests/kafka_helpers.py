@@ -8,6 +8,7 @@ from confluent_kafka import Producer
 
 from streaming.log import LogConfig, PartitionLog
 from streaming.state.layout import log_dir
+from streaming.state.stores import open_state_dir
 
 
 # The SASL/PLAIN login the session's local broker accepts on its SASL listener (tests/e2e/test_security.py).
@@ -50,5 +51,5 @@ def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 
 
 
 def log_contents(state_dir: str, topic: str, partition: int, from_offset: int = 0) -> list[tuple]:
-    plog = PartitionLog(log_dir(state_dir, topic, partition), LogConfig(fsync=False))
+    plog = PartitionLog(log_dir(open_state_dir(state_dir), topic, partition), LogConfig(fsync=False))
     return [(r["offset"], r["key"], r["value"], r["timestamp"], r["headers"]) for r in plog.read(from_offset)]

@@ -34,6 +34,11 @@ def test_confluent_kafka_is_imported_only_by_the_kafka_package_and_the_spark_sou
                           for m in owners), owners
 
 
+def test_each_object_store_client_is_imported_by_its_own_module_only() -> None:
+    assert _importers("boto3") == {"streaming.state.s3"} and _importers("botocore") == {"streaming.state.s3"}
+    assert _importers("google") == {"streaming.state.gcs"}
+
+
 def test_the_core_imports_neither_spark_nor_kafka_nor_the_edges() -> None:
     edges = ("pyspark", "py4j", "confluent_kafka", "streaming.job", "streaming.kafka", "streaming.spark",
              "streaming.cli", "streaming.state")
@@ -43,7 +48,7 @@ def test_the_core_imports_neither_spark_nor_kafka_nor_the_edges() -> None:
 
 
 def test_only_the_state_package_names_files_of_the_state_dir() -> None:
-    names = ("kcompact.json", "metrics.json", "emitted.json", "rejected.jsonl", ".writer.lock", ".lock", "checkpoint")
+    names = ("kcompact.json", "metrics.json", "emitted.json", ".writer.lock", ".lock", "checkpoint")
     for path in import_graph.PACKAGE.rglob("*.py"):
         if path.parent.name != "state":
             assert not [n for n in names if f'"{n}"' in path.read_text()], path

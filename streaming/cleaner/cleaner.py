@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.cleaner.checkpoint import PartitionId, write_checkpoint
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
 from streaming.cleaner.hash_memo import HashMemo
 from streaming.cleaner.offset_map import OffsetMap, hash_keys, rank_greater
+from streaming.cleaner.partition_id import PartitionId
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
 from streaming.cleaner.throttle import Throttler
@@ -113,7 +113,7 @@ class Cleaner:
             self._recopy(plog, target, versions, result, throttler, dead_letter, checked)
         finally:
             self.memo.clear()
-        write_checkpoint(plog.storage, plog.dir, target.partition, result.end_offset)
+        plog.set_cleaner_checkpoint(result.end_offset)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
         log.info("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "

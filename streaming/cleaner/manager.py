@@ -1,19 +1,21 @@
 """Choosing and cleaning partitions (Kafka's LogCleanerManager), with retries where Kafka gives up.
 
 A partition whose pass fails is marked uncleanable and skipped until log.cleaner.backoff.ms has passed,
-then retried; the other partitions go on. (Kafka keeps it uncleanable until the broker restarts.)
+then retried; the other partitions go on. (Kafka keeps it uncleanable until the broker restarts.) A pass
+fenced by another writer of the log is no fault of the log: it is raised, not marked.
 """
 
 from __future__ import annotations
 
 import logging
 
-from streaming.cleaner.checkpoint import PartitionId, read_checkpoint
 from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy
 from streaming.cleaner.metrics import PartitionOutcome
+from streaming.cleaner.partition_id import PartitionId
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
+from streaming.log.manifest import LogFencedError
 from streaming.log.partition_log import PartitionLog
 from streaming.log.segment import CorruptSegmentError
 
@@ -26,7 +28,7 @@ class LogCleanerManager:
         self.cleaner = cleaner or Cleaner(config)
 
     def select(self, plog: PartitionLog, pid: PartitionId, now_ms: int) -> LogToClean:
-        return log_to_clean(plog.segments, pid, read_checkpoint(plog.storage, plog.dir), self.config, now_ms)
+        return log_to_clean(plog.segments, pid, plog.cleaner_checkpoint, self.config, now_ms)
 
     def clean_partition(self, pid: PartitionId, plog: PartitionLog, now_ms: int,
                         target: LogToClean | None = None, dead_letter: DeadLetterSink | None = None) -> PartitionOutcome:
@@ -43,7 +45,9 @@ class LogCleanerManager:
             return PartitionOutcome(target, state)
         try:
             result = self.cleaner.clean(plog, target, now_ms, dead_letter)
-        except Exception as exc:  # any failure: mark this partition, keep the others going
+        except LogFencedError:
+            raise
+        except Exception as exc:  # any other failure: mark this partition, keep the others going
             return self._uncleanable(pid, plog, target, state, now_ms, exc)
         state.passes += 1
         state.last_clean_ms = now_ms

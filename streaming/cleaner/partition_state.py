@@ -7,7 +7,7 @@ executor, and because `kcompact status` must show it while the job is down.
 from __future__ import annotations
 
 import json
-import os
+import posixpath
 from dataclasses import asdict, dataclass, fields
 
 from streaming.log.storage import Storage
@@ -36,14 +36,12 @@ class PartitionCleanerState:
 
     @classmethod
     def load(cls, storage: Storage, log_dir: str) -> "PartitionCleanerState":
-        path = os.path.join(log_dir, STATE_FILE)
-        if not storage.exists(path):
+        try:
+            data = json.loads(storage.get(posixpath.join(log_dir, STATE_FILE)))
+        except FileNotFoundError:
             return cls()
-        data = json.loads(storage.read(path))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def save(self, storage: Storage, log_dir: str) -> None:
-        path = os.path.join(log_dir, STATE_FILE)
-        storage.write(path + ".tmp", json.dumps(asdict(self), sort_keys=True).encode())
-        storage.rename(path + ".tmp", path)
+        storage.put(posixpath.join(log_dir, STATE_FILE), json.dumps(asdict(self), sort_keys=True).encode())

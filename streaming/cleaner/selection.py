@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streaming.cleaner.checkpoint import PartitionId
+from streaming.cleaner.partition_id import PartitionId
 from streaming.cleaner.config import CompactionConfig
 from streaming.log.config import LONG_MAX
 from streaming.log.segment import SegmentMeta

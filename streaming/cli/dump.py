@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
-import os
+import posixpath
 from datetime import datetime, timezone
 from typing import Iterator
 
-from streaming.log import LocalStorage
-from streaming.log.segment import iter_file, read_segment_metas, segment_name
+from streaming.log.columns import iter_records
+from streaming.log.manifest import load_newest, objects_dir
+from streaming.log.segment import read_batches
 from streaming.state.layout import list_log_dirs
+from streaming.state.stores import open_state_dir
 
 
 def text(b: bytes | None) -> str | dict | None:
@@ -24,15 +27,16 @@ def text(b: bytes | None) -> str | dict | None:
 
 
 def dump_records(state_dir: str, partition: int | None = None, topic: str | None = None) -> Iterator[dict]:
-    storage = LocalStorage(fsync=False)
-    for t, p, directory in list_log_dirs(state_dir):
+    """Read-only: each log's newest manifest is read, never a log opened for writing, so a dump beside a
+    running job reads one consistent version of each log (its objects outlive it by a grace period)."""
+    state = open_state_dir(state_dir)
+    for t, p, directory in list_log_dirs(state):
         if (partition is not None and p != partition) or (topic is not None and t != topic):
             continue
-        for seg in read_segment_metas(storage, directory):
-            path = os.path.join(directory, segment_name(seg.base_offset))
-            if not storage.exists(path):
-                continue  # swapped away by a running cleaner since the listing
-            for r in iter_file(storage, path):
+        manifest = load_newest(state.storage, directory).manifest
+        for seg in manifest.segments if manifest else []:
+            for r in iter_records(itertools.chain.from_iterable(
+                    read_batches(state.storage, posixpath.join(objects_dir(directory), c.name)) for c in seg.chunks)):
                 yield {"topic": t, "partition": p, "offset": r["offset"], "timestamp": r["timestamp"],
                        "key": text(r["key"]), "value": text(r["value"]),
                        "headers": [[h["key"], text(h["value"])] for h in r["headers"]],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,11 @@ def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
             raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
         out[key.strip()] = value
     return out
+
+
+def _cmd_submit_file(args: argparse.Namespace) -> int:
+    print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "submit.py"))  # beside this file, not imported
+    return 0
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
@@ -53,6 +59,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.spark.session import build_session  # noqa: PLC0415
     from streaming.state.locks import StateDirLock  # noqa: PLC0415
+    from streaming.state.stores import open_state_dir  # noqa: PLC0415
 
     overrides = parse_pairs(args.config, "--config")
     if CompactionConfig.from_mapping(overrides).keyless_policy is KeylessPolicy.DEAD_LETTER \
@@ -69,6 +76,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, selection)
     starting = _starting_offsets(args, selection)
     mapping = JobMapping(args.bootstrap_servers, selection.to_doc(), sink_bootstrap, naming.template)
+    state = open_state_dir(args.state_dir)
     check_state_dir_mapping(args.state_dir, mapping)
 
     sync = TopicSync(Cluster("source", args.bootstrap_servers, source_kafka), Cluster("sink", sink_bootstrap, sink_kafka),
@@ -76,7 +84,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     present = sync.present()
     sync.refuse_sinks(present)
     _check_starting_partitions(starting, present)
-    lock = StateDirLock(args.state_dir)
+    lock = StateDirLock(state)
     try:
         spec = JobSpec(mapping, args.state_dir, sync.sync({}), source_kafka=source_kafka,
                        sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic)
@@ -270,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=0.0, metavar="SECONDS", help="pause between changes")
     p.add_argument("--partitions", type=int, default=3, help="partitions when the topic is created")
     p.set_defaults(func=_cmd_produce_changes)
+
+    p = sub.add_parser("submit-file", help="print the application file to hand spark-submit (see README)")
+    p.set_defaults(func=_cmd_submit_file)
 
     p = sub.add_parser("demo", help="compact a small change stream on a local broker and show the result")
     p.add_argument("--state-dir", default=None, help="keep the demo's state here (default: a temporary dir)")

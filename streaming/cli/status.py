@@ -1,7 +1,7 @@
 """`kcompact status`: what the compactor's state directory says, for a person or a program.
 
-Read-only: segment sidecars, checkpoints and state files are read, never a log opened (opening recovers,
-which writes), so status is safe beside a running job and works when the job is down.
+Read-only: manifests and state documents are read, never a log opened for writing, so status is safe
+beside a running job and works when the job is down.
 """
 
 from __future__ import annotations
@@ -9,41 +9,38 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean,
-                               next_clean, read_checkpoint)
-from streaming.cleaner.checkpoint import CheckpointError
+                               next_clean)
 from streaming.job.spec import JobMapping, load_saved, plans_of
-from streaming.log import LocalStorage
-from streaming.log.segment import damaged_segments, read_segment_metas
+from streaming.log.manifest import load_newest, objects_dir
+from streaming.log.segment import object_damage
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
 from streaming.state.files import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
+from streaming.state.stores import open_state_dir
 
 
 def collect_status(state_dir: str, now_ms: int) -> dict:
     saved = load_saved(state_dir)
     plans = plans_of(saved)
-    storage = LocalStorage(fsync=False)
+    state = open_state_dir(state_dir)
+    storage = state.storage
     last = read_doc(state_dir)
     source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
     partitions = []
     figures = []
-    for topic, partition, directory in list_log_dirs(state_dir):
-        segments = read_segment_metas(storage, directory)
-        if not segments or topic not in plans:
+    for topic, partition, directory in list_log_dirs(state):
+        loaded = load_newest(storage, directory)
+        if loaded.manifest is None or topic not in plans:
             continue
+        segments = loaded.manifest.segments
         config = plans[topic].compaction
-        state = PartitionCleanerState.load(storage, directory)
-        try:
-            checkpoint = read_checkpoint(storage, directory)
-            checkpoint_error = None
-        except CheckpointError as exc:
-            checkpoint, checkpoint_error = None, str(exc)
-        target = log_to_clean(segments, PartitionId(topic, partition), checkpoint, config, now_ms)
+        cleaner = PartitionCleanerState.load(storage, directory)
+        target = log_to_clean(segments, PartitionId(topic, partition), loaded.manifest.cleaner_checkpoint, config, now_ms)
         waiting = next_clean(segments, target, config)
-        damaged = damaged_segments(storage, directory, segments)
-        uncleanable = state.uncleanable or checkpoint_error is not None or bool(damaged)
-        figures.append(PartitionFigures().observed(target, state, uncleanable))
-        emitted = read_json(emitted_file(directory)) or {}
+        damaged = object_damage(segments, {i.name: i.size for i in storage.list(objects_dir(directory))})
+        uncleanable = cleaner.uncleanable or bool(damaged)
+        figures.append(PartitionFigures().observed(target, cleaner, uncleanable))
+        emitted = read_json(storage, emitted_file(directory)) or {}
         log_end = segments[-1].next_offset
         source_end = source_ends.get((topic, partition))
         emitted_up_to = emitted.get("emitted_up_to")
@@ -55,22 +52,22 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "dirty_ratio": round(target.cleanable_ratio, 4),
             "first_dirty_offset": target.first_dirty_offset,
             "first_uncleanable_offset": target.first_uncleanable_offset,
-            "last_clean_ms": state.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
-            "tombstones_due": target.tombstones_due, "passes": state.passes,
+            "last_clean_ms": cleaner.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
+            "tombstones_due": target.tombstones_due, "passes": cleaner.passes,
             "next_clean_ms": waiting.earliest_ms if waiting else None,
             "next_clean_latest_ms": waiting.latest_ms if waiting else None,
-            "uncleanable": uncleanable, "uncleanable_error": state.uncleanable_error or checkpoint_error,
+            "uncleanable": uncleanable, "uncleanable_error": cleaner.uncleanable_error,
             "damaged_segments": damaged,
             "emitted_up_to": emitted_up_to,
             "source_end_offset": source_end,
             "ingest_lag": ingest_lag(source_end, log_end), "emit_lag": emit_lag(log_end, emitted_up_to),
-            "keyless_records": state.keyless_records, "tombstones_removed": state.tombstones_removed})
+            "keyless_records": cleaner.keyless_records, "tombstones_removed": cleaner.tombstones_removed})
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
-    cleaner = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
+    metrics = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
     return {"state_dir": state_dir, "mapping": JobMapping(**saved["mapping"]).describe(),
             "topics": {t: {"sink": p.sink, "partitions": p.partitions, "config": p.compaction.to_kafka()}
                        for t, p in sorted(plans.items())},
-            "at_ms": now_ms, "partitions": partitions, "metrics": cleaner, "job": last.get("job", {})}
+            "at_ms": now_ms, "partitions": partitions, "metrics": metrics, "job": last.get("job", {})}
 
 
 def _when(ms: int | None) -> str:

@@ -23,10 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.log import LOG_BATCH_SCHEMA, LogConfig, PartitionLog, encode_headers
+from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
 from streaming.state.locks import partition_lock
-from streaming.state.layout import REJECTED_FILE, log_dir, open_partition_log, rejected_file
+from streaming.state.layout import REJECTED, log_dir, open_partition_log, rejected_file
+from streaming.state.stores import StateDir, open_state_dir
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,8 @@ STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COU
 STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
                           ("log_end_offset", pa.int64())])
 # Spark hands a task its rows in Arrow batches (streaming.spark.session.ARROW_BATCH_ROWS); they are appended in larger
-# groups, since every append ends with an fsync of the data and of the sidecar. A crash before the task ends
-# replays the batch.
+# groups, since every append writes an object and commits a manifest (each synced, or a store round trip). A
+# crash before the task ends replays the batch.
 APPEND_ROWS = 100_000
 REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
 
@@ -85,7 +86,7 @@ def log_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int) -> tuple[int, ...]:
-    """Append every row the log can take; a row it cannot is written to rejected.jsonl beside the log and
+    """Append every row the log can take; a row it cannot is set aside in rejected/ beside the log and
     named in the job's log output. Returns the COUNTS."""
     ok, reasons = _storable(batch)
     rejected = int(len(ok) - ok.sum())
@@ -94,12 +95,13 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
         rows = batch.filter(pa.array(~ok))
         micros = rows.column("timestamp").cast(pa.int64()).to_pylist()
         for row, us, why in zip(rows.to_pylist(), micros, [reasons[i] for i in np.flatnonzero(~ok)]):
-            log.error("%s: record at offset %s cannot be stored and was set aside in %s: %s",
-                      where, row["offset"], REJECTED_FILE, why)
+            log.error("%s: record at offset %s cannot be stored and was set aside in %s/: %s",
+                      where, row["offset"], REJECTED, why)
             lines.append(json.dumps({"offset": row["offset"], "reason": why, "key": _b64(row["key"]),
                                      "value": _b64(row["value"]),
                                      "timestamp": None if us is None else us // 1000}) + "\n")
-        plog.storage.append(rejected_file(plog.dir), "".join(lines).encode())
+        first = pc.min(batch.column("offset")).as_py()
+        plog.storage.put(rejected_file(plog.dir, -1 if first is None else first), "".join(lines).encode())
         batch = batch.filter(pa.array(ok))
     res = plog.append(log_batch(batch), now_ms)
     if res.odd_timestamps:
@@ -118,21 +120,26 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs
     logs: dict[tuple[str, int], PartitionLog] = {}
     stats: dict[tuple[str, int], list[int]] = {}
     with contextlib.ExitStack() as locks:
-        yield from _append_locked(batches, state_dir, lambda topic: configs.get(topic, default), now_ms, logs,
-                                  stats, locks)
+        yield from _append_locked(batches, open_state_dir(state_dir), lambda topic: configs.get(topic, default),
+                                  now_ms, logs, stats, locks)
 
 
-def _append_locked(batches: Iterator[pa.RecordBatch], state_dir: str, config_of: Callable[[str], LogConfig],
+def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of: Callable[[str], LogConfig],
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
     pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
 
     def flush(tp: tuple[str, int]) -> None:
+        directory = log_dir(state, *tp)
         if tp not in logs:
-            directory = log_dir(state_dir, *tp)
-            locks.enter_context(partition_lock(directory))
-            logs[tp] = open_partition_log(directory, *tp, config_of(tp[0]))
+            locks.enter_context(partition_lock(state, directory))
+            logs[tp] = open_partition_log(state, directory, *tp, config_of(tp[0]))
         rows = pa.Table.from_batches(pending.pop(tp)).combine_chunks().to_batches()[0]
-        counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
+        try:
+            counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
+        except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
+            log.warning("%s; reopening it to append again", exc)
+            logs[tp] = open_partition_log(state, directory, *tp, config_of(tp[0]))
+            counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
         stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts)]
 
     for batch in batches:

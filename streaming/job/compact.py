@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean, NextClean,
-                               PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean, next_clean,
-                               read_checkpoint)
+                               PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean, next_clean)
 from streaming.job.spec import JobSpec
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
@@ -23,6 +22,7 @@ from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
 from streaming.state.files import read_json, write_json
 from streaming.state.layout import emitted_file, open_partition_log
+from streaming.state.stores import open_state_dir
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
 
 def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, config: CompactionConfig,
                     now_ms: int, report: StageReport) -> None:
-    checkpoint = read_checkpoint(plog.storage, plog.dir)
+    checkpoint = plog.cleaner_checkpoint
     if checkpoint is not None:
         report.emitted += _emit_up_to(plog, emitter, checkpoint)
     manager = LogCleanerManager(config, _cleaner(config))
@@ -103,8 +103,8 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
     report.log_end_offset = plog.log_end_offset
 
 
-def _local_emitted(directory: str) -> int | None:
-    doc = read_json(emitted_file(directory))
+def _local_emitted(plog: PartitionLog) -> int | None:
+    doc = read_json(plog.storage, emitted_file(plog.dir))
     return None if doc is None else doc["emitted_up_to"]
 
 
@@ -112,13 +112,13 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     """True when this partition needs no pass and has nothing cleaned-but-unemitted, so the sink need not
     be touched. Emission progress is the sink's; the local note of it (written after each commit) only
     serves to skip: a stale note makes the stage look at the sink once too often, never skip a record."""
-    emitted = _local_emitted(plog.dir)
+    emitted = _local_emitted(plog)
     if emitted is None:
         return False
     state = PartitionCleanerState.load(plog.storage, plog.dir)
     if plog.damaged and not state.in_backoff(now_ms):
         return False
-    checkpoint = read_checkpoint(plog.storage, plog.dir)
+    checkpoint = plog.cleaner_checkpoint
     if checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
                                       and s.base_offset < checkpoint for s in plog.segments):
         return False
@@ -134,7 +134,7 @@ def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int,
     sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
     down is filled again."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
-    with partition_lock(item[2]):
+    with partition_lock(open_state_dir(spec.state_dir), item[2]):
         return _compact_partition(item, spec, now_ms, item[:2] in sink_read)
 
 
@@ -143,7 +143,7 @@ def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, t
     report = StageReport(topic, partition)
     plan = spec.topics[topic]
     config = plan.compaction
-    plog = open_partition_log(directory, topic, partition, config.log_config)
+    plog = open_partition_log(open_state_dir(spec.state_dir), directory, topic, partition, config.log_config)
     report.rolled = plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if trust_local and _idle(plog, config, now_ms, report):
@@ -160,5 +160,5 @@ def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, t
     finally:
         report.emitted_up_to = emitter.emitted_up_to
         emitter.close()
-    write_json(emitted_file(directory), {"emitted_up_to": report.emitted_up_to, "at_ms": now_ms})
+    write_json(plog.storage, emitted_file(directory), {"emitted_up_to": report.emitted_up_to, "at_ms": now_ms})
     return report

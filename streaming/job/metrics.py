@@ -18,6 +18,7 @@ from streaming.cleaner import CleanerMetrics
 from streaming.errors import JobError
 from streaming.state.files import read_json, write_json
 from streaming.state.layout import metrics_file
+from streaming.state.stores import open_state_dir
 
 if TYPE_CHECKING:  # the report type only: status reads these documents without the stage's Kafka imports
     from streaming.job.compact import StageReport
@@ -80,11 +81,13 @@ def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], repo
 
 
 def write_doc(state_dir: str, doc: dict) -> None:
-    write_json(metrics_file(state_dir), doc)
+    state = open_state_dir(state_dir)
+    write_json(state.storage, metrics_file(state), doc)
 
 
 def read_doc(state_dir: str) -> dict:
-    return read_json(metrics_file(state_dir)) or {}
+    state = open_state_dir(state_dir)
+    return read_json(state.storage, metrics_file(state)) or {}
 
 
 def _name(kafka_name: str) -> str:

@@ -12,6 +12,7 @@ import dataclasses
 import errno
 import functools
 import logging
+import re
 import signal
 import threading
 import time
@@ -30,6 +31,7 @@ from streaming.job.append import LogAppender
 from streaming.job.spec import JobSpec
 from streaming.kafka.failures import is_refused, is_transient
 from streaming.state.layout import list_log_dirs, spark_checkpoint
+from streaming.state.stores import open_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ DISK_FULL = "No space left on device"
 
 def state_dir_full(state_dir: str) -> JobError:
     return JobError(f"the state dir {state_dir} is full ({DISK_FULL}). Free space or move --state-dir, then "
-                    f"start again: appends and cleaning passes are atomic or recovered on open, and the "
+                    f"start again: every change to a log is committed whole or not at all, and the "
                     f"interrupted micro-batch is replayed from the Spark checkpoint, so nothing is lost or doubled")
 
 
@@ -51,6 +53,11 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     if is_refused(exc):
         return JobError(f"a cluster refused the compactor: {_first_line(exc)}. Check the security settings "
                         f"given with --kafka (source) and --sink-kafka (sink)")
+    missing = re.search(r'No FileSystem for scheme "?(\w+)|checkpoint file manager for path=(\w+)://', text)
+    if missing:
+        return JobError(f"Spark has no filesystem for {missing[1] or missing[2]}:// to keep its checkpoint in: "
+                        f"add the store's Hadoop connector to --packages (s3a: org.apache.hadoop:hadoop-aws) or "
+                        f"give --checkpoint-location")
     return None
 
 
@@ -82,7 +89,7 @@ class CompactorJob:
         self.sync = sync  # None: the topics are the spec's, fixed
         self.trigger_interval_s = trigger_interval_s
         self.once = once
-        self.checkpoint_location = checkpoint_location or spark_checkpoint(spec.state_dir)
+        self.checkpoint_location = checkpoint_location or spark_checkpoint(open_state_dir(spec.state_dir))
         self.max_offsets_per_trigger = max_offsets_per_trigger
         self.starting_offsets = starting_offsets
         self.clock = clock
@@ -136,7 +143,7 @@ class CompactorJob:
     def compaction_stage(self) -> list[StageReport]:
         """Roll, clean and emit every partition log of the mirrored topics, one Spark task each."""
         with self.lock:
-            items = [i for i in list_log_dirs(self.spec.state_dir) if i[0] in self.spec.topics]
+            items = [i for i in list_log_dirs(open_state_dir(self.spec.state_dir)) if i[0] in self.spec.topics]
             if not items:
                 return []
             now_ms = int(self.clock() * 1000)

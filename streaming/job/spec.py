@@ -12,6 +12,7 @@ from streaming.errors import JobError
 from streaming.redaction import redact
 from streaming.state.files import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
+from streaming.state.stores import open_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,17 @@ class JobSpec:
         doc = {"mapping": asdict(self.mapping), "dead_letter_topic": self.dead_letter_topic,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
-        write_json(job_file(self.state_dir), doc, indent=2)
+        state = open_state_dir(self.state_dir)
+        write_json(state.storage, job_file(state), doc, indent=2)
+
+
+def _saved_doc(state_dir: str) -> dict | None:
+    state = open_state_dir(state_dir)
+    return read_json(state.storage, job_file(state))
 
 
 def load_saved(state_dir: str) -> dict:
-    doc = read_json(job_file(state_dir))
+    doc = _saved_doc(state_dir)
     if doc is None:
         raise FileNotFoundError(f"{state_dir} holds no compactor state ({JOB_FILE} missing); "
                                 f"is it the --state-dir of a kcompact run?")
@@ -94,7 +101,7 @@ def plans_of(saved: Mapping) -> dict[str, TopicPlan]:
 
 def check_state_dir_mapping(state_dir: str, mapping: JobMapping) -> None:
     """Refuse a state dir that holds another mapping's logs, before anything in it is written."""
-    if read_json(job_file(state_dir)) is None:
+    if _saved_doc(state_dir) is None:
         return
     saved = JobMapping(**load_saved(state_dir)["mapping"])
     if saved != mapping:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from streaming.kafka.failures import is_transient
+from streaming.log import LogFencedError
 
 
 class ErrorKind(Enum):
@@ -19,13 +20,13 @@ class ErrorKind(Enum):
 class TaskError:
     kind: ErrorKind
     message: str
-    transient: bool  # a Kafka failure that passes (a broker away): --once waits for it
+    transient: bool  # a failure that passes (a broker away, a log reopened): --once waits for it
 
     @classmethod
     def of(cls, exc: BaseException, kind: ErrorKind = ErrorKind.FAILED) -> "TaskError":
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             kind = ErrorKind.DISK_FULL
-        return cls(kind, f"{type(exc).__name__}: {exc}", is_transient(exc))
+        return cls(kind, f"{type(exc).__name__}: {exc}", is_transient(exc) or isinstance(exc, LogFencedError))
 
     def __str__(self) -> str:
         return self.message

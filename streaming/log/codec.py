@@ -161,24 +161,6 @@ def _skip_headers(buf, pos, end):
 
 
 @njit(cache=True, nogil=True)
-def framed_end(buf, pos, end, sync):
-    """The position after the last whole, correctly framed block (count, size, bytes, sync marker) from
-    ``pos`` in buf[:end]; ``pos`` itself when none fits."""
-    while pos < end:
-        count, p = _get_long(buf, pos, end)
-        if p < 0 or count < 0:
-            break
-        size, p = _get_long(buf, p, end)
-        if p < 0 or size < 0 or p + size + 16 > end:
-            break
-        for j in range(16):
-            if buf[p + size + j] != sync[j]:
-                return pos
-        pos = p + size + 16
-    return pos
-
-
-@njit(cache=True, nogil=True)
 def _whole_blocks(buf, pos, end, max_records):
     """Records in the whole blocks from ``pos`` that fit before ``end`` (at most max_records, unless the
     first block alone holds more)."""

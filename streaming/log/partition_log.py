@@ -1,18 +1,21 @@
-"""The compactor's copy of one source partition: a directory of segments named by base offset.
+"""The compactor's copy of one source partition: segments of immutable objects, described by manifests.
 
 Kafka's semantics where they matter to users: offsets are the source's and never change, appends are
 idempotent by offset (a replayed micro-batch is skipped), segments roll on size, on record time
 (segment.ms less a jitter drawn once per partition) and, with a wall clock, on max.compaction.lag.ms even
-when nothing arrives (KIP-354's forced roll, which Kafka itself only checks on append). Cleaned segments
-replace old ones through Kafka's .cleaned -> .swap -> rename sequence, completed or discarded on open.
+when nothing arrives (KIP-354's forced roll, which Kafka itself only checks on append). Every change (an
+append, a roll, a cleaned segment swapped in) is one commit of a new manifest (see manifest.py), so the
+same code runs on a local directory and on an object store, and a crash at any point leaves the log as
+the last commit described it.
 """
 
 from __future__ import annotations
 
 import bisect
-import json
+import dataclasses
+import io
 import logging
-import os
+import posixpath
 import random
 import time
 import zlib
@@ -25,18 +28,19 @@ from fastavro.validation import ValidationError, validate, validate_many
 
 from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
+from streaming.log.manifest import (GC_GRACE_MS, Manifest, collect_garbage, commit, load_newest,
+                                    objects_dir)
 from streaming.log.record import LogRecord, parsed_schema
-from streaming.log.segment import (CLEANED_SUFFIX, HDR_BASE, HDR_CLEAN, HDR_NEXT, META_SUFFIX, SEGMENT_SUFFIX,
-                                   SWAP_SUFFIX, SYNC_SIZE, CorruptSegmentError, SegmentMeta, container_header,
-                                   encode_blocks, meta_name, read_batches, read_header, read_keys_checked,
-                                   read_verified, rebuild_meta, segment_name, size_damage)
+from streaming.log.segment import (HDR_BASE, Chunk, SegmentMeta, container_header,
+                                   encode_blocks, object_damage, object_name, read_batches, read_header,
+                                   read_keys_checked, read_verified, segment_name)
 from streaming.log.storage import LocalStorage, Storage
 
 log = logging.getLogger(__name__)
 
-LOG_STATE = "log.json"
-TMP_SUFFIX = ".tmp"
 ROOM_WINDOW = 1024  # records scanned at first for the next roll point
+MERGE_LIMIT = 64 << 20  # objects of the active segment are folded together up to this size (held in memory)
+GC_EVERY = 32  # commits between garbage collections (replaced and folded objects, old manifests)
 
 
 def schema_error(record: object) -> str | None:
@@ -72,16 +76,13 @@ class AppendResult:
 
 @dataclass
 class RecoveryReport:
-    """What opening the log had to repair; empty when the last close was clean."""
+    """What opening the log found wrong; empty when the newest manifest and its objects are intact."""
 
-    truncated: dict[str, int] = field(default_factory=dict)   # segment file -> bytes cut
-    rebuilt: list[str] = field(default_factory=list)
-    discarded: list[str] = field(default_factory=list)
-    completed_swaps: list[str] = field(default_factory=list)
-    damaged: dict[str, str] = field(default_factory=dict)  # segment file -> what is wrong (never repaired)
+    invalid_manifests: list[str] = field(default_factory=list)  # newer than the one used, not readable
+    damaged: dict[str, str] = field(default_factory=dict)  # segment -> what is wrong (never repaired)
 
     def __bool__(self) -> bool:
-        return bool(self.truncated or self.rebuilt or self.discarded or self.completed_swaps or self.damaged)
+        return bool(self.invalid_manifests or self.damaged)
 
 
 class PartitionLog:
@@ -90,11 +91,14 @@ class PartitionLog:
         self.dir = directory
         self.config = config or LogConfig()
         self.storage: Storage = storage or LocalStorage(fsync=self.config.fsync)
-        self.storage.makedirs(directory)
         self.recovery = RecoveryReport()
-        self.jitter_ms = self._load_jitter(jitter_seed if jitter_seed is not None else directory)
+        want = min(self.config.segment_jitter_ms, self.config.roll_ms)
+        seed = jitter_seed if jitter_seed is not None else directory
+        self.jitter_ms = random.Random(str(seed)).randrange(want) if want > 0 else 0
         self._segments: list[SegmentMeta] = []
-        self._sync: bytes | None = None  # the active segment's sync marker, read once
+        self._checkpoint: int | None = None
+        self._version = -1  # the manifest this writer's view is based on
+        self._next_version = 0
         self._open()
 
     # ----- public view -------------------------------------------------------------------------------------
@@ -122,13 +126,23 @@ class PartitionLog:
         return self.config.roll_ms - self.jitter_ms
 
     @property
+    def version(self) -> int:
+        """The manifest version this log's view comes from (-1: nothing committed yet)."""
+        return self._version
+
+    @property
+    def cleaner_checkpoint(self) -> int | None:
+        """The cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint), committed with the log."""
+        return self._checkpoint
+
+    @property
     def damaged(self) -> dict[str, str]:
-        """Segments whose files no longer match their sidecars: the log still takes appends, but cannot be
+        """Segments whose objects no longer match the manifest: the log still takes appends, but cannot be
         cleaned until an operator restores or removes them."""
         return dict(self.recovery.damaged)
 
-    def path(self, name: str) -> str:
-        return os.path.join(self.dir, name)
+    def object_path(self, name: str) -> str:
+        return posixpath.join(objects_dir(self.dir), name)
 
     # ----- append and roll ---------------------------------------------------------------------------------
 
@@ -148,6 +162,7 @@ class PartitionLog:
         raise BadRecordError(r.get("offset") if isinstance(r, dict) else None, why, result.appended)
 
     def _append_batch(self, batch: pa.RecordBatch, now: int) -> AppendResult:
+        """All of the batch or none of it: its objects are written first, then one manifest commits them."""
         result = AppendResult()
         if batch.num_rows == 0:
             return result
@@ -157,20 +172,23 @@ class PartitionLog:
         result.skipped = int(len(off) - fresh.sum())
         if result.skipped:
             batch, off = batch.filter(pa.array(fresh)), off[fresh]
+        if not len(off):
+            return result
         sizes = record_sizes(batch)
         lag = lag_timestamps(batch, now, self.config.timestamp_after_max_ms)
         result.odd_timestamps = int((lag != batch.column("timestamp").to_numpy(zero_copy_only=False)).sum())
+        segments = self.segments
         i = 0
         while i < len(off):
-            seg = self.active
-            j = self._room(seg, sizes, lag, i)
+            j = self._room(segments[-1], sizes, lag, i)
             if j > i:
-                self._write_active(seg, batch.slice(i, j - i), sizes[i:j], lag[i:j])
+                segments[-1] = self._with_object(segments[-1], batch.slice(i, j - i), sizes[i:j], lag[i:j])
                 result.appended += j - i
                 i = j
             if i < len(off):
-                self._roll(int(off[i]))
+                segments.append(SegmentMeta.new(max(int(off[i]), segments[-1].next_offset)))
                 result.rolled += 1
+        self._commit(segments, self._checkpoint)
         return result
 
     def _room(self, seg: SegmentMeta, sizes: np.ndarray, lag: np.ndarray, i: int) -> int:
@@ -191,65 +209,72 @@ class PartitionLog:
                 return stop
             window *= 2
 
-    def _write_active(self, seg: SegmentMeta, batch: pa.RecordBatch, sizes: np.ndarray, lag: np.ndarray) -> None:
-        data = encode_blocks(batch, self._active_sync())
-        try:
-            self.storage.append(self.path(segment_name(seg.base_offset)), data)
-            seg.file_bytes += len(data)
-            seg.crc32 = zlib.crc32(data, seg.crc32)
-            seg.observe(batch, sizes, lag)
-            self._write_meta(seg)
-        except BaseException:
-            # A failed write (disk full, I/O error) may leave a torn block: go back to what the file
-            # holds, cutting the torn part, so memory never claims records the disk does not have.
-            self._reload_active()
-            raise
+    def _with_object(self, seg: SegmentMeta, batch: pa.RecordBatch, sizes: np.ndarray,
+                     lag: np.ndarray) -> SegmentMeta:
+        """The segment with the batch written as a new object. Trailing objects no larger than the new
+        records are folded into it (their blocks copied, not decoded), as a binary counter carries: a
+        segment fed by many small appends keeps O(log n) objects at O(log n) copies per byte."""
+        header = container_header(seg.sync_marker, {HDR_BASE: str(seg.base_offset)})
+        body = [encode_blocks(batch, seg.sync_marker)]
+        size = len(header) + len(body[0])  # of the object to write
+        chunks = list(seg.chunks)
+        while chunks and chunks[-1].bytes <= size and size + chunks[-1].bytes <= MERGE_LIMIT:
+            blocks = self._blocks_of(chunks[-1])
+            if blocks is None:
+                break
+            chunks.pop()
+            body.insert(0, blocks)
+            size += len(blocks)
+        data = header + b"".join(body)
+        name = object_name(seg.base_offset)
+        self.storage.put(self.object_path(name), data)
+        new = dataclasses.replace(seg, chunks=(*chunks, Chunk(name, len(data), zlib.crc32(data))))
+        new.observe(batch, sizes, lag)
+        return new
+
+    def _blocks_of(self, chunk: Chunk) -> bytes | None:
+        """An object's blocks (after its header), checked against the manifest; None when damaged, so
+        damage is never copied into a new object with a fresh checksum."""
+        data = self.storage.get(self.object_path(chunk.name))
+        if len(data) != chunk.bytes or zlib.crc32(data) != chunk.crc32:
+            log.error("%s: object %s does not match the manifest; later appends go to new objects",
+                      self.dir, chunk.name)
+            return None
+        _, _, start = read_header(io.BytesIO(data))
+        return data[start:]
 
     def maybe_roll(self, now_ms: int) -> bool:
         """KIP-354 forced roll: the active segment's first record is older than max.compaction.lag.ms."""
         seg = self.active
         if seg.record_count and now_ms - seg.first_timestamp > self.config.max_compaction_lag_ms:
-            self._roll(seg.next_offset)
+            self.roll()
             return True
         return False
 
     def roll(self) -> None:
         """Seal the active segment (if it holds records) and start an empty one at the log end."""
         if self.active.record_count:
-            self._roll(self.active.next_offset)
+            self._commit([*self._segments, SegmentMeta.new(self.active.next_offset)], self._checkpoint)
 
-    def _roll(self, base_offset: int) -> None:
-        base_offset = max(base_offset, self.active.next_offset)
-        self._sync = None
-        seg = SegmentMeta(base_offset=base_offset, next_offset=base_offset)
-        self._create_segment_file(seg)
-        self._segments.append(seg)
+    def set_cleaner_checkpoint(self, offset: int) -> None:
+        if offset != self._checkpoint:
+            self._commit(self._segments, offset)
 
-    def _active_sync(self) -> bytes:
-        if self._sync is None:
-            with self.storage.open_read(self.path(segment_name(self.active.base_offset))) as f:
-                _, self._sync, _ = read_header(f)
-        return self._sync
+    def _commit(self, segments: list[SegmentMeta], checkpoint: int | None) -> None:
+        version = self._next_version
+        commit(self.storage, self.dir, Manifest(version, segments, checkpoint), self._version)
+        self._segments, self._checkpoint = segments, checkpoint
+        self._version, self._next_version = version, version + 1
+        if version % GC_EVERY == 0:
+            try:
+                self.collect_garbage()
+            except OSError as exc:  # housekeeping: the change is committed, the next round collects
+                log.warning("%s: garbage collection failed, to be retried: %s", self.dir, exc)
 
-    def _reload_active(self) -> None:
-        """Forget unflushed state of the active segment: re-read its durable metadata."""
-        self._sync = None
-        base = self.active.base_offset
-        self._segments[-1] = self._load_segment(base, last=True)
-
-    def _create_segment_file(self, seg: SegmentMeta, header_meta: dict[str, str] | None = None) -> None:
-        header = container_header(metadata={HDR_BASE: str(seg.base_offset), **(header_meta or {})})
-        tmp = self.path(segment_name(seg.base_offset) + TMP_SUFFIX)
-        self.storage.write(tmp, header)
-        self.storage.rename(tmp, self.path(segment_name(seg.base_offset)))
-        seg.file_bytes = len(header)
-        seg.crc32 = zlib.crc32(header)
-        self._write_meta(seg)
-
-    def _write_meta(self, seg: SegmentMeta) -> None:
-        tmp = self.path(meta_name(seg.base_offset) + TMP_SUFFIX)
-        self.storage.write(tmp, seg.to_json())
-        self.storage.rename(tmp, self.path(meta_name(seg.base_offset)))
+    def collect_garbage(self, now_ms: int | None = None, grace_ms: int = GC_GRACE_MS) -> int:
+        """Delete what no recent manifest references (see manifest.collect_garbage)."""
+        return collect_garbage(self.storage, self.dir, int(time.time() * 1000) if now_ms is None else now_ms,
+                               grace_ms)
 
     # ----- read ---------------------------------------------------------------------------------------------
 
@@ -266,27 +291,32 @@ class PartitionLog:
                 continue
             for batch in self.segment_batches(seg):
                 off = offsets_of(batch)
+                if off[-1] < from_offset:
+                    continue
                 if off[0] < from_offset:
                     batch = batch.slice(int(np.searchsorted(off, from_offset)))
                 if batch.num_rows:
                     yield batch
 
     def segment_batches(self, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
-        """All records of a segment, its bytes checked first: raises CorruptSegmentError on damage. A
-        reader that has just checked them (segment_keys read to the end) passes check=False."""
-        path = self.path(segment_name(seg.base_offset))
-        return read_verified(self.storage, path, seg) if check else read_batches(self.storage, path)
+        """All records of a segment, each object's bytes checked first: raises CorruptSegmentError on
+        damage. A reader that has just checked them (segment_keys read to the end) passes check=False."""
+        for c in seg.chunks:
+            path = self.object_path(c.name)
+            yield from read_verified(self.storage, path, c) if check else read_batches(self.storage, path)
 
     def segment_keys(self, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
         """A segment's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read: damage raises
-        CorruptSegmentError after the last batch, so a caller must act on nothing before the end."""
-        return read_keys_checked(self.storage, self.path(segment_name(seg.base_offset)), seg)
+        CorruptSegmentError after the last batch of an object, so a caller must act on nothing before
+        the end."""
+        for c in seg.chunks:
+            yield from read_keys_checked(self.storage, self.object_path(c.name), c)
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
     def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True) -> SegmentMeta:
         """Swap consecutive sealed segments for one segment of the given records (batches of
-        LOG_BATCH_SCHEMA, in offset order), crash-safely.
+        LOG_BATCH_SCHEMA, in offset order): a new object, then a manifest that holds it instead of theirs.
 
         The new segment keeps the first old segment's base offset and the last one's next offset, so
         offsets and the log end are unchanged whatever the cleaner removed. No record counts as written
@@ -302,56 +332,39 @@ class PartitionLog:
             raise ValueError("replace takes consecutive segments of this log, in order")
         if idx + len(old) >= len(self._segments):
             raise ValueError("the active segment cannot be replaced")
-        base, nxt = old[0].base_offset, old[-1].next_offset
-        new = SegmentMeta(base_offset=base, next_offset=nxt, clean=clean)
-        header = container_header(metadata={HDR_BASE: str(base), HDR_NEXT: str(nxt), HDR_CLEAN: "1" if clean else "0"})
-        final = self.path(segment_name(base))
-        cleaned = final + CLEANED_SUFFIX
+        new = SegmentMeta.new(old[0].base_offset, old[-1].next_offset, clean=clean)
         written_at = max((s.largest_timestamp for s in old if s.largest_timestamp is not None), default=0)
-        try:
-            written, crc = self._write_cleaned(cleaned, header, new, batches, base, nxt, written_at)
-        except BaseException:
-            self.storage.delete(cleaned)  # give the space back now (a disk-full pass), not at the next open
-            raise
-        new.file_bytes = written
-        new.crc32 = crc
-        self.storage.rename(cleaned, final + SWAP_SUFFIX)
-        self._complete_swap(base, nxt)
-        self._write_meta(new)
-        self._segments[idx: idx + len(old)] = [new]
+        name = object_name(new.base_offset)
+        with self.storage.open_put(self.object_path(name)) as f:
+            written, crc = self._write_cleaned(f, new, batches, written_at)
+        if new.record_count:
+            new.chunks = (Chunk(name, written, crc),)
+        else:  # the cleaner removed every record: the segment needs no object
+            self.storage.delete(self.object_path(name))
+        self._commit([*self._segments[:idx], new, *self._segments[idx + len(old):]], self._checkpoint)
         return new
 
-    def _write_cleaned(self, cleaned: str, header: bytes, new: SegmentMeta, batches: Iterable[pa.RecordBatch],
-                       base: int, nxt: int, written_at: int) -> tuple[int, int]:
+    def _write_cleaned(self, f, new: SegmentMeta, batches: Iterable[pa.RecordBatch], written_at: int) -> tuple[int, int]:
         after_max = self.config.timestamp_after_max_ms
-        sync = header[-SYNC_SIZE:]
-        with self.storage.open_write(cleaned) as f:
-            f.write(header)
-            written = len(header)
-            crc = zlib.crc32(header)
-            last = base - 1
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                off = offsets_of(batch)
-                if off[0] <= last or off[-1] >= nxt or (len(off) > 1 and (np.diff(off) <= 0).any()):
-                    raise ValueError(f"replacement records [{off[0]}, {off[-1]}] not in ({last}, {nxt}) or out of order")
-                last = int(off[-1])
-                data = encode_blocks(batch, sync)
-                f.write(data)
-                written += len(data)
-                crc = zlib.crc32(data, crc)
-                new.observe(batch, record_sizes(batch), np.minimum(lag_timestamps(batch, written_at, after_max), written_at))
+        header = container_header(new.sync_marker, {HDR_BASE: str(new.base_offset)})
+        f.write(header)
+        written = len(header)
+        crc = zlib.crc32(header)
+        last = new.base_offset - 1
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            off = offsets_of(batch)
+            if off[0] <= last or off[-1] >= new.next_offset or (len(off) > 1 and (np.diff(off) <= 0).any()):
+                raise ValueError(f"replacement records [{off[0]}, {off[-1]}] not in ({last}, {new.next_offset}) "
+                                 f"or out of order")
+            last = int(off[-1])
+            data = encode_blocks(batch, new.sync_marker)
+            f.write(data)
+            written += len(data)
+            crc = zlib.crc32(data, crc)
+            new.observe(batch, record_sizes(batch), np.minimum(lag_timestamps(batch, written_at, after_max), written_at))
         return written, crc
-
-    def _complete_swap(self, base: int, nxt: int) -> None:
-        """Drop every old segment in [base, nxt), then move the swap file into place."""
-        for name in self.storage.listdir(self.dir):
-            if name.endswith(SEGMENT_SUFFIX) or name.endswith(META_SUFFIX):
-                b = int(name.split(".", 1)[0])
-                if base <= b < nxt:
-                    self.storage.delete(self.path(name))
-        self.storage.rename(self.path(segment_name(base) + SWAP_SUFFIX), self.path(segment_name(base)))
 
     def _index_of(self, seg: SegmentMeta) -> int:
         for i, s in enumerate(self._segments):
@@ -359,75 +372,25 @@ class PartitionLog:
                 return i
         raise ValueError(f"segment at base offset {seg.base_offset} is not in {self.dir}")
 
-    # ----- open and recovery -------------------------------------------------------------------------------
-
-    def _load_jitter(self, seed: int | str) -> int:
-        state_path = self.path(LOG_STATE)
-        want = min(self.config.segment_jitter_ms, self.config.roll_ms)
-        if self.storage.exists(state_path):
-            state = json.loads(self.storage.read(state_path))
-            if state.get("segment_jitter_ms") == want:
-                return int(state["jitter_ms"])
-        jitter = random.Random(str(seed)).randrange(want) if want > 0 else 0
-        tmp = state_path + TMP_SUFFIX
-        self.storage.write(tmp, json.dumps({"segment_jitter_ms": want, "jitter_ms": jitter}).encode())
-        self.storage.rename(tmp, state_path)
-        return jitter
+    # ----- open ---------------------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        names = self.storage.listdir(self.dir)
-        for name in names:
-            if name.endswith(CLEANED_SUFFIX) or name.endswith(TMP_SUFFIX):
-                self.storage.delete(self.path(name))
-                self.recovery.discarded.append(name)
-        for name in names:
-            if name.endswith(SEGMENT_SUFFIX + SWAP_SUFFIX):
-                with self.storage.open_read(self.path(name)) as f:
-                    hdr, _, _ = read_header(f)
-                base, nxt = int(hdr[HDR_BASE]), int(hdr[HDR_NEXT])
-                self._complete_swap(base, nxt)
-                self.recovery.completed_swaps.append(name)
-        bases = sorted(int(n[: -len(SEGMENT_SUFFIX)]) for n in self.storage.listdir(self.dir)
-                       if n.endswith(SEGMENT_SUFFIX))
-        self._segments = [self._load_segment(b, last=(i == len(bases) - 1)) for i, b in enumerate(bases)]
-        for prev, nxt in zip(self._segments, self._segments[1:]):
-            if prev.next_offset > nxt.base_offset:
-                raise CorruptSegmentError(f"{self.dir}: segment {prev.base_offset} ends at {prev.next_offset}, "
-                                          f"past the next segment's base {nxt.base_offset}")
+        loaded = load_newest(self.storage, self.dir)
+        self.recovery.invalid_manifests = loaded.invalid
+        self._next_version = loaded.newest_version + 1
+        if loaded.manifest is not None:
+            self._version = loaded.manifest.version
+            self._segments = loaded.manifest.segments
+            self._checkpoint = loaded.manifest.cleaner_checkpoint
+            listed = {i.name: i.size for i in self.storage.list(objects_dir(self.dir))}
+            self.recovery.damaged = object_damage(self._segments, listed)
         if not self._segments:
-            seg = SegmentMeta(base_offset=0, next_offset=0)
-            self._create_segment_file(seg)
-            self._segments.append(seg)
+            self._segments = [SegmentMeta.new(0)]
         elif segment_name(self.active.base_offset) in self.recovery.damaged:
-            self._roll(self.active.next_offset)  # appends go on in a fresh segment; the damaged one stays as is
+            # appends go on in a fresh segment; the damaged one stays as it is
+            self._segments = [*self._segments, SegmentMeta.new(self.active.next_offset)]
         if self.recovery.damaged:
             log.error("log %s has damaged segments (not cleanable until restored or removed): %s",
                       self.dir, self.recovery.damaged)
         if self.recovery:
-            log.warning("recovered log %s: %s", self.dir, self.recovery)
-
-    def _load_segment(self, base: int, last: bool) -> SegmentMeta:
-        """The segment's sidecar when it matches the file. Only the active (last) segment may have grown
-        past it (a crash between data and sidecar write): it is rebuilt. A file shorter than its sidecar,
-        or a sealed segment of another length, lost or gained bytes after they were written: damage,
-        recorded and left as it is, since cutting it would silently drop accepted records."""
-        seg_path = self.path(segment_name(base))
-        meta_path = self.path(meta_name(base))
-        size = self.storage.size(seg_path)
-        if self.storage.exists(meta_path):
-            try:
-                meta = SegmentMeta.from_json(self.storage.read(meta_path))
-            except (ValueError, TypeError):
-                meta = None
-            if meta is not None and meta.base_offset == base:
-                damage = size_damage(meta, size, last)
-                if damage:
-                    self.recovery.damaged[segment_name(base)] = damage
-                if damage or size == meta.file_bytes:
-                    return meta
-        meta, cut = rebuild_meta(self.storage, seg_path, base, self.config.timestamp_after_max_ms)
-        if cut:
-            self.recovery.truncated[segment_name(base)] = cut
-        self.recovery.rebuilt.append(segment_name(base))
-        self._write_meta(meta)
-        return meta
+            log.warning("opened log %s at manifest version %d: %s", self.dir, self._version, self.recovery)

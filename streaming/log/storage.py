@@ -1,61 +1,84 @@
-"""The one filesystem interface the log uses, so a cluster can keep its logs on shared storage.
+"""The one storage interface the log uses: objects, written whole and never changed.
 
-The operations are the few a segmented log needs: whole-file writes, appends of whole Avro blocks,
-atomic renames (the segment swap), truncation (torn-tail recovery) and listing.
+Object stores (S3, GCS) offer neither append nor rename, so the log asks for neither: it writes every
+batch and every cleaned segment as a new object under a unique name, and commits by creating the next
+manifest with put-if-absent, the one conditional write the stores have. That same write is what fences
+a second writer of a partition (a zombie task of a dead driver): it finds its manifest version taken.
 
 Two implementations:
-- ``LocalStorage``: plain ``os`` calls with fsync, the default and the fast path on local disk.
-- ``ArrowStorage``: any ``pyarrow.fs.FileSystem`` (HDFS, S3, GCS, Azure, local). pyarrow.fs was chosen
-  over fsspec because pyarrow is already a hard dependency (Spark's Arrow path), its filesystems are C++
-  with no per-call Python overhead, and it is the filesystem layer Spark's own Python tooling uses. Its
-  append stream exists on local disk and HDFS; object stores cannot append, so there the active segment
-  needs a filesystem that can (HDFS, a mounted volume) — a limit of the stores, not of this interface.
+- ``LocalStorage``: plain ``os`` calls, the default and the fast path. Whole-object writes go through a
+  temporary name (fsynced, then renamed, so a reader never sees half an object); put-if-absent is a
+  hard link, which POSIX makes fail when the name exists.
+- ``ArrowStorage``: any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS), chosen over fsspec because pyarrow is
+  already a hard dependency and its filesystems are C++. pyarrow has no conditional write, so the
+  store's own one is handed in (see streaming.state.stores).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, BinaryIO, Iterator, Protocol
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Protocol
 
 if TYPE_CHECKING:
     import pyarrow.fs
 
+TMP_MARK = ".tmp-"  # a local object still being written (listed: one a killed writer left is garbage)
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    name: str  # within the listed directory
+    size: int
+    mtime_ms: int
+
 
 class Storage(Protocol):
-    def makedirs(self, path: str) -> None: ...
-    def listdir(self, path: str) -> list[str]: ...
+    def list(self, directory: str) -> list[ObjectInfo]: ...
+    def subdirs(self, directory: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
-    def size(self, path: str) -> int: ...
-    def read(self, path: str) -> bytes: ...
-    def open_read(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]: ...
-    def open_write(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]: ...
-    def write(self, path: str, data: bytes) -> None: ...
-    def append(self, path: str, data: bytes) -> None: ...
-    def rename(self, src: str, dst: str) -> None: ...
+    def get(self, path: str) -> bytes: ...
+    def open_read(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]: ...  # read front to back
+    def put(self, path: str, data: bytes) -> None: ...
+    def open_put(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]: ...
+    def put_if_absent(self, path: str, data: bytes) -> bool: ...
     def delete(self, path: str) -> None: ...
-    def truncate(self, path: str, size: int) -> None: ...
 
 
 class LocalStorage:
-    """Local disk. Writes and appends are fsynced when ``fsync`` is set, renames are atomic (POSIX)."""
+    """Local disk. Objects appear whole or not at all; with ``fsync`` they are durable once written."""
 
     def __init__(self, fsync: bool = True) -> None:
         self.fsync = fsync
 
-    def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+    def list(self, directory: str) -> list[ObjectInfo]:
+        try:
+            entries = list(os.scandir(directory))
+        except FileNotFoundError:
+            return []
+        out = []
+        for e in entries:
+            try:
+                if not e.is_file():
+                    continue
+                st = e.stat()
+            except FileNotFoundError:  # renamed or removed since the directory was read
+                continue
+            out.append(ObjectInfo(e.name, st.st_size, int(st.st_mtime * 1000)))
+        return sorted(out, key=lambda i: i.name)
 
-    def listdir(self, path: str) -> list[str]:
-        return sorted(os.listdir(path))
+    def subdirs(self, directory: str) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(directory) if e.is_dir())
+        except FileNotFoundError:
+            return []
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
-    def size(self, path: str) -> int:
-        return os.path.getsize(path)
-
-    def read(self, path: str) -> bytes:
+    def get(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
 
@@ -63,42 +86,54 @@ class LocalStorage:
         return open(path, "rb")  # noqa: SIM115 (returned as a context manager)
 
     @contextlib.contextmanager
-    def open_write(self, path: str) -> Iterator[BinaryIO]:
-        with open(path, "wb") as f:
-            yield f
-            self._sync(f)
+    def _staged(self, path: str) -> Iterator[tuple[BinaryIO, str]]:
+        """A temporary file beside ``path``, flushed and synced when the body is done, removed if it was
+        not published under its final name."""
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
+        try:
+            with open(tmp, "wb") as f:
+                yield f, tmp
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
 
-    def write(self, path: str, data: bytes) -> None:
-        with self.open_write(path) as f:
-            f.write(data)
-
-    def append(self, path: str, data: bytes) -> None:
-        with open(path, "ab") as f:
-            f.write(data)
-            self._sync(f)
-
-    def rename(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
+    def _synced(self, f: BinaryIO) -> None:
+        f.flush()
         if self.fsync:
-            self._sync_dir(os.path.dirname(dst) or ".")
+            os.fsync(f.fileno())
+
+    @contextlib.contextmanager
+    def open_put(self, path: str) -> Iterator[BinaryIO]:
+        with self._staged(path) as (f, tmp):
+            yield f
+            self._synced(f)
+            os.replace(tmp, path)
+        self._sync_dir(path)
+
+    def put(self, path: str, data: bytes) -> None:
+        with self.open_put(path) as f:
+            f.write(data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        with self._staged(path) as (f, tmp):
+            f.write(data)
+            self._synced(f)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+        self._sync_dir(path)
+        return True
 
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
 
-    def truncate(self, path: str, size: int) -> None:
-        with open(path, "r+b") as f:
-            f.truncate(size)
-            self._sync(f)
-
-    def _sync(self, f: BinaryIO) -> None:
-        if self.fsync:
-            f.flush()
-            os.fsync(f.fileno())
-
-    @staticmethod
-    def _sync_dir(path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
+    def _sync_dir(self, path: str) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -106,55 +141,55 @@ class LocalStorage:
 
 
 class ArrowStorage:
-    """Any pyarrow filesystem. Truncation is a rewrite of the kept prefix plus an atomic move."""
+    """Any pyarrow filesystem, with the store's own put-if-absent (``put_if_absent(path, data) -> bool``)."""
 
-    def __init__(self, fs: pyarrow.fs.FileSystem) -> None:
+    def __init__(self, fs: pyarrow.fs.FileSystem, put_if_absent: Callable[[str, bytes], bool]) -> None:
         self.fs = fs
+        self._put_if_absent = put_if_absent
 
-    def makedirs(self, path: str) -> None:
-        self.fs.create_dir(path, recursive=True)
+    def list(self, directory: str) -> list[ObjectInfo]:
+        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
 
-    def listdir(self, path: str) -> list[str]:
-        from pyarrow.fs import FileSelector  # noqa: PLC0415
+        infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
+        return sorted((ObjectInfo(os.path.basename(i.path), i.size, int(i.mtime.timestamp() * 1000) if i.mtime else 0)
+                       for i in infos if i.type == FileType.File), key=lambda i: i.name)
 
-        return sorted(os.path.basename(i.path) for i in self.fs.get_file_info(FileSelector(path)))
+    def subdirs(self, directory: str) -> list[str]:
+        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
+
+        infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
+        return sorted(os.path.basename(i.path) for i in infos if i.type == FileType.Directory)
 
     def exists(self, path: str) -> bool:
         from pyarrow.fs import FileType  # noqa: PLC0415
 
         return self.fs.get_file_info(path).type != FileType.NotFound
 
-    def size(self, path: str) -> int:
-        return self.fs.get_file_info(path).size
-
-    def read(self, path: str) -> bytes:
+    def get(self, path: str) -> bytes:
         with self.fs.open_input_stream(path) as f:
             return f.read()
 
     def open_read(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return self.fs.open_input_file(path)
+        """Sequential: every reader of the log reads an object front to back, and a stream is one
+        download, where a random-access file on a store is a ranged request per read."""
+        return self.fs.open_input_stream(path)
 
-    def open_write(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return self.fs.open_output_stream(path)
+    def open_put(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
+        """An object store publishes the object when the stream closes; one left half-written by a
+        failure is never referenced by a manifest, so garbage collection removes it."""
+        try:
+            return self.fs.open_output_stream(path)
+        except FileNotFoundError:  # a filesystem with real directories (object stores have none)
+            self.fs.create_dir(os.path.dirname(path), recursive=True)
+            return self.fs.open_output_stream(path)
 
-    def write(self, path: str, data: bytes) -> None:
-        with self.fs.open_output_stream(path) as f:
+    def put(self, path: str, data: bytes) -> None:
+        with self.open_put(path) as f:
             f.write(data)
 
-    def append(self, path: str, data: bytes) -> None:
-        with self.fs.open_append_stream(path) as f:
-            f.write(data)
-
-    def rename(self, src: str, dst: str) -> None:
-        self.fs.move(src, dst)
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        return self._put_if_absent(path, data)
 
     def delete(self, path: str) -> None:
-        if self.exists(path):
+        with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(path)
-
-    def truncate(self, path: str, size: int) -> None:
-        with self.fs.open_input_file(path) as f:
-            kept = f.read(size)
-        tmp = path + ".truncating"
-        self.write(tmp, kept)
-        self.fs.move(tmp, path)

@@ -4,18 +4,17 @@ restart after a crash sees the old document or the new one, never half of one.""
 from __future__ import annotations
 
 import json
-import os
+
+from streaming.log.storage import Storage
 
 
-def write_json(path: str, doc: object, indent: int | None = 1) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(doc, f, indent=indent, sort_keys=True)
-    os.replace(path + ".tmp", path)
+def write_json(storage: Storage, path: str, doc: object, indent: int | None = 1) -> None:
+    storage.put(path, json.dumps(doc, indent=indent, sort_keys=True).encode())
 
 
-def read_json(path: str) -> dict | None:
+def read_json(storage: Storage, path: str) -> dict | None:
     """The document, or None when there is none yet."""
-    if not os.path.exists(path):
+    try:
+        return json.loads(storage.get(path))
+    except FileNotFoundError:
         return None
-    with open(path) as f:
-        return json.load(f)

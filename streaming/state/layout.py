@@ -2,74 +2,83 @@
 
     kcompact.json      the job's settings (secrets redacted), for status and dump while the job is down
     metrics.json       the last trigger's metrics document
-    .lock              one compactor per state dir
+    .lock              one compactor per state dir (local dirs)
     checkpoint/        Spark's streaming checkpoint
-    logs/TOPIC-P/      one partition log (its segments and cleaner files are the log's own), plus:
+    logs/TOPIC-P/      one partition log (its manifests/ and segments/ are the log's own), plus:
+        cleaner-state.json  the cleaner's memory of the partition (the cleaner's own)
         emitted.json   the last emission progress the sink confirmed (a hint: the sink decides)
-        rejected.jsonl records the log could not store
-        .writer.lock   one writer task per partition log
+        rejected/      records the log could not store, one object per append that had any
+        .writer.lock   one writer task per partition log (local dirs; object stores fence by manifest)
 """
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
+from urllib.parse import urlparse
 
 from streaming.log import LogConfig, PartitionLog
+from streaming.state.stores import StateDir
 
 LOGS = "logs"
 JOB_FILE = "kcompact.json"
 METRICS_FILE = "metrics.json"
-REJECTED_FILE = "rejected.jsonl"
+REJECTED = "rejected"
 _LOG_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Spark's own filesystems (Hadoop's) name some stores differently from pyarrow
+_HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs"}
 
 
-def job_file(state_dir: str) -> str:
-    return os.path.join(state_dir, JOB_FILE)
+def job_file(state: StateDir) -> str:
+    return state.path(JOB_FILE)
 
 
-def metrics_file(state_dir: str) -> str:
-    return os.path.join(state_dir, METRICS_FILE)
+def metrics_file(state: StateDir) -> str:
+    return state.path(METRICS_FILE)
 
 
-def state_lock_file(state_dir: str) -> str:
-    return os.path.join(state_dir, ".lock")
+def state_lock_file(state: StateDir) -> str:
+    return state.path(".lock")
 
 
-def spark_checkpoint(state_dir: str) -> str:
-    return os.path.join(state_dir, "checkpoint")
+def spark_checkpoint(state: StateDir) -> str:
+    """Spark's checkpoint beside the logs, named as Spark's Hadoop filesystems name the store."""
+    if state.local:
+        return state.path("checkpoint")
+    u = urlparse(state.uri)
+    return f"{_HADOOP_SCHEMES.get(u.scheme, u.scheme)}://{u.netloc}{u.path.rstrip('/')}/checkpoint"
 
 
-def log_dir(state_dir: str, topic: str, partition: int) -> str:
-    return os.path.join(state_dir, LOGS, f"{topic}-{partition}")
+def log_dir(state: StateDir, topic: str, partition: int) -> str:
+    return state.path(LOGS, f"{topic}-{partition}")
 
 
 def emitted_file(directory: str) -> str:
-    return os.path.join(directory, "emitted.json")
+    return posixpath.join(directory, "emitted.json")
 
 
-def rejected_file(directory: str) -> str:
-    return os.path.join(directory, REJECTED_FILE)
+def rejected_file(directory: str, first_offset: int) -> str:
+    """Named by the append's first offset: a replayed append rewrites the same object, never adds one."""
+    return posixpath.join(directory, REJECTED, f"{first_offset:020d}.jsonl")
 
 
 def writer_lock_file(directory: str) -> str:
-    return os.path.join(directory, ".writer.lock")
+    return posixpath.join(directory, ".writer.lock")
 
 
-def list_log_dirs(state_dir: str) -> list[tuple[str, int, str]]:
+def list_log_dirs(state: StateDir) -> list[tuple[str, int, str]]:
     """(topic, partition, directory) of every partition log under the state directory."""
-    root = os.path.join(state_dir, LOGS)
-    if not os.path.isdir(root):
-        return []
     out = []
-    for name in sorted(os.listdir(root)):
+    for name in state.storage.subdirs(state.path(LOGS)):
         m = _LOG_DIR.match(name)
-        if m and os.path.isdir(os.path.join(root, name)):
-            out.append((m["topic"], int(m["partition"]), os.path.join(root, name)))
+        if m:
+            out.append((m["topic"], int(m["partition"]), state.path(LOGS, name)))
     return out
 
 
-def open_partition_log(directory: str, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+def open_partition_log(state: StateDir, directory: str, topic: str, partition: int,
+                       config: LogConfig) -> PartitionLog:
     """Every task opens a partition log this way, so its segment.jitter.ms draw is the same wherever the
-    task runs: the seed is the topic-partition, not the path or the process."""
-    return PartitionLog(directory, config, jitter_seed=f"{topic}-{partition}")
+    task runs: the seed is the topic-partition, not the path or the process. A local log syncs as its
+    config says (log.fsync); a remote one is durable when the store acknowledges."""
+    return PartitionLog(directory, config, None if state.local else state.storage, jitter_seed=f"{topic}-{partition}")

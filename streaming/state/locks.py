@@ -1,8 +1,10 @@
-"""Locks: one compactor per state dir, and one writer per partition log at a time, across processes.
+"""Locks on a local state dir: one compactor per state dir, and one writer per partition log at a time.
 
 The state-dir lock stops a second job, but a task of a killed job can outlive its driver for a moment (a
 Python worker finishing an append). Every task that touches a log holds this lock, so a restarted job's
-task waits for the zombie's instead of interleaving with it.
+task waits for the zombie's instead of being fenced by it. Object stores have no locks: there the logs'
+manifests fence a second writer (streaming.log.manifest), and the sink's transactional ids fence a second
+emitter.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ from typing import Iterator
 
 from streaming.errors import JobError
 from streaming.state.layout import state_lock_file, writer_lock_file
+from streaming.state.stores import StateDir
 
 
 class StateDirLock:
-    """One compactor per state directory: a second one would interleave writes to the same logs."""
+    """One compactor per local state directory: a second one would be fenced by the first at every turn."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state: StateDir) -> None:
+        self._fd: int | None = None
+        if not state.local:
+            return
+        state_dir = state.root
         os.makedirs(state_dir, exist_ok=True)
-        self.path = state_lock_file(state_dir)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(state_lock_file(state), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -35,11 +41,16 @@ class StateDirLock:
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
 
     def release(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+
 
 @contextlib.contextmanager
-def partition_lock(directory: str, timeout_s: float = 300.0) -> Iterator[None]:
+def partition_lock(state: StateDir, directory: str, timeout_s: float = 300.0) -> Iterator[None]:
+    if not state.local:
+        yield
+        return
     os.makedirs(directory, exist_ok=True)
     fd = os.open(writer_lock_file(directory), os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -12,7 +12,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, PartitionId, log_to_clean, read_checkpoint
+from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, PartitionId, log_to_clean
 from streaming.log import PartitionLog, make_record
 from tests.cleaner.reference_model import clean as model_clean
 
@@ -88,7 +88,7 @@ class CleanerMachine(RuleBasedStateMachine):
 
     @rule()
     def clean(self) -> None:
-        target = log_to_clean(self.log.segments, PID, read_checkpoint(self.log.storage, self.log.dir), self.cfg, self.now)
+        target = log_to_clean(self.log.segments, PID, self.log.cleaner_checkpoint, self.cfg, self.now)
         if not target.eligible(self.cfg.min_cleanable_dirty_ratio):
             return
         result = self.cleaner.clean(self.log, target, self.now)
@@ -105,7 +105,7 @@ class CleanerMachine(RuleBasedStateMachine):
         assert result.keyless == len(dropped_keyless)
         if self.cfg.keyless_policy is KeylessPolicy.DEAD_LETTER:
             assert result.dead_letters == dropped_keyless
-        assert read_checkpoint(self.log.storage, self.log.dir) == result.end_offset
+        assert self.log.cleaner_checkpoint == result.end_offset
 
     @invariant()
     def log_equals_model(self) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from streaming.cleaner import (Cleaner, CleanerMetrics, CompactionConfig, KeylessRecordError, LogCleanerManager,
-                               PartitionFigures, PartitionId,
-                               read_checkpoint, write_checkpoint)
+                               PartitionFigures, PartitionId)
 from streaming.cleaner.throttle import Throttler
 from streaming.log import PartitionLog, make_record
 from streaming.log.segment import segment_name
+from tests.log.objects import segment_object
 
 PID = PartitionId("t", 0)
 HOUR = 3_600_000
@@ -135,7 +135,7 @@ def test_checkpoint_outside_the_log_resets_to_log_start(tmp_path, checkpoint: in
     plog = new_log(tmp_path, c)
     plog.append([rec(i + 100, b"k", b"v") for i in range(5)])
     plog.roll()
-    write_checkpoint(plog.storage, plog.dir, PID, checkpoint)
+    plog.set_cleaner_checkpoint(checkpoint)
     target = LogCleanerManager(c).select(plog, PID, 0)
     assert target.checkpoint_reset and target.first_dirty_offset == plog.log_start_offset
 
@@ -197,7 +197,7 @@ def test_failed_partition_is_uncleanable_others_go_on_and_it_is_retried_after_ba
     for plog in (good, bad):
         plog.append([rec(i, b"k%d" % (i % 2), b"v" * 20) for i in range(10)])
         plog.roll()
-    seg = tmp_path / "bad" / segment_name(0)
+    seg = segment_object(bad)
     data = bytearray(seg.read_bytes())
     data[-40:-20] = b"\xff" * 20  # damage record bytes inside a whole block
     seg.write_bytes(bytes(data))
@@ -278,14 +278,13 @@ def test_header_strategy_counts_unusable_version_headers(tmp_path) -> None:
     assert outcome.state.invalid_version_headers == 1, "a missing header is no version, not an invalid one"
 
 
-def test_checkpoint_file_is_kafka_format(tmp_path) -> None:
+def test_checkpoint_is_committed_with_the_log(tmp_path) -> None:
     c = cfg(min_cleanable_dirty_ratio=0)
     plog = new_log(tmp_path, c)
     plog.append([rec(0, b"a", b"1"), rec(1, b"a", b"2")])
     plog.roll()
     Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
-    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
-    assert read_checkpoint(plog.storage, plog.dir) == 2
+    assert plog.cleaner_checkpoint == 2 and new_log(tmp_path, c).cleaner_checkpoint == 2
 
 
 def test_metrics_keep_last_pass_gauges_and_totals_through_idle_rounds(tmp_path) -> None:
@@ -308,7 +307,7 @@ def test_damaged_log_is_uncleanable_with_the_damage_named_even_below_the_dirty_r
     plog = new_log(tmp_path, c)
     plog.append([rec(i, b"k%d" % i, b"v" * 20) for i in range(10)])
     plog.roll()
-    seg = tmp_path / segment_name(0)
+    seg = segment_object(plog)
     seg.write_bytes(seg.read_bytes()[:-25])
     reopened = new_log(tmp_path, c)
     outcome = LogCleanerManager(c).clean_partition(PID, reopened, 0)
@@ -321,11 +320,11 @@ def test_a_changed_byte_in_a_dirty_value_fails_the_pass_before_anything_is_swapp
     plog = new_log(tmp_path, c)
     plog.append([rec(i, b"k%d" % (i % 3), b"v" * 20) for i in range(10)])
     plog.roll()
-    seg = tmp_path / segment_name(0)
+    seg = segment_object(plog)
     data = bytearray(seg.read_bytes())
     data[data.index(b"v" * 20) + 3] ^= 0x01  # still decodes: only the checksum can tell
     seg.write_bytes(bytes(data))
     reopened = new_log(tmp_path, c)
     outcome = LogCleanerManager(c).clean_partition(PID, reopened, 0)
     assert outcome.result is None and "checksum mismatch" in outcome.error
-    assert seg.read_bytes() == bytes(data) and read_checkpoint(reopened.storage, reopened.dir) is None
+    assert seg.read_bytes() == bytes(data) and reopened.cleaner_checkpoint is None

@@ -13,25 +13,30 @@ from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.log import make_record
 from streaming.state.files import write_json
 from streaming.state.layout import emitted_file, log_dir, open_partition_log
+from streaming.state.stores import open_state_dir
 
 NOW = 1_800_000_000_000
 
 
 def _state_dir(tmp_path) -> str:
+    return write_state_dir(str(tmp_path))
+
+
+def write_state_dir(uri: str) -> str:
     """A job's state dir: its saved spec, one cleaned partition log with an emission note, one dirty one."""
-    state = str(tmp_path)
+    state = open_state_dir(uri)
     config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0"})
     mapping = JobMapping("127.0.0.1:1", {"names": ["orders"]}, "127.0.0.1:1", "orders.compacted")
-    JobSpec(mapping, state, {"orders": TopicPlan("orders", "orders.compacted", config, 2)},
+    JobSpec(mapping, uri, {"orders": TopicPlan("orders", "orders.compacted", config, 2)},
             source_kafka={"sasl.password": "hunter2"}).save()
     for partition in (0, 1):
-        plog = open_partition_log(log_dir(state, "orders", partition), "orders", partition, config.log_config)
+        plog = open_partition_log(state, log_dir(state, "orders", partition), "orders", partition, config.log_config)
         plog.append([make_record(o, b"k%d" % (o % 2), b"v%d" % o, NOW - 10_000) for o in range(6)], now_ms=NOW)
         plog.roll()
-    cleaned = open_partition_log(log_dir(state, "orders", 0), "orders", 0, config.log_config)
+    cleaned = open_partition_log(state, log_dir(state, "orders", 0), "orders", 0, config.log_config)
     LogCleanerManager(config).clean_partition(PartitionId("orders", 0), cleaned, NOW)
-    write_json(emitted_file(cleaned.dir), {"emitted_up_to": 5, "at_ms": NOW})
-    return state
+    write_json(state.storage, emitted_file(cleaned.dir), {"emitted_up_to": 5, "at_ms": NOW})
+    return uri
 
 
 def test_status_reports_each_partition_from_its_files(tmp_path) -> None:

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.cli.main import main
 from streaming.state.locks import StateDirLock
+from streaming.state.stores import open_state_dir
 from streaming.kafka.emitter import OFFSET_HEADER
 from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
@@ -162,7 +163,7 @@ def test_bad_input_is_refused_before_anything_runs(bootstrap_servers, new_topic,
 
 def test_second_compactor_on_the_same_state_dir_is_refused(bootstrap_servers, new_topic, tmp_path, capsys) -> None:
     src = new_topic(partitions=1)
-    held = StateDirLock(str(tmp_path))
+    held = StateDirLock(open_state_dir(str(tmp_path)))
     try:
         capsys.readouterr()
         assert main(["run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic",

@@ -6,8 +6,6 @@ Each run goes through the CLI against the real broker; the sink is compared with
 from __future__ import annotations
 
 import dataclasses
-import glob
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +15,9 @@ import time
 import pytest
 
 from streaming.kafka.broker import start_local_broker
-from streaming.log.segment import META_SUFFIX, SegmentMeta, segment_name
+from streaming.log import LogConfig, PartitionLog
+from streaming.log.segment import SegmentMeta, segment_name
+from streaming.state.stores import open_state_dir
 from streaming.state.layout import log_dir
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.e2e.helpers import (
@@ -44,12 +44,10 @@ def _past() -> int:
 
 
 def _sealed_segment(state_dir: str, topic: str, partition: int) -> tuple[str, SegmentMeta]:
-    """The first sealed segment holding records, with its sidecar."""
-    directory = log_dir(state_dir, topic, partition)
-    metas = sorted((SegmentMeta.from_json(open(p, "rb").read())
-                    for p in glob.glob(os.path.join(directory, "*" + META_SUFFIX))), key=lambda m: m.base_offset)
-    meta = next(m for m in metas[:-1] if m.record_count)
-    return os.path.join(directory, segment_name(meta.base_offset)), meta
+    """An object of the first sealed segment holding records, with the segment's description."""
+    plog = PartitionLog(log_dir(open_state_dir(state_dir), topic, partition), LogConfig(fsync=False))
+    meta = next(m for m in plog.segments[:-1] if m.record_count)
+    return plog.object_path(meta.chunks[-1].name), meta
 
 
 def _damage(path: str, how: str) -> None:
@@ -91,7 +89,7 @@ def test_damaged_segment_makes_its_partition_uncleanable_and_the_others_go_on(
     by_partition = {p["partition"]: p for p in status["partitions"]}
     damaged = by_partition[0]
     assert damaged["uncleanable"] and segment_name(meta.base_offset) in damaged["uncleanable_error"]
-    if how == "truncate":  # found on open, from the file size alone
+    if how == "truncate":  # found on open, from the object's size alone
         assert list(damaged["damaged_segments"]) == [segment_name(meta.base_offset)]
     else:  # same size: found by the checksum when the cleaner read it
         assert "checksum mismatch" in damaged["uncleanable_error"] and not damaged["damaged_segments"]

@@ -13,7 +13,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from streaming.job.append import LogAppender, append_partitions
 from streaming.log import LogConfig
 from streaming.spark.source.kafka_source import ARROW_SCHEMA
-from streaming.state.layout import log_dir
+from streaming.state.layout import REJECTED, log_dir
+from streaming.state.stores import open_state_dir
 from tests.kafka_helpers import Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
@@ -160,7 +161,7 @@ def test_record_the_log_cannot_take_is_set_aside_with_its_offset(tmp_path) -> No
     assert stats == [{"topic": "t", "partition": 0, "appended": 3, "skipped": 0, "rolled": 0, "rejected": 1,
                       "odd_timestamps": 0, "log_end_offset": 14}]
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 12, 13]
-    rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
+    rejected = _rejected(tmp_path)
     assert [r["offset"] for r in rejected] == [11] and "timestamp" in rejected[0]["reason"]
 
 
@@ -176,5 +177,10 @@ def test_record_with_a_null_header_key_is_set_aside_and_the_others_keep_their_he
     assert (stats[0]["appended"], stats[0]["rejected"]) == (3, 1)
     assert [(o, h) for o, *_, h in log_contents(str(tmp_path), "t", 0)] == [
         (10, [{"key": "h", "value": b"1"}]), (12, []), (13, [{"key": "h", "value": None}])]
-    rejected = [json.loads(line) for line in open(os.path.join(log_dir(str(tmp_path), "t", 0), "rejected.jsonl"))]
+    rejected = _rejected(tmp_path)
     assert [r["offset"] for r in rejected] == [11] and "header" in rejected[0]["reason"]
+
+
+def _rejected(tmp_path) -> list[dict]:
+    directory = os.path.join(log_dir(open_state_dir(str(tmp_path)), "t", 0), REJECTED)
+    return [json.loads(line) for name in sorted(os.listdir(directory)) for line in open(os.path.join(directory, name))]

@@ -1,7 +1,7 @@
 """A full disk under the log: the write fails with ENOSPC, and what the log holds afterwards is exactly
-what it held before the failed write (no half-written record, segment or sidecar taken as truth).
+what it held before the failed write (no half-written object or manifest taken as truth).
 
-The disk is a LocalStorage with a byte budget: like a real filesystem it writes what fits, then fails.
+The disk is a LocalStorage with a capacity: like a real filesystem it writes what fits, then fails.
 The end-to-end test on a real tmpfs is in tests/e2e/test_faults.py.
 """
 
@@ -16,34 +16,22 @@ import pytest
 
 from streaming.cleaner import Cleaner, CompactionConfig, LogCleanerManager, PartitionId
 from streaming.log import LocalStorage, LogConfig, PartitionLog, make_record
+from streaming.log.manifest import OBJECTS
 
 
 class FullDisk(LocalStorage):
-    def __init__(self, budget: int) -> None:
+    def __init__(self, root: str, capacity: int) -> None:
         super().__init__(fsync=False)
-        self.budget = budget
+        self.root = root
+        self.capacity = capacity
 
-    def _take(self, f: BinaryIO, data: bytes) -> None:
-        fits = data[: max(0, self.budget)]
-        f.write(fits)
-        self.budget -= len(fits)
-        if len(fits) < len(data):
-            f.flush()
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def used(self) -> int:
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(self.root) for f in fs)
 
     @contextlib.contextmanager
-    def open_write(self, path: str) -> Iterator[BinaryIO]:
-        with open(path, "wb") as f:
-            yield _Budgeted(f, self)
-
-    def append(self, path: str, data: bytes) -> None:
-        with open(path, "ab") as f:
-            self._take(f, data)
-
-    def delete(self, path: str) -> None:
-        freed = os.path.getsize(path) if os.path.exists(path) else 0
-        super().delete(path)
-        self.budget += freed
+    def _staged(self, path: str) -> Iterator[tuple[BinaryIO, str]]:
+        with super()._staged(path) as (f, tmp):
+            yield _Budgeted(f, self), tmp
 
 
 class _Budgeted:
@@ -51,7 +39,15 @@ class _Budgeted:
         self.f, self.disk = f, disk
 
     def write(self, data: bytes) -> None:
-        self.disk._take(self.f, data)
+        self.f.flush()
+        room = max(0, self.disk.capacity - self.disk.used())
+        self.f.write(data[:room])
+        if room < len(data):
+            self.f.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name: str):
+        return getattr(self.f, name)
 
 
 def records(start: int, n: int, key_mod: int = 1000) -> list[dict]:
@@ -63,32 +59,33 @@ def offsets(directory: str) -> list[int]:
 
 
 def test_append_on_a_full_disk_fails_and_keeps_exactly_what_was_stored(tmp_path) -> None:
-    disk = FullDisk(budget=4000)
+    disk = FullDisk(str(tmp_path), capacity=40_000)
     log = PartitionLog(str(tmp_path), LogConfig(fsync=False), storage=disk)
     log.append(records(0, 10))
     with pytest.raises(OSError) as err:
-        for start in range(10, 1000, 10):
+        for start in range(10, 10_000, 10):
             log.append(records(start, 10))
     assert err.value.errno == errno.ENOSPC
     stored = offsets(str(tmp_path))
-    assert stored == list(range(len(stored))) and len(stored) >= 10, "a whole-batch prefix, nothing torn"
+    assert stored == list(range(len(stored))) and len(stored) >= 10, "whole appends, nothing torn"
     assert stored == [r["offset"] for r in log.read()], "memory claims no record the disk lacks"
-    disk.budget = 10**9
+    disk.capacity = 10**9
     log.append(records(len(stored), 10))
     assert offsets(str(tmp_path)) == list(range(len(stored) + 10))
 
 
-def test_clean_on_a_full_disk_leaves_the_old_segments_and_no_cleaned_file(tmp_path) -> None:
+def test_clean_on_a_full_disk_leaves_the_old_segments_and_no_new_object(tmp_path) -> None:
     config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0", "segment.bytes": "2000"})
-    disk = FullDisk(budget=10**9)
+    disk = FullDisk(str(tmp_path), capacity=10**9)
     log = PartitionLog(str(tmp_path), config.log_config, storage=disk)
     log.append(records(0, 200, key_mod=150))
     log.roll()
     before = [(r["offset"], r["key"], r["value"]) for r in log.read()]
-    disk.budget = 500  # room for part of a cleaned segment, not all of it
+    objects = sorted(os.listdir(tmp_path / OBJECTS))
+    disk.capacity = disk.used() + 500  # room for part of a cleaned segment, not all of it
     outcome = LogCleanerManager(config, Cleaner(config)).clean_partition(PartitionId("t", 0), log, now_ms=0)
     assert outcome.state.uncleanable and "No space left on device" in outcome.error
-    assert not [n for n in os.listdir(tmp_path) if n.endswith(".cleaned") or n.endswith(".swap")]
+    assert sorted(os.listdir(tmp_path / OBJECTS)) == objects, "the partial object was removed"
     reopened = PartitionLog(str(tmp_path), config.log_config)
     assert [(r["offset"], r["key"], r["value"]) for r in reopened.read()] == before
     assert not reopened.damaged

@@ -1,14 +1,15 @@
-"""Property test: any sequence of appends, replays, rolls, replaces and crashes reads back as a list model.
+"""Property test: any sequence of appends, replays, rolls, replaces, crashes, zombies and garbage
+collection reads back as a list model.
 
-The model is a plain list of records. Crashes are simulated the way they happen: a torn last append
-(its file cut at a random byte inside the bytes it wrote), a replace interrupted before or during the swap,
-and leftover temporary files. After a torn append the log must hold the model plus a prefix of the torn
-batch (whole blocks survive, a partial block never does).
+The model is a plain list of records. Crashes are simulated the way they happen on any store: the process
+dies after writing objects but before their manifest, or while writing an object. Either way the log must
+read back exactly as before the interrupted change. A zombie (a writer that opened the log earlier) is
+refused and changes nothing; garbage collection never removes what the log reads.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 import tempfile
 
@@ -17,8 +18,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from streaming.log import ArrowStorage, LocalStorage, LogConfig, PartitionLog, batch_from_records, make_record
-from streaming.log.segment import meta_name, segment_name
+from streaming.log import (ArrowStorage, LocalStorage, LogConfig, LogFencedError, PartitionLog, batch_from_records,
+                           make_record)
+from streaming.log.manifest import KEEP_MANIFESTS, Manifest, manifest_dir, objects_dir
+from tests.log.objects import PatchedStorage
 
 
 class SimulatedCrash(BaseException):
@@ -60,11 +63,16 @@ class LogMachine(RuleBasedStateMachine):
 
         self.config = LogConfig(segment_bytes=segment_bytes, segment_ms=segment_ms, segment_jitter_ms=jitter,
                                 max_compaction_lag_ms=max_lag, fsync=False)
-        self.storage = ArrowStorage(LocalFileSystem()) if arrow else LocalStorage(fsync=False)
-        self.log = PartitionLog(self.dir, self.config, self.storage, jitter_seed="topic-0")
+        local = LocalStorage(fsync=False)
+        self.storage = ArrowStorage(LocalFileSystem(), local.put_if_absent) if arrow else local
+        self.log = self.opened()
+        self.zombie: PartitionLog | None = None
+
+    def opened(self) -> PartitionLog:
+        return PartitionLog(self.dir, self.config, self.storage, jitter_seed="topic-0")
 
     def reopen(self) -> None:
-        self.log = PartitionLog(self.dir, self.config, self.storage, jitter_seed="topic-0")
+        self.log = self.opened()
 
     def tick(self, data) -> int:
         self.clock += data.draw(st.integers(min_value=0, max_value=5_000))
@@ -100,84 +108,98 @@ class LogMachine(RuleBasedStateMachine):
         lo, hi = group[0].base_offset, group[-1].next_offset
         inside = [r for r in self.model if lo <= r["offset"] < hi]
         keep = [r for r in inside if data.draw(st.booleans())]
-        crash = data.draw(st.sampled_from(["none", "before-swap", "mid-swap"]))
-        if crash == "none":
-            self.log.replace(group, [batch_from_records(keep)])
-        else:
-            self._crash_during_replace(group, keep, crash)
-            self.reopen()
+        crash = data.draw(st.booleans())
+        if crash:
+            self._crash_before_manifest(lambda: self.log.replace(group, [batch_from_records(keep)]))
+            return
+        self.log.replace(group, [batch_from_records(keep)])
         kept = {r["offset"] for r in keep}
         self.model = [r for r in self.model if not (lo <= r["offset"] < hi) or r["offset"] in kept]
         assert self.log.log_end_offset == self.end
 
-    def _crash_during_replace(self, group, keep, where: str) -> None:
-        log = self.log
-        if where == "before-swap":
-            def dies(*_a, **_k):
-                raise SimulatedCrash
+    def _crash_before_manifest(self, change) -> None:
+        """The process dies after the change's objects are written, before its manifest: reopened, the log
+        is what it was (the invariant checks it against the unchanged model)."""
+        def dies(*_a, **_k):
+            raise SimulatedCrash
 
-            log._complete_swap = dies
-        else:
-            real_delete = log.storage.delete
-            calls = {"n": 0}
-
-            def dies_after_one(path: str) -> None:
-                calls["n"] += 1
-                if calls["n"] > 1:
-                    raise SimulatedCrash
-                real_delete(path)
-
-            log.storage.delete = dies_after_one
+        self.log.storage = PatchedStorage(self.storage, put_if_absent=dies)
         with pytest.raises(SimulatedCrash):
-            log.replace(group, [batch_from_records(keep)])
-        if where != "before-swap":
-            del log.storage.delete
+            change()
+        self.reopen()
 
     @rule(data=st.data())
-    def crash_with_torn_append(self, data) -> None:
-        gaps = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=30))
-        batch = _records(self.end, gaps, data)
-        active = self.log.active
-        before_segments = len(self.log.segments)
-        path = os.path.join(self.dir, segment_name(active.base_offset))
-        meta_path = os.path.join(self.dir, meta_name(active.base_offset))
-        before = self.storage.size(path)
-        sidecar_before = self.storage.read(meta_path)
-        self.log.append(batch, now_ms=self.tick(data))
-        if len(self.log.segments) != before_segments:
-            # the batch rolled: tearing is only realistic for the last write; model it as complete
-            self.model.extend(batch)
-            self.end = batch[-1]["offset"] + 1
+    def crash_between_objects_and_manifest(self, data) -> None:
+        batch = _records(self.end, data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=30)), data)
+        now = self.tick(data)
+        self._crash_before_manifest(lambda: self.log.append(batch, now_ms=now))
+
+    @rule(data=st.data())
+    def crash_while_writing_an_object(self, data) -> None:
+        batch = _records(self.end, data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=30)), data)
+        real_put = self.storage.put
+
+        def torn(path: str, blob: bytes) -> None:
+            if data.draw(st.booleans()):
+                raise SimulatedCrash
+            real_put(path, blob)
+
+        self.log.storage = PatchedStorage(self.storage, put=torn)
+        try:
+            self.log.append(batch, now_ms=self.tick(data))
+        except SimulatedCrash:
             self.reopen()
             return
-        after = self.storage.size(path)
-        cut = data.draw(st.integers(before, after))
-        # The data write is durable before the sidecar is rewritten, so a crash that tears the data
-        # write leaves the sidecar of before the append.
-        self.storage.truncate(path, cut)
-        self.storage.write(meta_path, sidecar_before)
-        self.reopen()
-        got = [r["offset"] for r in self.log.read(batch[0]["offset"])]
-        assert got == [r["offset"] for r in batch[: len(got)]], "a torn append keeps a prefix, in order"
-        if cut == after:
-            assert len(got) == len(batch)
-        if cut == before:
-            assert got == []
-        self.model.extend(batch[: len(got)])
-        if got:
-            self.end = got[-1] + 1
-        assert self.log.log_end_offset == self.end
+        self.log.storage = self.storage
+        self.model.extend(batch)
+        self.end = batch[-1]["offset"] + 1
 
-    @rule(name=st.sampled_from(["00000000000000000000.avro.cleaned", "00000000000000000007.avro.tmp"]))
-    def crash_leaves_temp_file(self, name: str) -> None:
-        self.storage.write(os.path.join(self.dir, name), b"garbage from a dead process")
+    @rule()
+    def a_zombie_opens_the_log(self) -> None:
+        self.zombie = self.opened()
+
+    @precondition(lambda self: self.zombie is not None)
+    @rule(data=st.data())
+    def the_zombie_writes(self, data) -> None:
+        zombie, self.zombie = self.zombie, None
+        if zombie.version == self.log.version:  # nothing committed since it opened: it is no zombie yet
+            return
+        batch = _records(self.end, [0], data)
+        with pytest.raises(LogFencedError, match="fenced"):
+            zombie.append(batch, now_ms=self.tick(data))
+        if len(zombie.segments) > 1:
+            with pytest.raises(LogFencedError):
+                zombie.replace(zombie.segments[:1], [])
+
+    @rule()
+    def garbage_is_collected(self) -> None:
+        self.log.collect_garbage(grace_ms=0)
         self.reopen()
-        assert name in self.log.recovery.discarded
+        kept = set()
+        for info in self.storage.list(manifest_dir(self.dir)):
+            with contextlib.suppress(ValueError):
+                manifest = Manifest.from_json(self.storage.get(f"{manifest_dir(self.dir)}/{info.name}"))
+                kept |= {c.name for s in manifest.segments for c in s.chunks}
+        assert len(self.storage.list(manifest_dir(self.dir))) <= KEEP_MANIFESTS
+        assert {i.name for i in self.storage.list(objects_dir(self.dir))} <= kept, "what no kept manifest names goes"
+
+    @rule(data=st.data())
+    def newest_manifest_is_unreadable(self, data) -> None:
+        newest = self.storage.list(manifest_dir(self.dir))
+        version = int(newest[-1].name.split(".")[0]) + 1 if newest else 0
+        self.storage.put(f"{manifest_dir(self.dir)}/{version:020d}.json", b'{"format": 1, "vers')
+        self.reopen()
+        assert self.log.recovery.invalid_manifests == [f"{version:020d}.json"]
+        batch = _records(self.end, [0], data)
+        self.log.append(batch, now_ms=self.clock)
+        assert self.log.version == version + 1, "the next commit goes above the unreadable one"
+        self.model.extend(batch)
+        self.end = batch[-1]["offset"] + 1
 
     @rule()
     def clean_reopen(self) -> None:
         self.reopen()
-        assert not self.log.recovery
+        assert not self.log.recovery.damaged
 
     @invariant()
     def reads_back_the_model(self) -> None:

@@ -1,80 +1,22 @@
-"""Opening a log after a crash: torn tails cut to whole blocks and reported, metadata rebuilt; and damage
-that no crash can cause (bytes lost or changed after they were written) reported, never repaired."""
+"""Opening a log: the newest manifest describes it, whatever crashed before; damage that no crash can cause
+(bytes lost or changed after they were written) is reported, never repaired; a zombie writer is refused."""
 
 from __future__ import annotations
 
 import json
-import os
+import time
 
 import pytest
 
-from streaming.log import BadRecordError, LogConfig, PartitionLog, make_record, record_size, records_from_batch
-from streaming.log.segment import CorruptSegmentError, meta_name, segment_name
+from streaming.log import (BadRecordError, LogConfig, LogFencedError, PartitionLog, make_record, record_size,
+                           records_from_batch)
+from streaming.log.manifest import GC_GRACE_MS, MANIFESTS, OBJECTS
+from streaming.log.segment import CorruptSegmentError, segment_name
+from tests.log.objects import segment_object
 
 
 def _log(path) -> PartitionLog:
     return PartitionLog(str(path), LogConfig(fsync=False), jitter_seed="t-0")
-
-
-def test_torn_tail_is_cut_to_last_whole_block_and_reported(tmp_path) -> None:
-    log = _log(tmp_path)
-    log.append([make_record(o, b"k", b"v" * 10, 0) for o in range(3)])
-    seg_file = tmp_path / segment_name(0)
-    whole = seg_file.stat().st_size
-    sidecar = (tmp_path / meta_name(0)).read_bytes()
-    log.append([make_record(o, b"k", b"v" * 10, 0) for o in range(3, 6)])
-    torn = seg_file.stat().st_size - 5
-    with open(seg_file, "r+b") as f:
-        f.truncate(torn)
-    (tmp_path / meta_name(0)).write_bytes(sidecar)  # the crash came before the sidecar write
-    reopened = _log(tmp_path)
-    assert reopened.recovery.truncated == {segment_name(0): torn - whole}
-    assert seg_file.stat().st_size == whole
-    assert [r["offset"] for r in reopened.read()] == [0, 1, 2]
-    assert reopened.log_end_offset == 3
-    reopened.append([make_record(o, b"k", b"v", 0) for o in range(3, 5)])
-    assert [r["offset"] for r in _log(tmp_path).read()] == [0, 1, 2, 3, 4]
-
-
-def test_truncated_bytes_are_reported_exactly(tmp_path) -> None:
-    log = _log(tmp_path)
-    log.append([make_record(0, b"k", b"v", 0)])
-    seg_file = tmp_path / segment_name(0)
-    whole = seg_file.stat().st_size
-    with open(seg_file, "ab") as f:
-        f.write(b"\x02\x40half a block")
-    reopened = _log(tmp_path)
-    assert reopened.recovery.truncated == {segment_name(0): len(b"\x02\x40half a block")}
-    assert seg_file.stat().st_size == whole
-
-
-@pytest.mark.parametrize("damage", ["missing", "garbage"])
-def test_metadata_is_rebuilt_from_the_segment(tmp_path, damage: str) -> None:
-    log = _log(tmp_path)
-    log.append([make_record(0, b"a", b"1", 100), make_record(4, b"b", None, 50)])
-    log.roll()
-    expected = log.segments
-    meta_file = tmp_path / meta_name(0)
-    if damage == "missing":
-        os.remove(meta_file)
-    else:
-        meta_file.write_bytes(b"{not json")
-    reopened = _log(tmp_path)
-    assert segment_name(0) in reopened.recovery.rebuilt
-    assert reopened.segments == expected
-    assert not reopened.damaged
-
-
-def test_active_sidecar_one_append_behind_is_rebuilt(tmp_path) -> None:
-    log = _log(tmp_path)
-    log.append([make_record(0, b"a", b"1", 100)])
-    sidecar = (tmp_path / meta_name(0)).read_bytes()
-    log.append([make_record(4, b"b", None, 50)])
-    expected = log.segments
-    (tmp_path / meta_name(0)).write_bytes(sidecar)  # crash between the data write and the sidecar write
-    reopened = _log(tmp_path)
-    assert segment_name(0) in reopened.recovery.rebuilt
-    assert reopened.segments == expected
 
 
 def _sealed_then_active(tmp_path) -> PartitionLog:
@@ -87,12 +29,13 @@ def _sealed_then_active(tmp_path) -> PartitionLog:
 
 def test_truncated_sealed_segment_is_reported_not_cut_and_appends_go_on(tmp_path) -> None:
     _sealed_then_active(tmp_path)
-    seg_file = tmp_path / segment_name(0)
+    seg_file = segment_object(_log(tmp_path))
     size = seg_file.stat().st_size
     with open(seg_file, "r+b") as f:
         f.truncate(size - 30)
     reopened = _log(tmp_path)
-    assert reopened.damaged == {segment_name(0): f"file has {size - 30} bytes, its sidecar records {size}"}
+    assert reopened.damaged == {segment_name(0): f"object {seg_file.name} has {size - 30} bytes, the manifest "
+                                                 f"records {size}"}
     assert seg_file.stat().st_size == size - 30, "damage is left for the operator, not cut away"
     assert reopened.append([make_record(8, b"k", b"v", 0)]).appended == 1
     assert [r["offset"] for r in reopened.read(5)] == [5, 6, 7, 8]
@@ -102,7 +45,7 @@ def test_truncated_sealed_segment_is_reported_not_cut_and_appends_go_on(tmp_path
 
 def test_truncated_active_segment_rolls_so_appends_go_on(tmp_path) -> None:
     _sealed_then_active(tmp_path)
-    seg_file = tmp_path / segment_name(5)
+    seg_file = segment_object(_log(tmp_path), 1)
     with open(seg_file, "r+b") as f:
         f.truncate(seg_file.stat().st_size - 10)
     reopened = _log(tmp_path)
@@ -115,13 +58,13 @@ def test_truncated_active_segment_rolls_so_appends_go_on(tmp_path) -> None:
 
 def test_flipped_byte_is_found_by_checksum_before_anything_decodes(tmp_path) -> None:
     _sealed_then_active(tmp_path)
-    seg_file = tmp_path / segment_name(0)
+    seg_file = segment_object(_log(tmp_path))
     data = bytearray(seg_file.read_bytes())
     at = data.index(b"v" * 20) + 3
     data[at] ^= 0x01  # inside a value: still valid Avro, only the checksum can tell
     seg_file.write_bytes(bytes(data))
     reopened = _log(tmp_path)
-    assert not reopened.damaged, "same size: opening does not read the data"
+    assert not reopened.damaged, "same size: opening reads no data"
     with pytest.raises(CorruptSegmentError, match="checksum mismatch"):
         next(reopened.read(0))
     assert [r["offset"] for r in reopened.read(5)] == [5, 6, 7], "other segments stay readable"
@@ -129,8 +72,8 @@ def test_flipped_byte_is_found_by_checksum_before_anything_decodes(tmp_path) -> 
 
 def test_key_columns_are_checked_as_read_and_damage_raises_after_the_last_batch(tmp_path) -> None:
     _sealed_then_active(tmp_path)
-    seg_file = tmp_path / segment_name(0)
     intact = _log(tmp_path)
+    seg_file = segment_object(intact)
     keys = list(intact.segment_keys(intact.segments[0]))
     assert [k for b in keys for k in b.column("key").to_pylist()] == [b"k%d" % o for o in range(5)]
     full = [r for b in intact.segment_batches(intact.segments[0]) for r in records_from_batch(b)]
@@ -165,10 +108,56 @@ def test_replayed_batch_is_skipped(tmp_path) -> None:
     assert [r["offset"] for r in log.read()] == [0, 2, 3, 7]
 
 
-def test_a_sidecar_written_by_an_older_version_still_opens(tmp_path) -> None:
+def test_a_manifest_written_by_an_older_version_still_opens(tmp_path) -> None:
     _sealed_then_active(tmp_path)
-    sidecar = tmp_path / meta_name(0)
-    doc = json.loads(sidecar.read_text())
-    sidecar.write_text(json.dumps({**doc, "tombstone_count": 0}))  # a field this version no longer keeps
+    newest = sorted((tmp_path / MANIFESTS).iterdir())[-1]
+    doc = json.loads(newest.read_text())
+    doc["segments"][0]["tombstone_count"] = 0  # a field this version no longer keeps
+    newest.write_text(json.dumps(doc))
     reopened = _log(tmp_path)
-    assert not reopened.damaged and [r["offset"] for r in reopened.read(0)][:5] == [0, 1, 2, 3, 4]
+    assert not reopened.recovery and [r["offset"] for r in reopened.read(0)][:5] == [0, 1, 2, 3, 4]
+
+
+def test_a_crash_between_objects_and_manifest_leaves_the_log_as_it_was_and_the_objects_are_collected(tmp_path) -> None:
+    log = _sealed_then_active(tmp_path)
+    before = [r["offset"] for r in log.read()]
+
+    def crash(*_a):
+        raise KeyboardInterrupt  # the process dies here
+
+    log.storage.put_if_absent = crash
+    with pytest.raises(KeyboardInterrupt):
+        log.append([make_record(o, b"k", b"v", 0) for o in range(8, 12)])
+    del log.storage.put_if_absent
+    orphans = {p.name for p in (tmp_path / OBJECTS).iterdir()} - _referenced(log)
+    assert len(orphans) == 1
+    reopened = _log(tmp_path)
+    assert [r["offset"] for r in reopened.read()] == before and reopened.log_end_offset == 8
+    assert reopened.collect_garbage() == 0, "young objects may still be a writer's, before its manifest"
+    assert reopened.collect_garbage(now_ms=int(time.time() * 1000) + GC_GRACE_MS + 1000) == 1
+    assert not {p.name for p in (tmp_path / OBJECTS).iterdir()} & orphans
+    assert reopened.append([make_record(o, b"k", b"v", 0) for o in range(8, 12)]).appended == 4, "the replay"
+    assert [r["offset"] for r in _log(tmp_path).read()] == before + [8, 9, 10, 11]
+
+
+def test_a_zombie_writer_is_refused_and_changes_nothing(tmp_path) -> None:
+    live = _sealed_then_active(tmp_path)
+    zombie = _log(tmp_path)
+    live.append([make_record(8, b"k", b"live", 0)])
+    with pytest.raises(LogFencedError, match="fenced"):
+        zombie.append([make_record(8, b"k", b"zombie", 0), make_record(9, b"k", b"zombie", 0)])
+    with pytest.raises(LogFencedError):
+        zombie.replace(zombie.segments[:1], [])
+    assert [(r["offset"], r["value"]) for r in _log(tmp_path).read(8)] == [(8, b"live")]
+
+
+def test_many_small_appends_keep_few_objects(tmp_path) -> None:
+    log = _log(tmp_path)
+    for o in range(1000):
+        log.append([make_record(o, b"k%d" % o, b"v" * 30, 0)])
+    assert len(log.active.chunks) <= 11, "a binary counter: about log2(1000) objects"
+    assert [r["offset"] for r in _log(tmp_path).read()] == list(range(1000))
+
+
+def _referenced(log: PartitionLog) -> set[str]:
+    return {c.name for s in log.segments for c in s.chunks}

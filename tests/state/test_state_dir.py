@@ -9,41 +9,46 @@ import time
 import pytest
 
 from streaming.errors import JobError
+from streaming.log import ArrowStorage, LocalStorage
 from streaming.state.files import read_json, write_json
-from streaming.state.layout import list_log_dirs, log_dir
+from streaming.state.layout import list_log_dirs, log_dir, spark_checkpoint
 from streaming.state.locks import StateDirLock, partition_lock
+from streaming.state.stores import StateStoreError, open_state_dir
 
 
 def test_log_dirs_are_listed_with_their_topic_and_partition_even_when_the_topic_has_dashes(tmp_path) -> None:
     for topic, p in (("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)):
-        os.makedirs(log_dir(str(tmp_path), topic, p))
+        os.makedirs(log_dir(open_state_dir(str(tmp_path)), topic, p))
     os.makedirs(os.path.join(tmp_path, "logs", "not-a-partition"))
-    assert [(t, p) for t, p, _ in list_log_dirs(str(tmp_path))] == [("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)]
+    assert [(t, p) for t, p, _ in list_log_dirs(open_state_dir(str(tmp_path)))] == [("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)]
 
 
 def test_a_document_is_replaced_whole_and_a_missing_one_reads_as_none(tmp_path) -> None:
     path = str(tmp_path / "doc.json")
-    assert read_json(path) is None
-    write_json(path, {"a": 1})
-    write_json(path, {"a": 2, "b": [1, 2]})
-    assert read_json(path) == {"a": 2, "b": [1, 2]} and os.listdir(tmp_path) == ["doc.json"]
+    storage = LocalStorage()
+    assert read_json(storage, path) is None
+    write_json(storage, path, {"a": 1})
+    write_json(storage, path, {"a": 2, "b": [1, 2]})
+    assert read_json(storage, path) == {"a": 2, "b": [1, 2]} and os.listdir(tmp_path) == ["doc.json"]
 
 
 def test_a_second_compactor_is_refused_naming_the_holder(tmp_path) -> None:
-    held = StateDirLock(str(tmp_path))
+    state = open_state_dir(str(tmp_path))
+    held = StateDirLock(state)
     try:
         with pytest.raises(JobError, match=f"in use by another compactor \\(pid {os.getpid()}\\)"):
-            StateDirLock(str(tmp_path))
+            StateDirLock(state)
     finally:
         held.release()
-    StateDirLock(str(tmp_path)).release()
+    StateDirLock(state).release()
 
 
 def test_a_partition_writer_waits_for_the_one_before_it(tmp_path) -> None:
     order: list[str] = []
-    with partition_lock(str(tmp_path)):
+    state = open_state_dir(str(tmp_path))
+    with partition_lock(state, str(tmp_path)):
         def second() -> None:
-            with partition_lock(str(tmp_path)):
+            with partition_lock(state, str(tmp_path)):
                 order.append("second")
         t = threading.Thread(target=second)
         t.start()
@@ -51,7 +56,29 @@ def test_a_partition_writer_waits_for_the_one_before_it(tmp_path) -> None:
         order.append("first")
     t.join(10)
     assert order == ["first", "second"]
-    with partition_lock(str(tmp_path)):
+    with partition_lock(state, str(tmp_path)):
         with pytest.raises(TimeoutError, match="still locked"):
-            with partition_lock(str(tmp_path), timeout_s=0.2):
+            with partition_lock(state, str(tmp_path), timeout_s=0.2):
                 pass
+
+
+def test_a_state_dir_is_a_local_path_or_a_uri_of_a_pyarrow_filesystem(tmp_path, s3_server) -> None:
+    for uri in (str(tmp_path), f"file://{tmp_path}"):
+        state = open_state_dir(uri)
+        assert state.local and isinstance(state.storage, LocalStorage) and state.root == str(tmp_path)
+        assert spark_checkpoint(state) == f"{tmp_path}/checkpoint"
+    bucket = s3_server.new_bucket()
+    remote = open_state_dir(s3_server.uri(bucket, "jobs/a/"))
+    assert not remote.local and isinstance(remote.storage, ArrowStorage) and remote.root == f"{bucket}/jobs/a"
+    assert log_dir(remote, "t", 0) == f"{bucket}/jobs/a/logs/t-0"
+    assert spark_checkpoint(remote) == f"s3a://{bucket}/jobs/a/checkpoint", "Spark's (Hadoop's) name for S3"
+
+
+@pytest.mark.parametrize("uri,error", [
+    ("ftp://host/dir", "unsupported scheme ftp://"),
+    ("s3://bucket/a?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1", "the store cannot be read: .*connect"),
+])
+def test_a_state_dir_that_cannot_be_used_is_one_clear_error(uri: str, error: str) -> None:
+    with pytest.raises(StateStoreError, match=error) as err:
+        open_state_dir(uri)
+    assert "\n" not in str(err.value)

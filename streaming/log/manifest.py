@@ -1,0 +1,149 @@
+"""A partition log's manifests: version N describes the whole log (its segments, their objects, the
+cleaner's checkpoint) as the Nth commit left it.
+
+A commit creates the next version with put-if-absent and nothing else: no append, no rename, so it works
+on object stores, and it is atomic wherever a whole-object write is. Two writers of one log (a zombie task
+of a dead driver beside the task of its successor) cannot both create version N: the second is fenced,
+as Kafka's transactional ids fence a zombie producer on the sink side. A crash between writing objects and
+the manifest leaves the objects unreferenced; the previous manifest still describes the log.
+
+Old versions and unreferenced objects are deleted later, and only once older than a grace period: a
+writer between its objects and its manifest, or a reader of an older version, may still need them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+from dataclasses import dataclass, field
+
+from streaming.errors import UserError
+from streaming.log.segment import SegmentMeta
+from streaming.log.storage import ObjectInfo, Storage
+
+log = logging.getLogger(__name__)
+
+MANIFESTS = "manifests"
+OBJECTS = "segments"
+MANIFEST_SUFFIX = ".json"
+FORMAT = 1
+KEEP_MANIFESTS = 8
+GC_GRACE_MS = 10 * 60 * 1000
+
+
+class LogFencedError(UserError, RuntimeError):
+    """Another writer committed to this log since this one opened it: this writer must reopen the log."""
+
+
+@dataclass
+class Manifest:
+    version: int
+    segments: list[SegmentMeta]
+    cleaner_checkpoint: int | None = None  # the first dirty offset: below it the log is clean
+
+    def to_json(self) -> bytes:
+        return json.dumps({"format": FORMAT, "version": self.version, "cleaner_checkpoint": self.cleaner_checkpoint,
+                           "segments": [s.to_dict() for s in self.segments]}, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Manifest":
+        """Raises ValueError for anything that is not a whole manifest of a known format."""
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != FORMAT:
+                raise ValueError(f"unknown manifest format {doc.get('format')!r}")
+            return cls(int(doc["version"]), [SegmentMeta.from_dict(s) for s in doc["segments"]],
+                       doc.get("cleaner_checkpoint"))
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not a manifest ({type(exc).__name__}: {exc})") from exc
+
+
+@dataclass
+class Loaded:
+    """What opening found: the newest valid manifest (None for a new log), the newest version name in
+    use (the next commit must go above it, valid or not) and the versions that did not parse."""
+
+    manifest: Manifest | None
+    newest_version: int = -1
+    invalid: list[str] = field(default_factory=list)
+
+
+def manifest_dir(directory: str) -> str:
+    return posixpath.join(directory, MANIFESTS)
+
+
+def objects_dir(directory: str) -> str:
+    return posixpath.join(directory, OBJECTS)
+
+
+def _name(version: int) -> str:
+    return f"{version:020d}{MANIFEST_SUFFIX}"
+
+
+def _by_version(infos: list[ObjectInfo]) -> dict[int, ObjectInfo]:
+    """The manifests among the listed objects, by version (a writer's temporary file is none)."""
+    stems = {i.name[: -len(MANIFEST_SUFFIX)]: i for i in infos if i.name.endswith(MANIFEST_SUFFIX)}
+    return {int(stem): i for stem, i in stems.items() if stem.isdigit()}
+
+
+def _versions(infos: list[ObjectInfo]) -> list[int]:
+    return sorted(_by_version(infos), reverse=True)
+
+
+def load_newest(storage: Storage, directory: str) -> Loaded:
+    """The newest manifest that parses wins; newer ones that do not are reported, never deleted."""
+    versions = _versions(storage.list(manifest_dir(directory)))
+    loaded = Loaded(None, versions[0] if versions else -1)
+    for v in versions:
+        path = posixpath.join(manifest_dir(directory), _name(v))
+        try:
+            loaded.manifest = Manifest.from_json(storage.get(path))
+            return loaded
+        except (ValueError, FileNotFoundError) as exc:
+            log.error("manifest %s is not valid, an older one is used: %s", path, exc)
+            loaded.invalid.append(_name(v))
+    return loaded
+
+
+def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int) -> None:
+    """Create the manifest's version, or raise LogFencedError. A writer so late that its version was
+    already collected as garbage creates it again, but finds newer ones beside it: it is fenced too, and
+    the version it left behind is older than the newest, so no reader takes it."""
+    created = storage.put_if_absent(posixpath.join(manifest_dir(directory), _name(manifest.version)),
+                                    manifest.to_json())
+    if not created or _versions(storage.list(manifest_dir(directory)))[0] > manifest.version:
+        raise LogFencedError(f"partition log {directory}: manifest version {manifest.version} or a later one was "
+                             f"created by another writer since this one opened the log at version {opened_at}; "
+                             f"this writer is fenced (a task of an earlier run?) and must reopen the log")
+
+
+def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int = GC_GRACE_MS) -> int:
+    """Delete manifests below the newest KEEP_MANIFESTS, and objects none of the kept ones references,
+    when older than ``grace_ms``. Returns how many objects (manifests included) were deleted."""
+    listed = storage.list(manifest_dir(directory))
+    by_version = _by_version(listed)
+    versions = sorted(by_version, reverse=True)
+    old = now_ms - grace_ms
+    strays = [i.name for i in listed if i not in by_version.values() and i.mtime_ms <= old]  # a killed writer's
+    kept = [v for i, v in enumerate(versions) if i < KEEP_MANIFESTS or by_version[v].mtime_ms > old]
+    referenced: set[str] = set()
+    readable = 0
+    for v in kept:
+        try:
+            manifest = Manifest.from_json(storage.get(posixpath.join(manifest_dir(directory), _name(v))))
+        except (ValueError, FileNotFoundError):
+            continue
+        readable += 1
+        referenced.update(c.name for s in manifest.segments for c in s.chunks)
+    if versions and not readable:
+        return 0  # nothing says which objects are in use: delete none
+    doomed = [_name(v) for v in versions if v not in kept] + strays
+    for name in doomed:
+        storage.delete(posixpath.join(manifest_dir(directory), name))
+    deleted = len(doomed)
+    for info in storage.list(objects_dir(directory)):
+        if info.name not in referenced and info.mtime_ms <= old:
+            storage.delete(posixpath.join(objects_dir(directory), info.name))
+            deleted += 1
+    return deleted

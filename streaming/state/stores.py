@@ -1,0 +1,102 @@
+"""Where a state dir lives: a local path, or a URI of any pyarrow filesystem (s3://, gs://, hdfs://, file://).
+
+A plain path or file:// is a local directory (LocalStorage, the fast default). Anything else goes through
+pyarrow.fs, which reads and writes every store alike but has no conditional write; each store's own
+put-if-absent, the one operation the logs' fencing needs, is chosen here by scheme:
+- s3://   a PUT with ``If-None-Match: *`` (S3 and S3-compatible servers), through boto3
+- gs://   an upload with ``ifGenerationMatch=0``, through google-cloud-storage (installed on demand)
+- hdfs:// a rename onto the final name, which HDFS refuses when the name exists
+S3 options ride on the URI as pyarrow reads them (``?endpoint_override=host:port&scheme=http&region=...``);
+credentials come from the environment, as for every AWS client.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import parse_qs, urlparse
+
+from streaming.errors import UserError
+from streaming.log.storage import ArrowStorage, LocalStorage, Storage
+
+SCHEMES = ("s3", "gs", "gcs", "hdfs")
+
+
+class StateStoreError(UserError, ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class StateDir:
+    """A state dir: the user's URI, the storage it lives on and its root path within that storage."""
+
+    uri: str
+    storage: Storage
+    root: str
+    local: bool
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+
+def is_local(uri: str) -> bool:
+    scheme = urlparse(uri).scheme
+    return scheme in ("", "file") or len(scheme) == 1  # a Windows drive letter is no scheme
+
+
+@functools.lru_cache(maxsize=8)
+def open_state_dir(uri: str) -> StateDir:
+    """One per URI per process: executors' tasks share their worker's filesystem client."""
+    if is_local(uri):
+        path = urlparse(uri).path if uri.startswith("file:") else uri
+        return StateDir(uri, LocalStorage(), os.path.abspath(path), True)
+    scheme = urlparse(uri).scheme
+    if scheme not in SCHEMES:
+        raise StateStoreError(f"--state-dir {uri}: unsupported scheme {scheme}:// (use a local path, file://, "
+                              f"s3://, gs:// or hdfs://)")
+    from pyarrow import fs as pafs  # noqa: PLC0415 (the light commands on a local dir never need it)
+
+    try:
+        filesystem, root = pafs.FileSystem.from_uri(uri)
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise StateStoreError(f"--state-dir {uri}: {exc}") from None
+    state = StateDir(uri, ArrowStorage(filesystem, _put_if_absent(scheme, uri, filesystem)), root.rstrip("/"), False)
+    try:  # one listing now, so an unreachable store or a missing bucket is one clear line, not a traceback
+        state.storage.list(state.root)
+    except OSError as exc:
+        raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0]}") from None
+    return state
+
+
+def _put_if_absent(scheme: str, uri: str, filesystem) -> Callable[[str, bytes], bool]:
+    if scheme == "s3":
+        from streaming.state.s3 import S3Conditional  # noqa: PLC0415
+
+        query = {k: v[-1] for k, v in parse_qs(urlparse(uri).query).items()}
+        return S3Conditional(query.get("endpoint_override"), query.get("scheme", "https"), query.get("region"))
+    if scheme in ("gs", "gcs"):
+        from streaming.state.gcs import GcsConditional  # noqa: PLC0415
+
+        return GcsConditional()
+    return functools.partial(_rename_if_absent, filesystem)
+
+
+def _rename_if_absent(filesystem, path: str, data: bytes) -> bool:
+    """HDFS: write beside, then rename; HDFS's rename fails when the destination exists."""
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with filesystem.open_output_stream(tmp) as f:
+        f.write(data)
+    try:
+        filesystem.move(tmp, path)
+        return True
+    except OSError:
+        filesystem.delete_file(tmp)
+        from pyarrow.fs import FileType  # noqa: PLC0415
+
+        if filesystem.get_file_info(path).type == FileType.NotFound:
+            raise
+        return False

@@ -1,0 +1,74 @@
+"""A real S3-compatible server on 127.0.0.1 for the tests: moto's server mode, in a process of its own.
+
+Credentials are fixed test values, set in the environment before any SparkSession starts, so Spark's
+Python workers (and executors of a standalone cluster) see the same ones the test process does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kcompact-test", "AWS_SECRET_ACCESS_KEY": "kcompact-test-secret",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@dataclass
+class S3Server:
+    process: subprocess.Popen
+    port: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=f"http://{self.endpoint}", region_name="us-east-1")
+
+    def new_bucket(self) -> str:
+        name = f"kcompact-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def uri(self, bucket: str, path: str = "state") -> str:
+        return f"s3://{bucket}/{path}?endpoint_override={self.endpoint}&scheme=http&region=us-east-1"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_s3_server(timeout_s: float = 60.0) -> S3Server:
+    os.environ.update(CREDENTIALS)
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = S3Server(process, port)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2).close()
+            return server
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError(f"moto's S3 server did not start on 127.0.0.1:{port}") from None
+            time.sleep(0.2)

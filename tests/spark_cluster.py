@@ -1,0 +1,81 @@
+"""A Spark standalone cluster on 127.0.0.1 for the tests: one master and its workers, each a JVM started
+from the installed PySpark's own scripts, each stopped by its PID. Executors run in JVMs of their own that
+the workers start, as on any cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from streaming.spark.home import pyspark_dir
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class StandaloneCluster:
+    master_url: str
+    work_dirs: list[Path]
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def executor_dirs(self) -> list[list[Path]]:
+        """Per worker, the directories of the executors it started (app-*/<executor id>)."""
+        return [sorted(p for p in d.glob("app-*/*") if p.is_dir()) for d in self.work_dirs]
+
+
+def spark_script(name: str) -> str:
+    return os.path.join(pyspark_dir(), "bin", name)
+
+
+def _wait_for(path: Path, text: str, process: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in (path.read_text(errors="replace") if path.exists() else ""):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{path.name}: {text!r} not seen; log tail:\n{path.read_text()[-3000:]}")
+        time.sleep(0.25)
+
+
+@contextlib.contextmanager
+def standalone_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> Iterator[StandaloneCluster]:
+    root.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SPARK_HOME": pyspark_dir(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    port = _free_port()
+    cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", [root / f"worker-{i}" for i in range(workers)])
+
+    def start(name: str, *args: str) -> tuple[subprocess.Popen, Path]:
+        log = root / f"{name}.log"
+        with open(log, "w") as out:
+            p = subprocess.Popen([spark_script("spark-class"), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+        cluster.processes.append(p)
+        return p, log
+
+    try:
+        master, log = start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                            "--port", str(port), "--webui-port", str(_free_port()))
+        _wait_for(log, "I have been elected leader", master)
+        for i, work_dir in enumerate(cluster.work_dirs):
+            work_dir.mkdir(parents=True)
+            worker, log = start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", cluster.master_url,
+                                "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
+                                "--webui-port", str(_free_port()), "--work-dir", str(work_dir))
+            _wait_for(log, "Successfully registered with master", worker)
+        yield cluster
+    finally:
+        for p in reversed(cluster.processes):
+            p.terminate()
+        for p in cluster.processes:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
