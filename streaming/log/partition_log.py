@@ -28,6 +28,7 @@ from fastavro.validation import ValidationError, validate, validate_many
 
 from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
+from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import (GC_GRACE_MS, Manifest, collect_garbage, commit, load_newest,
                                     objects_dir)
 from streaming.log.record import LogRecord, parsed_schema
@@ -376,6 +377,8 @@ class PartitionLog:
 
     def _open(self) -> None:
         loaded = load_newest(self.storage, self.dir)
+        if loaded.newest_version < 0 and has_legacy_log(self.storage, self.dir):
+            loaded.manifest, loaded.newest_version = take_over(self.storage, self.dir), 0
         self.recovery.invalid_manifests = loaded.invalid
         self._next_version = loaded.newest_version + 1
         if loaded.manifest is not None:
