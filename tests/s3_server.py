@@ -7,13 +7,14 @@ Python workers (and executors of a standalone cluster) see the same ones the tes
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
+
+from streaming.kafka.local.server import free_port
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kcompact-test", "AWS_SECRET_ACCESS_KEY": "kcompact-test-secret",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
@@ -50,15 +51,9 @@ class S3Server:
             self.process.wait(10)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_s3_server(timeout_s: float = 60.0) -> S3Server:
     os.environ.update(CREDENTIALS)
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = S3Server(process, port)

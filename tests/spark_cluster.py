@@ -6,20 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from streaming.kafka.local.server import free_port
 from streaming.spark.home import pyspark_dir
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -49,7 +43,7 @@ def _wait_for(path: Path, text: str, process: subprocess.Popen, timeout_s: float
 def standalone_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> Iterator[StandaloneCluster]:
     root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SPARK_HOME": pyspark_dir(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    port = _free_port()
+    port = free_port()
     cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", [root / f"worker-{i}" for i in range(workers)])
 
     def start(name: str, *args: str) -> tuple[subprocess.Popen, Path]:
@@ -61,13 +55,13 @@ def standalone_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str
 
     try:
         master, log = start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                            "--port", str(port), "--webui-port", str(_free_port()))
+                            "--port", str(port), "--webui-port", str(free_port()))
         _wait_for(log, "I have been elected leader", master)
         for i, work_dir in enumerate(cluster.work_dirs):
             work_dir.mkdir(parents=True)
             worker, log = start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", cluster.master_url,
                                 "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
-                                "--webui-port", str(_free_port()), "--work-dir", str(work_dir))
+                                "--webui-port", str(free_port()), "--work-dir", str(work_dir))
             _wait_for(log, "Successfully registered with master", worker)
         yield cluster
     finally:
