@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import base64
-import itertools
 import json
-import posixpath
 from datetime import datetime, timezone
 from typing import Iterator
 
 from streaming.log.columns import iter_records
-from streaming.log.manifest import load_newest, objects_dir
-from streaming.log.segment import read_batches
+from streaming.log.manifest import load_newest
+from streaming.log.partition_log import read_segment
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 
@@ -35,8 +33,7 @@ def dump_records(state_dir: str, partition: int | None = None, topic: str | None
             continue
         manifest = load_newest(state.storage, directory).manifest
         for seg in manifest.segments if manifest else []:
-            for r in iter_records(itertools.chain.from_iterable(
-                    read_batches(state.storage, posixpath.join(objects_dir(directory), c.name)) for c in seg.chunks)):
+            for r in iter_records(read_segment(state.storage, directory, seg, check=False)):
                 yield {"topic": t, "partition": p, "offset": r["offset"], "timestamp": r["timestamp"],
                        "key": text(r["key"]), "value": text(r["value"]),
                        "headers": [[h["key"], text(h["value"])] for h in r["headers"]],

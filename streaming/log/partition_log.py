@@ -32,8 +32,8 @@ from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import (GC_GRACE_MS, Manifest, collect_garbage, commit, load_newest,
                                     objects_dir)
 from streaming.log.record import LogRecord, parsed_schema
-from streaming.log.segment import (HDR_BASE, Chunk, SegmentMeta, container_header,
-                                   encode_blocks, object_damage, object_name, read_batches, read_header,
+from streaming.log.segment import (Chunk, SegmentMeta, encode_blocks, object_damage, object_header, object_name,
+                                   read_batches, read_header,
                                    read_keys_checked, read_verified, segment_name)
 from streaming.log.storage import LocalStorage, Storage
 
@@ -55,6 +55,14 @@ def schema_error(record: object) -> str | None:
     except ValidationError as verr:
         return f"does not fit the log schema: {'; '.join(str(e) for e in verr.errors)}"
     return None
+
+
+def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
+    """All records of a segment of the log in ``directory``, object by object; with ``check``, each
+    object's bytes are checked first and damage raises CorruptSegmentError."""
+    for c in seg.chunks:
+        path = posixpath.join(objects_dir(directory), c.name)
+        yield from read_verified(storage, path, c) if check else read_batches(storage, path)
 
 
 class BadRecordError(ValueError):
@@ -215,7 +223,7 @@ class PartitionLog:
         """The segment with the batch written as a new object. Trailing objects no larger than the new
         records are folded into it (their blocks copied, not decoded), as a binary counter carries: a
         segment fed by many small appends keeps O(log n) objects at O(log n) copies per byte."""
-        header = container_header(seg.sync_marker, {HDR_BASE: str(seg.base_offset)})
+        header = object_header(seg)
         body = [encode_blocks(batch, seg.sync_marker)]
         size = len(header) + len(body[0])  # of the object to write
         chunks = list(seg.chunks)
@@ -300,11 +308,9 @@ class PartitionLog:
                     yield batch
 
     def segment_batches(self, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
-        """All records of a segment, each object's bytes checked first: raises CorruptSegmentError on
-        damage. A reader that has just checked them (segment_keys read to the end) passes check=False."""
-        for c in seg.chunks:
-            path = self.object_path(c.name)
-            yield from read_verified(self.storage, path, c) if check else read_batches(self.storage, path)
+        """All records of a segment (see read_segment). A reader that has just checked its bytes
+        (segment_keys read to the end) passes check=False."""
+        return read_segment(self.storage, self.dir, seg, check)
 
     def segment_keys(self, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
         """A segment's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read: damage raises
@@ -347,7 +353,7 @@ class PartitionLog:
 
     def _write_cleaned(self, f, new: SegmentMeta, batches: Iterable[pa.RecordBatch], written_at: int) -> tuple[int, int]:
         after_max = self.config.timestamp_after_max_ms
-        header = container_header(new.sync_marker, {HDR_BASE: str(new.base_offset)})
+        header = object_header(new)
         f.write(header)
         written = len(header)
         crc = zlib.crc32(header)

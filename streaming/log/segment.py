@@ -140,6 +140,11 @@ def container_header(sync_marker: bytes | None = None, metadata: dict[str, str] 
     return buf.getvalue()
 
 
+def object_header(seg: SegmentMeta) -> bytes:
+    """The header every object of the segment starts with: the segment's sync marker and base offset."""
+    return container_header(seg.sync_marker, {HDR_BASE: str(seg.base_offset)})
+
+
 def encode_blocks(batch: pa.RecordBatch, sync_marker: bytes) -> bytes:
     """The batch's records as whole Avro blocks, for an object with this sync marker."""
     payload, ends = encode_batch(batch)
