@@ -6,11 +6,10 @@ executor, and because `kcompact status` must show it while the job is down.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import asdict, dataclass, fields
 
-from streaming.log.storage import Storage
+from streaming.log.storage import Storage, read_json, write_json
 
 STATE_FILE = "cleaner-state.json"
 
@@ -36,12 +35,11 @@ class PartitionCleanerState:
 
     @classmethod
     def load(cls, storage: Storage, log_dir: str) -> "PartitionCleanerState":
-        try:
-            data = json.loads(storage.get(posixpath.join(log_dir, STATE_FILE)))
-        except FileNotFoundError:
+        data = read_json(storage, posixpath.join(log_dir, STATE_FILE))
+        if data is None:
             return cls()
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def save(self, storage: Storage, log_dir: str) -> None:
-        storage.put(posixpath.join(log_dir, STATE_FILE), json.dumps(asdict(self), sort_keys=True).encode())
+        write_json(storage, posixpath.join(log_dir, STATE_FILE), asdict(self), indent=None)

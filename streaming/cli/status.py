@@ -14,7 +14,7 @@ from streaming.job.spec import JobMapping, load_saved, plans_of
 from streaming.log.manifest import load_newest, objects_dir
 from streaming.log.segment import object_damage
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
-from streaming.state.files import read_json
+from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
 from streaming.state.stores import open_state_dir
 

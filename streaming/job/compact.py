@@ -20,7 +20,7 @@ from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
 from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
-from streaming.state.files import read_json, write_json
+from streaming.log.storage import read_json, write_json
 from streaming.state.layout import emitted_file, open_partition_log
 from streaming.state.stores import open_state_dir
 from streaming.job.task import prepare_task

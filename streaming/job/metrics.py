@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from streaming.cleaner import CleanerMetrics
 from streaming.errors import JobError
-from streaming.state.files import read_json, write_json
+from streaming.log.storage import read_json, write_json
 from streaming.state.layout import metrics_file
 from streaming.state.stores import open_state_dir
 

@@ -10,7 +10,7 @@ from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError
 from streaming.redaction import redact
-from streaming.state.files import read_json, write_json
+from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
 from streaming.state.stores import open_state_dir
 

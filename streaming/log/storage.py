@@ -17,6 +17,7 @@ Two implementations:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from dataclasses import dataclass
@@ -193,3 +194,17 @@ class ArrowStorage:
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(path)
+
+
+def write_json(storage: Storage, path: str, doc: object, indent: int | None = 1) -> None:
+    """A JSON document, replaced whole: a reader beside a running job (status) or a restart after a crash
+    sees the old document or the new one, never half of one."""
+    storage.put(path, json.dumps(doc, indent=indent, sort_keys=True).encode())
+
+
+def read_json(storage: Storage, path: str) -> dict | None:
+    """The document, or None when there is none yet."""
+    try:
+        return json.loads(storage.get(path))
+    except FileNotFoundError:
+        return None

@@ -11,7 +11,7 @@ from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status, render_table
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.log import make_record
-from streaming.state.files import write_json
+from streaming.log.storage import write_json
 from streaming.state.layout import emitted_file, log_dir, open_partition_log
 from streaming.state.stores import open_state_dir
 

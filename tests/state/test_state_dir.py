@@ -10,7 +10,6 @@ import pytest
 
 from streaming.errors import JobError
 from streaming.log import ArrowStorage, LocalStorage
-from streaming.state.files import read_json, write_json
 from streaming.state.layout import list_log_dirs, log_dir, spark_checkpoint
 from streaming.state.locks import StateDirLock, partition_lock
 from streaming.state.stores import StateStoreError, open_state_dir
@@ -21,15 +20,6 @@ def test_log_dirs_are_listed_with_their_topic_and_partition_even_when_the_topic_
         os.makedirs(log_dir(open_state_dir(str(tmp_path)), topic, p))
     os.makedirs(os.path.join(tmp_path, "logs", "not-a-partition"))
     assert [(t, p) for t, p, _ in list_log_dirs(open_state_dir(str(tmp_path)))] == [("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)]
-
-
-def test_a_document_is_replaced_whole_and_a_missing_one_reads_as_none(tmp_path) -> None:
-    path = str(tmp_path / "doc.json")
-    storage = LocalStorage()
-    assert read_json(storage, path) is None
-    write_json(storage, path, {"a": 1})
-    write_json(storage, path, {"a": 2, "b": [1, 2]})
-    assert read_json(storage, path) == {"a": 2, "b": [1, 2]} and os.listdir(tmp_path) == ["doc.json"]
 
 
 def test_a_second_compactor_is_refused_naming_the_holder(tmp_path) -> None:
