@@ -81,6 +81,10 @@ def _name(version: int) -> str:
     return f"{version:020d}{MANIFEST_SUFFIX}"
 
 
+def _path(directory: str, version: int) -> str:
+    return posixpath.join(manifest_dir(directory), _name(version))
+
+
 def _by_version(infos: list[ObjectInfo]) -> dict[int, ObjectInfo]:
     """The manifests among the listed objects, by version (a writer's temporary file is none)."""
     stems = {i.name[: -len(MANIFEST_SUFFIX)]: i for i in infos if i.name.endswith(MANIFEST_SUFFIX)}
@@ -96,7 +100,7 @@ def load_newest(storage: Storage, directory: str) -> Loaded:
     versions = _versions(storage.list(manifest_dir(directory)))
     loaded = Loaded(None, versions[0] if versions else -1)
     for v in versions:
-        path = posixpath.join(manifest_dir(directory), _name(v))
+        path = _path(directory, v)
         try:
             loaded.manifest = Manifest.from_json(storage.get(path))
             return loaded
@@ -110,8 +114,7 @@ def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int)
     """Create the manifest's version, or raise LogFencedError. A writer so late that its version was
     already collected as garbage creates it again, but finds newer ones beside it: it is fenced too, and
     the version it left behind is older than the newest, so no reader takes it."""
-    created = storage.put_if_absent(posixpath.join(manifest_dir(directory), _name(manifest.version)),
-                                    manifest.to_json())
+    created = storage.put_if_absent(_path(directory, manifest.version), manifest.to_json())
     if not created or _versions(storage.list(manifest_dir(directory)))[0] > manifest.version:
         raise LogFencedError(f"partition log {directory}: manifest version {manifest.version} or a later one was "
                              f"created by another writer since this one opened the log at version {opened_at}; "
@@ -131,7 +134,7 @@ def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int
     readable = 0
     for v in kept:
         try:
-            manifest = Manifest.from_json(storage.get(posixpath.join(manifest_dir(directory), _name(v))))
+            manifest = Manifest.from_json(storage.get(_path(directory, v)))
         except (ValueError, FileNotFoundError):
             continue
         readable += 1
