@@ -22,7 +22,7 @@ from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import emitted_file, open_partition_log
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import StateDir, open_state_dir
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -134,16 +134,18 @@ def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int,
     sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
     down is filled again."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
-    with partition_lock(open_state_dir(spec.state_dir), item[2]):
-        return _compact_partition(item, spec, now_ms, item[:2] in sink_read)
+    state = open_state_dir(spec.state_dir)
+    with partition_lock(state, item[2]):
+        return _compact_partition(state, item, spec, now_ms, item[:2] in sink_read)
 
 
-def _compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int, trust_local: bool) -> StageReport:
+def _compact_partition(state: StateDir, item: tuple[str, int, str], spec: JobSpec, now_ms: int,
+                       trust_local: bool) -> StageReport:
     topic, partition, directory = item
     report = StageReport(topic, partition)
     plan = spec.topics[topic]
     config = plan.compaction
-    plog = open_partition_log(open_state_dir(spec.state_dir), directory, topic, partition, config.log_config)
+    plog = open_partition_log(state, directory, topic, partition, config.log_config)
     report.rolled = plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if trust_local and _idle(plog, config, now_ms, report):

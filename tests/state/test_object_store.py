@@ -90,9 +90,9 @@ def test_a_zombie_writer_is_refused(state) -> None:
     successor.append(_records(10, 3))
     with pytest.raises(LogFencedError, match="fenced"):
         zombie.append(_records(10, 5))
+    manager = LogCleanerManager(CONFIG)
     with pytest.raises(LogFencedError):
-        LogCleanerManager(CONFIG).cleaner.clean(zombie, LogCleanerManager(CONFIG).select(zombie, PartitionId("t", 0),
-                                                                                         10**13), 10**13)
+        manager.cleaner.clean(zombie, manager.select(zombie, PartitionId("t", 0), 10**13), 10**13)
     reopened = _log(state)
     assert [r["offset"] for r in reopened.read()] == list(range(13)) and reopened.cleaner_checkpoint is None
 
