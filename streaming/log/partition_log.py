@@ -187,9 +187,12 @@ class PartitionLog:
         lag = lag_timestamps(batch, now, self.config.timestamp_after_max_ms)
         result.odd_timestamps = int((lag != batch.column("timestamp").to_numpy(zero_copy_only=False)).sum())
         segments = self.segments
+        if self._time_to_roll(segments[-1], int(lag.max())):
+            segments.append(SegmentMeta.new(max(int(off[0]), segments[-1].next_offset)))
+            result.rolled += 1
         i = 0
         while i < len(off):
-            j = self._room(segments[-1], sizes, lag, i)
+            j = self._room(segments[-1], sizes, i)
             if j > i:
                 segments[-1] = self._with_object(segments[-1], batch.slice(i, j - i), sizes[i:j], lag[i:j])
                 result.appended += j - i
@@ -200,16 +203,21 @@ class PartitionLog:
         self._commit(segments, self._checkpoint)
         return result
 
-    def _room(self, seg: SegmentMeta, sizes: np.ndarray, lag: np.ndarray, i: int) -> int:
-        """The index of the first record from i on that must start a new segment (segment.bytes, or its lag
-        timestamp more than segment.ms less the jitter after the segment's first); len(sizes) if none. The
-        scan window doubles until it finds the end, so a batch costs O(records), not O(records x rolls)."""
-        first = seg.first_timestamp if seg.record_count else lag[i]
+    def _time_to_roll(self, seg: SegmentMeta, newest_ms: int) -> bool:
+        """Kafka's time rule, checked once per append as Kafka checks it once per produce request: the
+        append's latest lag timestamp is more than segment.ms (less the jitter; max.compaction.lag.ms when
+        lower) after the active segment's first. An append is never split on time, so a run of appends
+        that each bring a new millisecond cannot make a segment per millisecond."""
+        return bool(seg.record_count) and newest_ms - seg.first_timestamp > self.roll_after_ms
+
+    def _room(self, seg: SegmentMeta, sizes: np.ndarray, i: int) -> int:
+        """The index of the first record from i on that must start a new segment because segment.bytes is
+        reached; len(sizes) if none. The scan window doubles until it finds the end, so a batch costs
+        O(records), not O(records x rolls)."""
         window = ROOM_WINDOW
         while True:
             stop = min(len(sizes), i + window)
-            after = seg.size_bytes + np.cumsum(sizes[i:stop])
-            full = (after > self.config.segment_bytes) | (lag[i:stop] - first > self.roll_after_ms)
+            full = seg.size_bytes + np.cumsum(sizes[i:stop]) > self.config.segment_bytes
             if not seg.record_count:
                 full[0] = False  # an empty segment takes its first record, however large
             if full.any():

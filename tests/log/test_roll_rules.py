@@ -1,4 +1,5 @@
-"""Each roll rule on its own: size, record time (segment.ms less jitter), and KIP-354's forced roll."""
+"""Each roll rule on its own: size (per record), record time (segment.ms less jitter, once per append as
+Kafka checks it once per produce request), and KIP-354's forced roll."""
 
 from __future__ import annotations
 
@@ -35,8 +36,27 @@ def test_rolls_when_record_time_passes_segment_ms(tmp_path) -> None:
 
 def test_compacted_log_rolls_at_max_lag_when_shorter_than_segment_ms(tmp_path) -> None:
     log = _log(tmp_path, segment_ms=1_000_000, max_compaction_lag_ms=500)
-    log.append([make_record(0, b"k", b"v", 0), make_record(1, b"k", b"v", 501)])
+    log.append([make_record(0, b"k", b"v", 0)])
+    log.append([make_record(1, b"k", b"v", 501)])
     assert len(log.segments) == 2
+
+
+def test_time_rolls_at_most_once_per_append_and_never_split_it(tmp_path) -> None:
+    log = _log(tmp_path, segment_ms=1_000_000, max_compaction_lag_ms=1)
+    log.append([make_record(o, b"k", b"v", o) for o in range(1000)])
+    assert [(s.base_offset, s.record_count) for s in log.segments] == [(0, 1000)], \
+        "a thousand distinct milliseconds in one append: one segment, not one per millisecond"
+    result = log.append([make_record(o, b"k", b"v", o) for o in range(1000, 3000)])
+    assert result.rolled == 1
+    assert [(s.base_offset, s.record_count) for s in log.segments] == [(0, 1000), (1000, 2000)]
+
+
+def test_size_rolls_stay_per_record_within_an_append_that_also_rolls_on_time(tmp_path) -> None:
+    one = record_size(make_record(0, b"k", b"v" * 50, 0))
+    log = _log(tmp_path, segment_bytes=3 * one, segment_ms=10)
+    log.append([make_record(0, b"k", b"v" * 50, 0)])
+    log.append([make_record(o, b"k", b"v" * 50, 100 + o) for o in range(1, 8)])
+    assert [(s.base_offset, s.record_count) for s in log.segments] == [(0, 1), (1, 3), (4, 3), (7, 1)]
 
 
 def test_jitter_is_drawn_once_per_partition_and_kept_across_reopen(tmp_path) -> None:
@@ -44,7 +64,8 @@ def test_jitter_is_drawn_once_per_partition_and_kept_across_reopen(tmp_path) -> 
     assert 0 <= log.jitter_ms < 5_000
     again = _log(tmp_path, segment_ms=10_000, segment_jitter_ms=5_000)
     assert again.jitter_ms == log.jitter_ms
-    log.append([make_record(0, b"k", b"v", 0), make_record(1, b"k", b"v", 10_000 - log.jitter_ms + 1)])
+    log.append([make_record(0, b"k", b"v", 0)])
+    log.append([make_record(1, b"k", b"v", 10_000 - log.jitter_ms + 1)])
     assert len(log.segments) == 2
 
 
