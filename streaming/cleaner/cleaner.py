@@ -10,8 +10,8 @@
 3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
    one whose horizon has passed is removed. So a tombstone needs two passes and is never kept forever.
 
-The survivors of the newly cleaned range are what the pipeline emits: they are read back from the log
-after the swap, so emitting them costs no memory however large the range.
+What the passes keep of the cleaned range is what the pipeline emits: it is read back from the log after
+the swap, so emitting it costs no memory however large the range.
 """
 
 from __future__ import annotations

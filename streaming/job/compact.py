@@ -1,9 +1,10 @@
 """The compaction stage: for one partition, roll, clean what is eligible, emit what the passes kept.
 
-Runs as one Spark task per partition. It first emits whatever earlier passes cleaned but did not emit (a
-crash between a pass and its emission), then cleans, pass after pass while the offset map fills up and the
-partition stays eligible, emitting each pass's survivors before the next. Emission progress comes from
-the sink itself (see streaming.kafka.emitter), so the stage is safe to repeat at any point.
+Runs as one Spark task per partition. It cleans, pass after pass while the offset map fills up and the
+partition stays eligible, then emits everything cleaned that the sink has not received: the passes'
+survivors, and whatever earlier stages cleaned but did not emit (a crash between a pass and its
+emission). Emission progress comes from the sink itself (see streaming.kafka.emitter), so the stage is
+safe to repeat at any point.
 """
 
 from __future__ import annotations
@@ -81,14 +82,16 @@ def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
 
 def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, config: CompactionConfig,
                     now_ms: int, report: StageReport) -> None:
-    checkpoint = plog.cleaner_checkpoint
-    if checkpoint is not None:
-        report.emitted += _emit_up_to(plog, emitter, checkpoint)
+    """Every pass the partition is due, then one emission of what they left: a record that a later pass of
+    this stage removes (the dedupe buffer could not hold all keys at once) never reaches the sink. What the
+    passes cleaned is committed with the log, and emission resumes from the sink's progress, so a crash
+    between the passes and the emission loses nothing: the next stage emits it."""
     manager = LogCleanerManager(config, _cleaner(config))
     dead_letter = functools.partial(emitter.dead_letter, spec.dead_letter_topic) \
         if config.keyless_policy is KeylessPolicy.DEAD_LETTER and spec.dead_letter_topic else None
     pid = PartitionId(report.topic, report.partition)
     for _ in range(spec.max_passes_per_trigger):
+        log.debug("phase: clean %s", pid)
         outcome = manager.clean_partition(pid, plog, now_ms, dead_letter=dead_letter)
         report.observe(plog, outcome.target, outcome.state, config)
         report.error = None if outcome.cause is None else TaskError.of(outcome.cause)
@@ -97,9 +100,14 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
             break
         report.figures = report.figures.with_pass(result)
         report.tombstones_removed += result.tombstones_removed
-        report.emitted += _emit_up_to(plog, emitter, result.end_offset)
         if not result.map_full:
             break
+    checkpoint = plog.cleaner_checkpoint
+    if checkpoint is not None and checkpoint > emitter.emitted_up_to + 1:
+        log.debug("phase: emit %s [%d, %d)", pid, emitter.emitted_up_to + 1, checkpoint)
+        emitted = _emit_up_to(plog, emitter, checkpoint)
+        report.emitted += emitted
+        log.debug("%s: emitted %d records", pid, emitted)
     report.log_end_offset = plog.log_end_offset
 
 

@@ -81,6 +81,20 @@ def test_min_lag_leaves_young_records_unemitted(spark, bootstrap_servers, new_to
     assert part["first_uncleanable_offset"] == 2 and part["records"] == 4 and part["emitted_up_to"] == 1
 
 
+def test_a_stage_of_several_passes_emits_only_the_winners(spark, bootstrap_servers, new_topic, tmp_path,
+                                                          capsys) -> None:
+    """20,000 records of 10,000 keys, each written twice; the dedupe buffer maps 4,500 keys a pass, so one run
+    makes five passes. Each pass's winners that a later pass removes never reach the sink."""
+    src, sink = new_topic(partitions=1), unique_topic_name("sink")
+    past = now_ms() - 2 * HOUR
+    keys = 10_000
+    sent = produce(bootstrap_servers, src, [Sent(0, b"key-%d" % (i % keys), b"v%d" % i, past + i) for i in range(2 * keys)])
+    buffer = 24 * 5000  # 5000 slots, 4500 keys at the 0.9 load factor
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, f"log.cleaner.dedupe.buffer.size={buffer}") == 0
+    assert status_json(str(tmp_path), capsys)["partitions"][0]["passes"] == 5
+    assert sink_view(read_topic(bootstrap_servers, sink, 1)[0]) == sent_view(winners(sent)) == sent_view(sent[keys:])
+
+
 @pytest.mark.parametrize("strategy", ["timestamp", "header"])
 def test_version_strategies_with_out_of_order_producers(spark, bootstrap_servers, new_topic, tmp_path,
                                                         strategy: str) -> None:
