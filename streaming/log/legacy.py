@@ -14,11 +14,10 @@ import io
 import json
 import logging
 import posixpath
-import zlib
 
 from streaming.errors import UserError
 from streaming.log.manifest import Manifest, commit, objects_dir
-from streaming.log.segment import Chunk, SegmentMeta, object_name, read_header
+from streaming.log.segment import Chunk, CorruptSegmentError, SegmentMeta, object_crc32, object_name, read_header
 from streaming.log.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -49,15 +48,15 @@ def take_over(storage: Storage, directory: str) -> Manifest:
     if any(n.endswith(".swap") for n in names):
         raise LegacyLogError(f"{directory}: an old-layout segment swap was interrupted (a .swap file); open the "
                              f"log once with kcompact 0.1 to complete it, or rebuild the partition from the source")
-    segments = []
-    bases = sorted(b for b in map(_base, names) if b is not None)
-    for base in bases:
+    sidecars = {}
+    for base in sorted(b for b in map(_base, names) if b is not None):
         name = f"{base:020d}"
         if name + OLD_SIDECAR not in names:
             raise LegacyLogError(f"{directory}: old-layout segment {name} has no sidecar; open the log once with "
                                  f"kcompact 0.1 to rebuild it, or rebuild the partition from the source")
-        doc = json.loads(storage.get(posixpath.join(directory, name + OLD_SIDECAR)))
-        segments.append(_copied(storage, directory, name + OLD_SEGMENT, doc))
+        sidecars[name] = json.loads(storage.get(posixpath.join(directory, name + OLD_SIDECAR)))
+        _check(storage, directory, name + OLD_SEGMENT, sidecars[name])  # all of them before anything is written
+    segments = [_copied(storage, directory, name + OLD_SEGMENT, doc) for name, doc in sidecars.items()]
     checkpoint = None
     if OLD_CHECKPOINT in names:
         lines = storage.get(posixpath.join(directory, OLD_CHECKPOINT)).decode().split("\n")
@@ -71,27 +70,37 @@ def take_over(storage: Storage, directory: str) -> Manifest:
     return manifest
 
 
+def _check(storage: Storage, directory: str, file_name: str, doc: dict) -> None:
+    """The file's first ``file_bytes`` bytes are what its sidecar says they are."""
+    length, crc = int(doc["file_bytes"]), int(doc["crc32"])
+    if not int(doc.get("record_count", 0)):
+        return
+    try:
+        got = object_crc32(storage, posixpath.join(directory, file_name), length)
+    except CorruptSegmentError as exc:
+        raise LegacyLogError(f"{directory}/{file_name}: damaged ({exc}); restore it or rebuild the partition") from None
+    if got != crc:
+        raise LegacyLogError(f"{directory}/{file_name}: damaged (CRC-32 {got:08x} over {length} bytes; its sidecar "
+                             f"records {crc:08x}); restore it or rebuild the partition")
+
+
 def _copied(storage: Storage, directory: str, file_name: str, doc: dict) -> SegmentMeta:
-    """The segment as one object: the file's first ``file_bytes`` bytes, checked against its sidecar."""
+    """The segment as one object: the file's first ``file_bytes`` bytes (checked before, by _check)."""
     length, crc = int(doc["file_bytes"]), int(doc["crc32"])
     meta = SegmentMeta.from_dict(doc)
     if not meta.record_count:
         meta.sync = SegmentMeta.new(meta.base_offset).sync
         return meta
     name = object_name(meta.base_offset)
-    copied, got = 0, 0
+    copied = 0
     with storage.open_read(posixpath.join(directory, file_name)) as src, \
             storage.open_put(posixpath.join(objects_dir(directory), name)) as dst:
         data = src.read(min(COPY_CHUNK, length))
         _, sync, _ = read_header(io.BytesIO(data))
         while data:
             dst.write(data)
-            got = zlib.crc32(data, got)
             copied += len(data)
             data = src.read(min(COPY_CHUNK, length - copied))
-        if (copied, got) != (length, crc):
-            raise LegacyLogError(f"{directory}/{file_name}: damaged ({copied} bytes, CRC-32 {got:08x}; its sidecar "
-                                 f"records {length} bytes, {crc:08x}); restore it or rebuild the partition")
     meta.sync = sync.hex()
     meta.chunks = (Chunk(name, length, crc),)
     return meta
