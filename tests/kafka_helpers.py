@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
@@ -53,3 +55,57 @@ def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 
 def log_contents(state_dir: str, topic: str, partition: int, from_offset: int = 0) -> list[tuple]:
     plog = PartitionLog(log_dir(open_state_dir(state_dir), topic, partition), LogConfig(fsync=False))
     return [(r["offset"], r["key"], r["value"], r["timestamp"], r["headers"]) for r in plog.read(from_offset)]
+
+
+ONCE_PREFIX = b"once-"  # keys written exactly once: each one's only record must reach the sink
+
+
+class ChangeProducer(threading.Thread):
+    """Keeps producing while a fault test kills and restarts things: batches of updates over a few keys (whose
+    winners the last batches decide) and, in every batch, one record of a key written exactly once, so a
+    record lost at any moment of the run is missed at the end. Its failures are raised by stop()."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, keys: int, batch: int = 25,
+                 pause_s: float = 0.3, timeout_s: float = 30.0) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions, self.keys = bootstrap, topic, partitions, keys
+        self.batch, self.pause_s, self.timeout_s = batch, pause_s, timeout_s
+        self.sent: list[Sent] = []
+        self._halt = threading.Event()
+        self._failure: BaseException | None = None
+
+    def run(self) -> None:
+        i = 0
+        try:
+            while not self._halt.is_set():
+                now = int(time.time() * 1000)
+                batch = [Sent((i + j) % self.partitions, b"key-%d" % ((i + j) % self.keys), b"value-%d" % (i + j),
+                              now, [("seq", b"%d" % (i + j))]) for j in range(self.batch)]
+                batch.append(Sent(i % self.partitions, ONCE_PREFIX + b"%d" % i, b"once-%d" % i, now))
+                self.sent.extend(produce(self.bootstrap, self.topic, batch, self.timeout_s))
+                i += self.batch
+                self._halt.wait(self.pause_s)
+        except BaseException as exc:  # noqa: BLE001 (raised by stop(), on the test's thread)
+            self._failure = exc
+
+    def check(self) -> None:
+        """Raise the producer's failure now, if it has one."""
+        if self._failure is not None:
+            raise AssertionError(f"the producer failed: {self._failure!r}") from self._failure
+
+    def stop(self) -> list[Sent]:
+        """Stop producing; everything sent, or the producer's failure raised."""
+        self._halt.set()
+        self.join()
+        self.check()
+        return self.sent
+
+    def __enter__(self) -> "ChangeProducer":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._halt.set()
+        self.join()
+        if exc is None:
+            self.check()

@@ -26,6 +26,11 @@ class StandaloneCluster:
         """Per worker, the directories of the executors it started (app-*/<executor id>)."""
         return [sorted(p for p in d.glob("app-*/*") if p.is_dir()) for d in self.work_dirs]
 
+    def executor_logs(self) -> list[str]:
+        """Per worker, what its executors wrote to stderr (their Python workers' log lines among it)."""
+        return ["".join((e / "stderr").read_text(errors="replace") for e in dirs if (e / "stderr").exists())
+                for dirs in self.executor_dirs()]
+
 
 def spark_script(name: str) -> str:
     return os.path.join(pyspark_dir(), "bin", name)

@@ -194,6 +194,7 @@ class LogAppender:
         task = functools.partial(append_partitions, state_dir=self.state_dir, configs=dict(self.configs),
                                  now_ms=now_ms, default=self.default)
         with self.lock:
+            log.debug("phase: append batch %d", batch_id)
             rows = df.mapInArrow(task, STATS_DDL).collect()
         stats = BatchStats(batch_id, len(rows), *(sum(getattr(r, c) for r in rows) for c in COUNTS))
         self.last_batch = stats

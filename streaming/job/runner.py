@@ -149,7 +149,9 @@ class CompactorJob:
             now_ms = int(self.clock() * 1000)
             task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,
                                      sink_read=frozenset(self._sink_read))
+            log.debug("phase: compaction stage of %d partitions", len(items))
             reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
+            log.debug("phase: idle")
             self._sink_read.update((r.topic, r.partition) for r in reports
                                    if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
             self.last_reports = reports

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+from streaming import __version__
 from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status, render_table
@@ -59,14 +60,20 @@ def test_dump_prints_what_the_logs_hold(tmp_path) -> None:
 
 def test_status_dump_help_and_version_import_neither_spark_nor_kafka(tmp_path) -> None:
     state = _state_dir(tmp_path)
-    for argv in (["--help"], ["--version"], ["status", "--state-dir", state], ["status", "--json", "--state-dir", state],
-                 ["dump", "--state-dir", state]):
-        probe = ("import sys\nfrom streaming.cli.main import main\ntry:\n    main(sys.argv[1:])\n"
-                 "except SystemExit:\n    pass\n"
-                 "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'confluent_kafka'})\n"
-                 "print('HEAVY', heavy, file=sys.stderr)")
+    shows = {("--help",): lambda out: out.startswith("usage: kcompact"),
+             ("--version",): lambda out: out.strip() == f"kcompact {__version__}",
+             ("status", "--state-dir", state): lambda out: "  orders -> orders.compacted (2 partitions)" in out,
+             ("status", "--json", "--state-dir", state): lambda out: len(json.loads(out)["partitions"]) == 2,
+             ("dump", "--state-dir", state): lambda out: [json.loads(line)["offset"] for line in out.splitlines()]
+             == [4, 5, 0, 1, 2, 3, 4, 5]}
+    probe = ("import sys\nfrom streaming.cli.main import main\ntry:\n    code = main(sys.argv[1:])\n"
+             "except SystemExit as exc:\n    code = exc.code\n"
+             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'confluent_kafka'})\n"
+             "print('EXIT', code, 'HEAVY', heavy, file=sys.stderr)")
+    for argv, shown in shows.items():
         out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120)
-        assert "HEAVY []" in out.stderr, (argv, out.stderr[-2000:])
+        assert "EXIT 0 HEAVY []" in out.stderr, (argv, out.stderr[-2000:])
+        assert shown(out.stdout), (argv, out.stdout[-2000:])
 
 
 def test_status_of_a_dir_that_is_no_state_dir_is_one_line(tmp_path) -> None:

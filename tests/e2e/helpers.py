@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
 from streaming.cli.main import main
+from streaming.job.metrics import read_doc
 from streaming.kafka.emitter import OFFSET_HEADER, source_offset
 from tests.cleaner.reference_model import rank
 
@@ -27,8 +29,14 @@ def run_once(bootstrap: str, source: str, sink: str, state_dir: str, *config: st
     return main(args)
 
 
+class IncompleteRead(AssertionError):
+    """A read that did not reach the end offsets it set out for: a truncated read must never pass for a
+    topic that holds fewer records."""
+
+
 def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> dict[int, list[dict]]:
-    """Every committed record of every partition, as dicts with its offset and the sink contract's fields."""
+    """Every committed record of every partition up to its end when the read starts, as dicts with its offset
+    and the sink contract's fields. Raises IncompleteRead when a partition's end is not reached in time."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.time_ns()}",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     out: dict[int, list[dict]] = {}
@@ -41,16 +49,60 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
             consumer.assign([TopicPartition(topic, p, 0)])
             records = []
             deadline = time.monotonic() + timeout_s
-            while high and consumer.position([tp])[0].offset < high and time.monotonic() < deadline:
+            while high and consumer.position([tp])[0].offset < high:
+                if time.monotonic() > deadline:
+                    raise IncompleteRead(f"{topic}-{p}: the read stopped at offset "
+                                         f"{consumer.position([tp])[0].offset}, before the end {high} it set out "
+                                         f"for, within {timeout_s:.0f}s")
                 for m in consumer.consume(500, timeout=1):
                     assert m.error() is None, m.error()
                     records.append({"offset": m.offset(), "key": m.key(), "value": m.value(),
                                     "timestamp": m.timestamp()[1], "headers": m.headers() or [],
                                     "source_offset": source_offset(m.headers())})
-            out[p] = records
+            out[p] = [r for r in records if r["offset"] < high]
     finally:
         consumer.close()
     return out
+
+
+def wait_for(condition, timeout_s: float, what: str, pause_s: float = 0.5):
+    """Poll ``condition`` until it returns something true, and return that; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = condition()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:.0f}s"
+        time.sleep(pause_s)
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """How far a running job got, from the metrics document it writes every trigger."""
+
+    logged: int   # records offsets appended, summed over partitions (log end offsets)
+    emitted: int  # last emitted source offsets + 1, summed over partitions
+
+    @classmethod
+    def of(cls, state_dir: str) -> "JobProgress":
+        parts = read_doc(state_dir).get("partitions", [])
+        return cls(sum(p["log_end_offset"] for p in parts),
+                   sum(p["emitted_up_to"] + 1 for p in parts if p["emitted_up_to"] is not None))
+
+    def beyond(self, other: "JobProgress") -> bool:
+        """Both ingest and emission moved on since ``other``."""
+        return self.logged > other.logged and self.emitted > other.emitted
+
+
+def sink_caught_up(bootstrap: str, sink: str, sent, partitions: int) -> bool:
+    """Every key's final winner is the last sink record of its key (read again until it is)."""
+    try:
+        got = read_topic(bootstrap, sink, partitions, timeout_s=10)
+    except IncompleteRead:
+        return False
+    return all({r["key"]: r["source_offset"] for r in got.get(p, [])}
+               == {s.key: s.offset for s in winners([s for s in sent if s.partition == p])}
+               for p in range(partitions))
 
 
 def winners(sent, strategy: str = "offset", header: str | None = None, up_to: int | None = None) -> list:
@@ -113,19 +165,29 @@ def offsets_diff(got: list[int], want: list[int]) -> str:
 
 def assert_sink_contract(bootstrap: str, sink: str, sent, partitions: int) -> None:
     """What must hold whatever the timing of crashes and outages: per partition strictly increasing source
-    offsets (nothing twice, order kept), every sink record identical to its source record, and for every
-    key the last sink record is the key's final winner (nothing lost)."""
+    offsets (nothing twice, order kept), every sink record identical to its source record, every record of a
+    key written only once in the sink (a record lost at any moment is missed), and for every key the last
+    sink record is the key's final winner."""
     by_offset = {(s.partition, s.offset): s for s in sent}
     got = read_topic(bootstrap, sink, partitions)
     for p in range(partitions):
-        offsets = [r["source_offset"] for r in got[p]]
-        assert offsets == sorted(set(offsets)), f"partition {p}: a record was emitted twice or out of order"
-        for r in got[p]:
+        records = got.get(p, [])
+        offsets = [r["source_offset"] for r in records]
+        assert offsets == sorted(set(offsets)), f"partition {p}: emitted twice or out of order: " \
+                                                f"{offsets_diff(offsets, sorted(set(offsets)))}"
+        for r in records:
             s = by_offset[(p, r["source_offset"])]
             assert (r["key"], r["value"], r["timestamp"]) == (s.key, s.value, s.timestamp)
             assert r["headers"] == s.headers + [(OFFSET_HEADER, str(s.offset).encode())]
+        mine = [s for s in sent if s.partition == p]
+        written = Counter(s.key for s in mine)
+        once = sorted(s.offset for s in mine if written[s.key] == 1)
+        arrived = set(offsets)
+        lost = [o for o in once if o not in arrived]
+        assert not lost, f"partition {p}: {len(lost)} of {len(once)} records of keys written once never reached " \
+                         f"the sink: {offsets_diff([o for o in once if o in arrived], once)}"
         last_per_key = {}
-        for r in got[p]:
+        for r in records:
             last_per_key[r["key"]] = r["source_offset"]
-        final_winners = {s.key: s.offset for s in winners([s for s in sent if s.partition == p])}
+        final_winners = {s.key: s.offset for s in winners(mine)}
         assert last_per_key == final_winners, f"partition {p}: the sink lost a key's latest value"

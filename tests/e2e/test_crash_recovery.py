@@ -1,32 +1,39 @@
-"""SIGKILL the running compactor at random moments, restart it each time: no loss, no duplicate.
+"""SIGKILL the running compactor in each of its phases, restart it each time: no loss, no duplicate.
 
-A producer keeps writing while the job is killed at least ten times (during ingest, cleaning and emission,
-whichever is running), so every phase gets interrupted somewhere. The sink must then satisfy the contract
-whatever the timing: per partition strictly increasing source offsets (nothing twice, order kept), every
-sink record identical to its source record, and for every key the last sink record is the key's final
-winner (nothing lost).
+A producer keeps writing (updates of a few keys, and in every batch one record of a key written only once)
+while the job is killed ten times. Each kill waits until the run has made progress (records appended, a
+pass or an emission) and then for the phase it aims at (an append, a cleaning pass, an emission) to begin,
+read from the job's own phase lines; the phase each kill landed in is recorded, and every phase must have
+been hit. The sink must then satisfy the contract whatever the timing: per partition strictly increasing
+source offsets, every sink record identical to its source record, every record of a key written once in
+the sink, and every key's last sink record its final winner.
 """
 
 from __future__ import annotations
 
 import os
-import random
+import re
 import signal
 import subprocess
 import sys
-import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract
-from tests.kafka_helpers import Sent, produce
+from tests.kafka_helpers import ChangeProducer
 
 pytestmark = pytest.mark.integration
 
-KILLS = 10
+KILLS = 9
 PARTITIONS = 2
+PHASES = ("append", "clean", "emit")  # what the kills aim at, in turn
+PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
+PROGRESS_LINE = re.compile(r"batch \d+: \d+ partitions, [1-9]\d* records appended|cleaned .*\[\d+, \d+\)|"
+                           r"emitted [1-9]\d* records")
+RUN_TIMEOUT_S = 120
 
 
 def _children(pid: int) -> list[int]:
@@ -52,40 +59,53 @@ def _wait_gone(pids: list[int], timeout_s: float = 60) -> None:
     raise AssertionError(f"processes {pids} outlived the killed compactor (the JVM should exit with its driver)")
 
 
-def test_sigkill_at_random_moments_loses_and_duplicates_nothing(bootstrap_servers, new_topic, tmp_path) -> None:
-    rng = random.Random(20261121)
+def _phases(text: str) -> list[str]:
+    return [m[1].split()[0] for m in PHASE_LINE.finditer(text)]
+
+
+def _kill_in(command: list[str], phase: str, log_path: Path, producer: ChangeProducer) -> str:
+    """Start the job, wait for progress and then for ``phase`` to begin, SIGKILL it; the phase it died in."""
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log_file)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    seen = 0
+    progressed = False
+    while True:
+        producer.check()
+        assert proc.poll() is None, f"the compactor died by itself: {log_path.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no {phase} after progress within {RUN_TIMEOUT_S}s: " \
+                                            f"{log_path.read_text()[-3000:]}"
+        text = log_path.read_text()
+        progressed = progressed or PROGRESS_LINE.search(text) is not None
+        phases = _phases(text)
+        if progressed and phase in phases[seen:]:
+            break
+        seen = len(phases) if not progressed else seen
+        time.sleep(0.02)
+    family = _children(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _wait_gone(family)
+    return _phases(log_path.read_text())[-1]
+
+
+def test_sigkill_in_every_phase_loses_and_duplicates_nothing(bootstrap_servers, new_topic, tmp_path) -> None:
     src, sink = new_topic(partitions=PARTITIONS), unique_topic_name("sink")
-    sent: list[Sent] = []
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        i = 0
-        while not stop.is_set():
-            batch = [Sent((i + j) % PARTITIONS, b"key-%d" % ((i + j) % 40), b"value-%d" % (i + j),
-                          int(time.time() * 1000), [("seq", b"%d" % (i + j))]) for j in range(25)]
-            sent.extend(produce(bootstrap_servers, src, batch))
-            i += 25
-            stop.wait(0.3)
-
-    command = [sys.executable, "-m", "streaming", "--log-level", "WARNING", "run", "--bootstrap-servers",
-               bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", str(tmp_path),
+    command = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
+               bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", str(tmp_path / "state"),
                "--config", "max.compaction.lag.ms=1000", "--config", "min.cleanable.dirty.ratio=0.1",
                "--config", "segment.bytes=4096", *NO_SINK_COMPACTION]
-    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer = ChangeProducer(bootstrap_servers, src, PARTITIONS, keys=40)
     producer.start()
+    landed = []
     try:
-        for _ in range(KILLS):
-            proc = subprocess.Popen(command + ["--trigger-interval", "0.5"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(7.0, 16.0))  # JVM start is ~5 s: kills land in ingest, clean and emit
-            assert proc.poll() is None, "the compactor died by itself"
-            family = _children(proc.pid)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            _wait_gone(family)
+        for i in range(KILLS):
+            landed.append(_kill_in(command + ["--trigger-interval", "0.5"], PHASES[i % len(PHASES)],
+                                   tmp_path / f"run-{i}.log", producer))
     finally:
-        stop.set()
-        producer.join()
+        sent = producer.stop()
+    print(f"kills landed in: {landed}")
+    assert set(PHASES) <= set(landed), f"every phase was interrupted at least once: {landed}"
     time.sleep(1.2)  # every record older than max.compaction.lag.ms: the final run cleans them all
     final = subprocess.run(command + ["--once"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]

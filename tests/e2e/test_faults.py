@@ -22,16 +22,19 @@ from streaming.state.layout import log_dir
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.e2e.helpers import (
     NO_SINK_COMPACTION,
+    JobProgress,
     assert_sink_contract,
     offsets_diff,
     read_topic,
     run_once,
     sent_view,
+    sink_caught_up,
     sink_view,
     status_json,
+    wait_for,
     winners,
 )
-from tests.kafka_helpers import Sent, log_contents, produce
+from tests.kafka_helpers import ChangeProducer, Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
 
@@ -128,20 +131,28 @@ def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 300), b"value-%d-" % i + b"x" * 1000,
                                                  past + i) for i in range(3000)])
     capsys.readouterr()
-    assert run_once(bootstrap_servers, src, sink, state, FORCE) == 2
+    # micro-batches of 300 records: the first ones fit, so the disk fills up partway through the input
+    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=("--max-offsets-per-trigger", "300")) == 2
     err = capsys.readouterr().err
     assert f"kcompact: error: the state dir {state} is full (No space left on device)" in err, err[-2000:]
 
     grow()
     by_offset = {(s.partition, s.offset): s for s in sent}
+    stored_before_full = 0
     for p in range(2):
-        stored = log_contents(state, src, p)
-        assert [o for o, *_ in stored] == list(range(len(stored))), "a prefix of the partition, nothing torn"
-        assert all((k, v) == (by_offset[(p, o)].key, by_offset[(p, o)].value) for o, k, v, *_ in stored)
+        plog = PartitionLog(log_dir(open_state_dir(state), src, p), LogConfig(fsync=False))
+        stored = [(r["offset"], r["key"], r["value"]) for r in plog.read()]
+        # what the log holds is a cleaned prefix of the partition: records below its end, each intact
+        assert 0 <= plog.log_end_offset <= sum(s.partition == p for s in sent)
+        assert [o for o, *_ in stored] == sorted({o for o, *_ in stored}), "offsets in order, none twice"
+        assert all(o < plog.log_end_offset and (k, v) == (by_offset[(p, o)].key, by_offset[(p, o)].value)
+                   for o, k, v in stored), "nothing torn"
+        stored_before_full += plog.log_end_offset
+    assert 0 < stored_before_full < len(sent), "the disk filled up partway through the input"
     assert run_once(bootstrap_servers, src, sink, state, FORCE) == 0
-    got = read_topic(bootstrap_servers, sink, 2)
-    for p in range(2):
-        assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
+    # the micro-batches before the disk filled up emitted their passes' winners: the sink holds those and then
+    # every key's final winner, each record once
+    assert_sink_contract(bootstrap_servers, sink, sent, 2)
 
 
 class CrashingBroker:
@@ -180,60 +191,40 @@ def test_broker_crashes_during_ingest_and_emit_are_ridden_out(crashing_broker, t
     external cluster or a container cannot be crashed from here."""
     bootstrap = crashing_broker.bootstrap_servers
     src, sink = create_topic(bootstrap, unique_topic_name("bounce"), 2), unique_topic_name("sink")
-    sent: list[Sent] = []
-    producer_failures: list[BaseException] = []
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        i = 0
-        try:
-            while not stop.is_set():
-                batch = [Sent((i + j) % 2, b"key-%d" % ((i + j) % 500), b"value-%d" % (i + j),
-                              int(time.time() * 1000), [("seq", b"%d" % (i + j))]) for j in range(500)]
-                sent.extend(produce(bootstrap, src, batch, timeout_s=180))  # waits out the outages
-                i += 500
-                stop.wait(0.2)
-        except BaseException as exc:  # noqa: BLE001 (reported by the test below)
-            producer_failures.append(exc)
-
+    state = str(tmp_path / "state")
     command = [sys.executable, "-m", "streaming", "--log-level", "INFO", "run", "--bootstrap-servers", bootstrap,
-               "--source-topic", src, "--sink-topic", sink, "--state-dir", str(tmp_path / "state"),
+               "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
                "--config", "max.compaction.lag.ms=1000", "--config", "min.cleanable.dirty.ratio=0.1",
                "--trigger-interval", "0.5", "--max-offsets-per-trigger", "4000", *NO_SINK_COMPACTION]
-    job_log = open(tmp_path / "job.log", "w")
-    producer = threading.Thread(target=keep_producing, daemon=True)
-    producer.start()
-    job = subprocess.Popen(command, stdout=job_log, stderr=subprocess.STDOUT)
-    try:
-        time.sleep(12)  # the JVM is up and the job busy: a backlog to ingest, thousands of keys to emit
-        for down_s in (3.0, 45.0, 4.0):
-            crashing_broker.crash()
-            time.sleep(down_s)
-            crashing_broker.up()
-            time.sleep(8)
-            assert job.poll() is None, open(tmp_path / "job.log").read()[-4000:]
-        stop.set()
-        producer.join()
-        assert not producer_failures
-        time.sleep(1.5)  # every record older than max.compaction.lag.ms
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            got = read_topic(bootstrap, sink, 2)
-            done = all({r["key"]: r["source_offset"] for r in got.get(p, [])}
-                       == {s.key: s.offset for s in winners([s for s in sent if s.partition == p])}
-                       for p in range(2))
-            if done:
-                break
-            time.sleep(2)
-        job.send_signal(signal.SIGTERM)
-        assert job.wait(120) == 0, open(tmp_path / "job.log").read()[-4000:]
-        assert_sink_contract(bootstrap, sink, sent, 2)
-    finally:
-        stop.set()
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-        job_log.close()
+    with open(tmp_path / "job.log", "w") as job_log, \
+            ChangeProducer(bootstrap, src, 2, keys=500, batch=500, pause_s=0.2, timeout_s=180) as producer:
+        job = subprocess.Popen(command, stdout=job_log, stderr=subprocess.STDOUT)
+
+        def progress_beyond(before: JobProgress) -> JobProgress | None:
+            producer.check()
+            assert job.poll() is None, (tmp_path / "job.log").read_text()[-4000:]
+            now = JobProgress.of(state)
+            return now if now.beyond(before) else None
+
+        try:
+            mark = JobProgress(0, 0)
+            for down_s in (3.0, 45.0, 4.0):
+                mark = wait_for(lambda: progress_beyond(mark), 180, "the job ingests and emits (again, after the "
+                                                                     "broker came back)")
+                crashing_broker.crash()
+                time.sleep(down_s)  # the outage
+                crashing_broker.up()
+            wait_for(lambda: progress_beyond(mark), 180, "the job resumed after the last crash")
+            sent = producer.stop()
+            time.sleep(1.5)  # every record older than max.compaction.lag.ms
+            wait_for(lambda: sink_caught_up(bootstrap, sink, sent, 2), 180, "every winner in the sink")
+            job.send_signal(signal.SIGTERM)
+            assert job.wait(120) == 0, (tmp_path / "job.log").read_text()[-4000:]
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+    assert_sink_contract(bootstrap, sink, sent, 2)
 
 
 def _in_thread(fn) -> tuple[threading.Thread, dict]:

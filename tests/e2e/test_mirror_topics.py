@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.emitter import PARTITION_HEADER, TOPIC_HEADER
-from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once, status_json, winners
+from tests.e2e.helpers import (NO_SINK_COMPACTION, IncompleteRead, assert_sink_contract, read_topic, run_once,
+                               status_json, winners)
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,7 @@ def _changes(partitions: int, n: int, keys: int, at_ms: int, tag: bytes = b"") -
 def _matches(bootstrap: str, sink: str, sent: list[Sent], partitions: int) -> bool:
     try:
         got = read_topic(bootstrap, sink, partitions, timeout_s=5)
-    except KafkaException:  # the sink has not grown to the source's partitions yet
+    except (KafkaException, IncompleteRead):  # the sink has not grown to the source's partitions yet
         return False
     for p in range(partitions):
         last = {r["key"]: r["source_offset"] for r in got.get(p, [])}

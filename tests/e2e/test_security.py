@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 import pytest
 
 from streaming.cli.main import main
-from streaming.kafka.admin import unique_topic_name
+from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.kafka.broker import Broker, start_local_broker
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, winners
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER, Sent, produce
 
@@ -31,9 +33,29 @@ def _flags(option: str, settings: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("side", ["source", "sink"])
-def test_a_cluster_that_refuses_our_credentials_is_named_at_once(sasl_bootstrap_servers, new_topic, tmp_path,
+@pytest.fixture(scope="module")
+def secured(kafka_broker: Broker) -> Iterator[Broker]:
+    """A broker whose SASL_PLAINTEXT listener takes the test user's PLAIN login: the session's own (the local
+    broker and the container broker have one), else, under an external cluster whose listeners the tests
+    cannot know, a local Apache Kafka of this module's, so the security tests run in every configuration."""
+    if kafka_broker.sasl_bootstrap_servers is not None:
+        yield kafka_broker
+        return
+    broker = start_local_broker(sasl_users={SASL_USER: SASL_PASSWORD})
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _topic(broker: Broker, partitions: int) -> str:
+    return create_topic(broker.bootstrap_servers, unique_topic_name("secured"), partitions, {"retention.ms": "-1"})
+
+
+def test_a_cluster_that_refuses_our_credentials_is_named_at_once(secured: Broker, tmp_path,
                                                                  capsys, side: str) -> None:
-    src = new_topic(partitions=1)
+    sasl_bootstrap_servers = secured.sasl_bootstrap_servers
+    src = _topic(secured, 1)
     # the side under test logs in with SCRAM; the other one with PLAIN, which the listener accepts
     security = (_flags("--kafka", SCRAM) if side == "source"
                 else _flags("--kafka", PLAIN) + _flags("--sink-kafka", SCRAM))
@@ -49,9 +71,9 @@ def test_a_cluster_that_refuses_our_credentials_is_named_at_once(sasl_bootstrap_
     assert SECRET not in out + err
 
 
-def test_sasl_settings_reach_every_client_and_credentials_never_show(bootstrap_servers, sasl_bootstrap_servers,
-                                                                     new_topic, tmp_path) -> None:
-    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+def test_sasl_settings_reach_every_client_and_credentials_never_show(secured: Broker, tmp_path) -> None:
+    bootstrap_servers, sasl_bootstrap_servers = secured.bootstrap_servers, secured.sasl_bootstrap_servers
+    src, sink = _topic(secured, 2), unique_topic_name("sink")
     past = int(time.time() * 1000) - 7_200_000
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 5), b"v%d" % i, past + i) for i in range(30)])
     state = str(tmp_path / "state")
