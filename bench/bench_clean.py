@@ -220,7 +220,8 @@ def bench_kafka(args: argparse.Namespace) -> None:
     broker's JVM compiles its cleaner's loops, and this process loads the compiled codec and map. Like a
     Kafka cleaner thread, which allocates its offset map once when it starts, one manager (holding one
     map) serves both of our passes; each pass still clears the map, as Kafka's does."""
-    from streaming.kafka.broker import BrokerKind, running_broker  # noqa: PLC0415
+    from streaming.brokers.broker import BrokerKind  # noqa: PLC0415
+    from streaming.brokers.choice import running_broker  # noqa: PLC0415
 
     value = os.urandom(100)
     work = tempfile.mkdtemp(prefix="kcompact-bench-vs-kafka-")

@@ -17,7 +17,7 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streaming.kafka.broker import running_broker
+from streaming.brokers.choice import running_broker
 from streaming.job.append import LogAppender
 from streaming.log import LogConfig, PartitionLog, make_record
 from streaming.spark.session import build_session

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streaming.kafka.broker import running_broker
+from streaming.brokers.choice import running_broker
 from streaming.cleaner import CompactionConfig
 from streaming.kafka.admin import Cluster
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan

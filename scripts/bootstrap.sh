@@ -3,7 +3,7 @@
 #   - Java 17+ (Spark's JVM and the local Kafka broker's) and Maven via apt when missing and we are root;
 #   - a virtualenv at .venv (or $KCOMPACT_VENV) holding this package with its test extras,
 #     reinstalled only when pyproject.toml changed since the last install;
-#   - the pinned Apache Kafka jars (streaming/kafka/local/pom.xml), fetched with Maven into
+#   - the pinned Apache Kafka jars (streaming/brokers/local/pom.xml), fetched with Maven into
 #     ~/.cache/kcompact, for the local broker used when no cluster is given and no Docker engine answers.
 set -euo pipefail
 
@@ -49,7 +49,7 @@ ensure_kafka() {
         return
     fi
     ensure_maven
-    "$KCOMPACT_VENV/bin/python" -m streaming.kafka.local >&2
+    "$KCOMPACT_VENV/bin/python" -m streaming.brokers.local >&2
 }
 
 _pick_python() {

@@ -56,7 +56,7 @@ def imports() -> dict[str, set[str]]:
 
 
 def unit(module: str) -> str:
-    """The package a module belongs to (streaming.kafka.local.jars -> streaming.kafka); a top-level
+    """The package a module belongs to (streaming.brokers.local.jars -> streaming.brokers); a top-level
     module is its own unit."""
     parts = module.split(".")
     return ".".join(parts[:2])

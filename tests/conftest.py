@@ -1,30 +1,86 @@
-"""Shared fixtures: one real broker per test session, and uniquely named topics on it."""
+"""Shared fixtures: one Docker engine, one real broker and one SparkSession per test session, and uniquely
+named topics on the broker.
+
+The broker is chosen as the product chooses it (streaming.brokers.choice): KAFKA_BOOTSTRAP_SERVERS if set,
+else the project's Kafka image in a container when a Docker engine answers (the session starts one as root
+on Debian, building the image first if it must), else a local Apache Kafka from Maven's jars.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
-
 import os
+from typing import Callable, Iterator, Mapping
 
 import pytest
 from hypothesis import settings
 
-from streaming.kafka.broker import Broker, acquire_broker
+from streaming.brokers.broker import Broker, BrokerKind
+from streaming.brokers.choice import BOOTSTRAP_ENV, acquire_broker
+from streaming.kafka.admin import create_topic, unique_topic_name
+from tests.docker_engine import EngineSession, start_engine
+from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
+from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-from streaming.kafka.admin import create_topic, unique_topic_name
-from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
-from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
 
 os.environ.update(CREDENTIALS)  # before any SparkSession starts, so its Python workers have them too
 
+_session: dict = {"engine": None, "broker": None, "on_broker": 0}
+
 
 @pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[Broker]:
+def docker_engine() -> Iterator[EngineSession]:
+    """The session's Docker engine: this run's containers go at the end, and those of killed runs at the start;
+    an engine the session started is stopped by its PID."""
+    from streaming.brokers.engine import RUN_ID, connected, remove_containers  # noqa: PLC0415
+
+    engine = start_engine()
+    _session["engine"] = engine
+    if engine.available:
+        with connected() as docker:
+            remove_containers(docker)
+    try:
+        yield engine
+    finally:
+        if engine.available:
+            with connected() as docker:
+                remove_containers(docker, RUN_ID)
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_image(docker_engine: EngineSession) -> str:
+    """The project's Kafka image, built here when missing or out of date (no registry needed)."""
+    from streaming.brokers.engine import connected  # noqa: PLC0415
+    from streaming.brokers.images import build_kafka  # noqa: PLC0415
+
+    if not docker_engine.available:
+        pytest.skip(f"no Docker engine: {docker_engine.how}")
+    with connected(30) as docker:
+        return build_kafka(docker)
+
+
+@pytest.fixture(scope="session")
+def kcompact_image(docker_engine: EngineSession) -> str:
+    """The compactor's image of this checkout, built here when missing or out of date."""
+    from streaming.brokers.engine import connected  # noqa: PLC0415
+    from streaming.brokers.images import build_kcompact  # noqa: PLC0415
+
+    if not docker_engine.available:
+        pytest.skip(f"no Docker engine: {docker_engine.how}")
+    with connected(30) as docker:
+        return build_kcompact(docker)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
+    if not os.environ.get(BOOTSTRAP_ENV) and request.getfixturevalue("docker_engine").available:
+        request.getfixturevalue("kafka_image")  # the broker choice finds the image built
     broker = acquire_broker(sasl_users={SASL_USER: SASL_PASSWORD})
+    _session["broker"] = broker
     try:
         yield broker
     finally:
@@ -34,6 +90,11 @@ def kafka_broker() -> Iterator[Broker]:
 @pytest.fixture(scope="session")
 def bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "kafka_broker" in getattr(item, "fixturenames", ()):
+        _session["on_broker"] += 1
 
 
 TopicFactory = Callable[..., str]
@@ -90,14 +151,34 @@ def _unallowed_skips() -> list[tuple[str, str]]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _unallowed_skips() and exitstatus == pytest.ExitCode.OK:
+    if (_unallowed_skips() or _missed_container()) and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _broker_line() -> str | None:
+    broker, engine = _session["broker"], _session["engine"]
+    if broker is None:
+        return None
+    return (f"{_session['on_broker']} tests ran on the session's {broker.kind.value} broker at "
+            f"{broker.bootstrap_servers}" + (f"; Docker: {engine.how}" if engine is not None else ""))
+
+
+def _missed_container() -> bool:
+    """In CI, an engine that answers must carry the session's broker: a fallback would hide the container path."""
+    broker, engine = _session["broker"], _session["engine"]
+    return bool(os.environ.get("CI") and broker is not None and engine is not None and engine.available
+                and broker.kind is BrokerKind.LOCAL)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
+    write = terminalreporter.write_line
+    line = _broker_line()
+    if line:
+        write(line)
+    if _missed_container():
+        write("FAILED: a Docker engine answered, but the session's broker is not the container broker", red=True)
     if not os.environ.get("CI"):
         return
-    write = terminalreporter.write_line
     write(f"skips allowed in CI (tests/conftest.py SKIPS_ALLOWED_IN_CI): {len(SKIPS_ALLOWED_IN_CI) or 'none'}")
     for node, why in sorted(SKIPS_ALLOWED_IN_CI.items()):
         write(f"  {node}: {why}")

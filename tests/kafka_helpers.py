@@ -62,14 +62,15 @@ ONCE_PREFIX = b"once-"  # keys written exactly once: each one's only record must
 
 class ChangeProducer(threading.Thread):
     """Keeps producing while a fault test kills and restarts things: batches of updates over a few keys (whose
-    winners the last batches decide) and, in every batch, one record of a key written exactly once, so a
-    record lost at any moment of the run is missed at the end. Its failures are raised by stop()."""
+    winners the last batches decide), every ``tombstone_every``-th of them a tombstone, and, in every batch,
+    one record of a key written exactly once, so a record lost at any moment of the run is missed at the
+    end. Its failures are raised by stop()."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, keys: int, batch: int = 25,
-                 pause_s: float = 0.3, timeout_s: float = 30.0) -> None:
+                 pause_s: float = 0.3, timeout_s: float = 30.0, tombstone_every: int = 0) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.partitions, self.keys = bootstrap, topic, partitions, keys
-        self.batch, self.pause_s, self.timeout_s = batch, pause_s, timeout_s
+        self.batch, self.pause_s, self.timeout_s, self.tombstone_every = batch, pause_s, timeout_s, tombstone_every
         self.sent: list[Sent] = []
         self._halt = threading.Event()
         self._failure: BaseException | None = None
@@ -79,8 +80,9 @@ class ChangeProducer(threading.Thread):
         try:
             while not self._halt.is_set():
                 now = int(time.time() * 1000)
-                batch = [Sent((i + j) % self.partitions, b"key-%d" % ((i + j) % self.keys), b"value-%d" % (i + j),
-                              now, [("seq", b"%d" % (i + j))]) for j in range(self.batch)]
+                batch = [Sent((i + j) % self.partitions, b"key-%d" % ((i + j) % self.keys),
+                              None if self.tombstone_every and (i + j) % self.tombstone_every == 0 else
+                              b"value-%d" % (i + j), now, [("seq", b"%d" % (i + j))]) for j in range(self.batch)]
                 batch.append(Sent(i % self.partitions, ONCE_PREFIX + b"%d" % i, b"once-%d" % i, now))
                 self.sent.extend(produce(self.bootstrap, self.topic, batch, self.timeout_s))
                 i += self.batch

@@ -14,7 +14,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 
-from streaming.kafka.local.server import free_port
+from streaming.brokers.local.server import free_port
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kcompact-test", "AWS_SECRET_ACCESS_KEY": "kcompact-test-secret",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}

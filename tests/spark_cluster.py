@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from streaming.kafka.local.server import free_port
+from streaming.brokers.local.server import free_port
 from streaming.spark.home import pyspark_dir
 
 

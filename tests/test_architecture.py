@@ -34,6 +34,11 @@ def test_confluent_kafka_is_imported_only_by_the_kafka_package_and_the_spark_sou
                           for m in owners), owners
 
 
+def test_docker_and_testcontainers_are_imported_only_by_the_brokers_package() -> None:
+    owners = _importers("docker") | _importers("testcontainers")
+    assert owners and all(m.startswith("streaming.brokers.") for m in owners), owners
+
+
 def test_each_object_store_client_is_imported_by_its_own_module_only() -> None:
     assert _importers("boto3") == {"streaming.state.s3"} and _importers("botocore") == {"streaming.state.s3"}
     assert _importers("google") == {"streaming.state.gcs"}

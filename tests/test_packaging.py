@@ -15,10 +15,10 @@ def test_a_wheel_holds_the_log_schema_and_the_kafka_pom_and_reads_them_installed
                     str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True, timeout=300)
     wheel = next((tmp_path / "dist").glob("kcompact-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "streaming/log/log_record.avsc" in names and "streaming/kafka/local/pom.xml" in names
+    assert "streaming/log/log_record.avsc" in names and "streaming/brokers/local/pom.xml" in names
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    probe = ("import streaming.log.record as r, streaming.kafka.local.jars as j; "
+    probe = ("import streaming.log.record as r, streaming.brokers.local.jars as j; "
              "assert r.parsed_schema()['name']; print(r.SCHEMA_PATH); print(j.pinned_version())")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(target)},
                          capture_output=True, text=True, timeout=120)

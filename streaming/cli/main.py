@@ -14,7 +14,6 @@ import traceback
 from typing import Sequence
 
 from streaming import __version__, logging_setup, redaction
-from streaming.kafka.broker import acquire_broker, start_local_broker
 from streaming.errors import USER_ERRORS, UsageError
 
 log = logging.getLogger("kcompact")
@@ -36,11 +35,19 @@ def _cmd_submit_file(args: argparse.Namespace) -> int:
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
-    broker = start_local_broker(port=args.port, data_dir=args.data_dir)
+    from streaming.brokers.choice import start_local_broker, start_local_cluster  # noqa: PLC0415 (imports Kafka)
+
+    if args.brokers == 3:
+        if args.port is not None:
+            raise UsageError("--port is for one broker; a cluster's nodes take free ports (or those its --data-dir kept)")
+        broker = start_local_cluster(data_dir=args.data_dir)
+        what = f"Apache Kafka, 3 nodes, pids {', '.join(str(n.pid) for n in broker.cluster.nodes)}"
+    else:
+        broker = start_local_broker(port=args.port, data_dir=args.data_dir)
+        what = f"Apache Kafka, pid {broker.pid}"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"bootstrap.servers={broker.bootstrap_servers}  (Apache Kafka, pid {broker.pid}; Ctrl-C stops it)",
-          flush=True)
+    print(f"bootstrap.servers={broker.bootstrap_servers}  ({what}; Ctrl-C stops it)", flush=True)
     try:
         stop.wait()
     except KeyboardInterrupt:
@@ -184,7 +191,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from streaming.cli.demo import run_demo  # noqa: PLC0415 (imports confluent-kafka)
+    from streaming.brokers.choice import acquire_broker  # noqa: PLC0415 (imports confluent-kafka)
+    from streaming.cli.demo import run_demo  # noqa: PLC0415
 
     broker = acquire_broker()
     try:
@@ -266,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_translate)
 
-    p = sub.add_parser("broker", help="run a local single-node Apache Kafka (KRaft) in the foreground")
+    p = sub.add_parser("broker", help="run a local Apache Kafka (KRaft) in the foreground: one node, or a cluster "
+                                      "of three (replication 3, min.insync.replicas 2)")
+    p.add_argument("--brokers", type=int, choices=[1, 3], default=1, help="nodes (default 1)")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
     p.set_defaults(func=_cmd_broker)

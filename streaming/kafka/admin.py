@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewPartitions, NewTopic,
@@ -105,6 +105,29 @@ class Cluster:
         log.info("%s topic %s now has %d partitions", what, topic, partitions)
 
 
+class ClusterUnreachable(JobError):
+    """A cluster did not answer metadata in time; the message names the address."""
+
+
+def wait_for_metadata(bootstrap_servers: str, timeout_s: float = 60.0, alive: Callable[[], bool] = lambda: True,
+                      brokers: int = 1) -> None:
+    """Block until a cluster that is starting answers a metadata request naming ``brokers`` brokers, or raise
+    naming the address. ``alive`` is asked between tries: a broker process that exited is not waited for."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 2000})
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ClusterUnreachable(f"the broker process for {bootstrap_servers} exited before it answered")
+        try:
+            if len(admin.list_topics(timeout=2).brokers) >= brokers:
+                return
+        except KafkaException as exc:  # while the port is not yet open
+            last = exc
+        time.sleep(0.2)
+    raise ClusterUnreachable(f"no metadata from {bootstrap_servers} within {timeout_s:.0f}s: {last}")
+
+
 def unique_topic_name(prefix: str = "kcompact") -> str:
     """Topic names that never collide across tests or runs sharing one broker."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -113,10 +136,11 @@ def unique_topic_name(prefix: str = "kcompact") -> str:
 def create_topic(bootstrap_servers: str, name: str, partitions: int = 1,
                  config: Mapping[str, str] | None = None, timeout_s: float = 30.0,
                  client_config: Mapping[str, str] | None = None) -> str:
-    """Create a topic and wait until the broker confirms it; raise with the topic name on failure."""
+    """Create a topic with the cluster's default replication and wait until the broker confirms it; raise with
+    the topic name on failure."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+        [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))],
         operation_timeout=timeout_s, request_timeout=timeout_s)
     try:
         futures[name].result(timeout=timeout_s)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from streaming.kafka.broker import BOOTSTRAP_ENV
+from streaming.brokers.choice import BOOTSTRAP_ENV
 from streaming.cli.main import build_parser
 
 

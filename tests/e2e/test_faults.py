@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from streaming.kafka.broker import start_local_broker
+from streaming.brokers.choice import start_local_broker
 from streaming.log import LogConfig, PartitionLog
 from streaming.log.segment import SegmentMeta, segment_name
 from streaming.state.stores import open_state_dir

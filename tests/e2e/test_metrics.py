@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streaming.kafka.broker import free_port
+from streaming.brokers.local import free_port
 from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import NO_SINK_COMPACTION
 from tests.kafka_helpers import Sent, produce

@@ -13,7 +13,8 @@ import pytest
 
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.broker import Broker, start_local_broker
+from streaming.brokers.broker import Broker
+from streaming.brokers.choice import start_local_broker
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, winners
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER, Sent, produce
 
@@ -32,7 +33,6 @@ def _flags(option: str, settings: list[str]) -> list[str]:
     return [a for s in settings for a in (option, s)]
 
 
-@pytest.mark.parametrize("side", ["source", "sink"])
 @pytest.fixture(scope="module")
 def secured(kafka_broker: Broker) -> Iterator[Broker]:
     """A broker whose SASL_PLAINTEXT listener takes the test user's PLAIN login: the session's own (the local
@@ -52,6 +52,7 @@ def _topic(broker: Broker, partitions: int) -> str:
     return create_topic(broker.bootstrap_servers, unique_topic_name("secured"), partitions, {"retention.ms": "-1"})
 
 
+@pytest.mark.parametrize("side", ["source", "sink"])
 def test_a_cluster_that_refuses_our_credentials_is_named_at_once(secured: Broker, tmp_path,
                                                                  capsys, side: str) -> None:
     sasl_bootstrap_servers = secured.sasl_bootstrap_servers

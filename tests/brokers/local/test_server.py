@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from streaming.kafka.local.server import cluster_id
+from streaming.brokers.local.server import cluster_id
 
 
 def test_cluster_ids_are_kafka_uuids_that_no_command_line_takes_for_an_option() -> None:

@@ -1,9 +1,8 @@
-"""A single-node Apache Kafka (KRaft, combined broker and controller) run with ``java`` from the cached jars.
+"""An Apache Kafka node (KRaft, combined broker and controller) run with ``java`` from the cached jars.
 
-It listens on 127.0.0.1 only, on free ports, with replication 1 for the internal topics, a small heap and
-the log cleaner on (with a short back-off, so tests can use Kafka's own cleaner as an oracle). The storage
-is formatted with a generated cluster id on first start; a restart on the same data directory keeps it and
-the ports. The JVM runs in a process group of its own with a parent-death signal, so it is stopped by PID
+It listens on 127.0.0.1 only, on free ports, configured as every node the project runs is
+(streaming.brokers.properties), with a capped heap. The storage is formatted with a generated cluster id on
+first start; a restart on the same data directory keeps it and the ports. The JVM runs in a process group of its own with a parent-death signal, so it is stopped by PID
 on normal exit, on Ctrl-C, on a test failure and even when the Python process that started it is killed.
 ``kill()`` stops it with SIGKILL, as a crashed broker would stop, for the fault tests.
 """
@@ -26,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from streaming.kafka.local.jars import KafkaJars, ensure_kafka_jars
+from streaming.brokers.local.jars import KafkaJars, ensure_kafka_jars
+from streaming.brokers.properties import (SINGLE_NODE, Listeners, Replication, as_properties_file,
+                                          broker_properties)
 
 LOCAL_HOST = "127.0.0.1"
 HEAP = "-Xmx768m"
@@ -117,16 +118,23 @@ def _signal_group(proc: subprocess.Popen, sig: int, grace_s: float) -> None:
 
 
 class LocalKafka:
-    """One broker process over one data directory; started, killed and started again at will."""
+    """One node's process over one data directory; started, killed and started again at will. Alone it is a
+    single-node cluster; streaming.brokers.local.cluster makes three of them one cluster."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int | None = None,
-                 sasl_users: Mapping[str, str] | None = None, jars: KafkaJars | None = None) -> None:
+                 sasl_users: Mapping[str, str] | None = None, jars: KafkaJars | None = None, node_id: int = 1,
+                 replication: Replication = SINGLE_NODE, heap: str = HEAP) -> None:
         self.owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kcompact-kafka-")) if data_dir is None else Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.sasl_users = dict(sasl_users or {})
         self.jars = jars or ensure_kafka_jars()
+        self.node_id = node_id
+        self.replication = replication
+        self.heap = heap
         self.ports = self._ports(port)
+        self.voters = self.voter  # a cluster hands every node the whole quorum before it starts
+        self.cluster_id = cluster_id()  # used when the storage is formatted, i.e. on the first start only
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -138,12 +146,21 @@ class LocalKafka:
         return f"{LOCAL_HOST}:{self.ports.sasl}"
 
     @property
+    def voter(self) -> str:
+        """This node as a member of the quorum (controller.quorum.voters)."""
+        return f"{self.node_id}@{LOCAL_HOST}:{self.ports.controller}"
+
+    @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
     @property
     def cleaner_log(self) -> Path:
         return self.data_dir / CLEANER_LOG
+
+    @property
+    def server_log(self) -> Path:
+        return self.data_dir / SERVER_LOG
 
     def _ports(self, port: int | None) -> Ports:
         """The ports of an earlier start on this data directory (a restart keeps its address), else free ones."""
@@ -156,55 +173,26 @@ class LocalKafka:
         saved.write_text(json.dumps(ports.__dict__))
         return ports
 
-    def _properties(self) -> str:
+    def properties(self) -> dict[str, str]:
         p = self.ports
-        lines = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{LOCAL_HOST}:{p.controller}",
-            "listeners": f"PLAINTEXT://{LOCAL_HOST}:{p.broker},CONTROLLER://{LOCAL_HOST}:{p.controller},"
-                         f"SASL_PLAINTEXT://{LOCAL_HOST}:{p.sasl}",
-            "advertised.listeners": f"PLAINTEXT://{LOCAL_HOST}:{p.broker},SASL_PLAINTEXT://{LOCAL_HOST}:{p.sasl}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            # PLAIN logins for the configured users; SCRAM is offered too, with no credentials, so a client
-            # using it is refused as by a cluster that does not know it.
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                + "".join(f'user_{u}="{pw}" ' for u, pw in self.sasl_users.items()) + ";",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required ;",
-            "log.dirs": str(self.data_dir / "logs"),
-            "num.partitions": "1",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "log.cleaner.enable": "true",
-            "log.cleaner.backoff.ms": "1000",
-            "auto.create.topics.enable": "false",
-        }
-        return "".join(f"{k}={v}\n" for k, v in lines.items())
+        listeners = Listeners(f"{LOCAL_HOST}:{p.broker}", f"{LOCAL_HOST}:{p.controller}", f"{LOCAL_HOST}:{p.sasl}",
+                              f"{LOCAL_HOST}:{p.broker}", f"{LOCAL_HOST}:{p.sasl}")
+        return broker_properties(self.node_id, listeners, self.voters, str(self.data_dir / "logs"), self.sasl_users,
+                                 self.replication)
 
-    def _java(self, main: str, *args: str, heap: str = HEAP) -> list[str]:
+    def _java(self, main: str, *args: str, heap: str | None = None) -> list[str]:
         java = shutil.which("java")
         if java is None:
             raise LocalKafkaError("java is missing: the local Apache Kafka broker needs Java 17 or newer "
                                   "(scripts/bootstrap.sh installs it)")
-        return [java, heap, "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        return [java, heap or self.heap, "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
                 "-cp", self.jars.classpath, main, *args]
 
     def _format_once(self, properties: Path) -> None:
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
-        done = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(),
+        done = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                          "-c", str(properties), heap="-Xmx256m"),
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
@@ -214,38 +202,49 @@ class LocalKafka:
     def start(self, timeout_s: float = 120.0) -> None:
         """Start the process and return once its log says the server has started (the broker helper then
         waits for it to answer metadata)."""
+        self.launch()
+        self.wait_started(timeout_s)
+
+    def launch(self) -> None:
+        """Start the process without waiting: a node of a cluster starts only once a quorum of its nodes runs."""
         properties = self.data_dir / "server.properties"
-        properties.write_text(self._properties())
+        properties.write_text(as_properties_file(self.properties()))
         (self.data_dir / "log4j2.yaml").write_text(_LOG4J2.format(dir=self.data_dir))
         self._format_once(properties)
-        server_log = self.data_dir / SERVER_LOG
-        seen = server_log.stat().st_size if server_log.exists() else 0
+        self._log_seen = self.server_log.stat().st_size if self.server_log.exists() else 0
         with open(self.data_dir / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(self._java("kafka.Kafka", str(properties)), stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          preexec_fn=_die_with_parent)  # noqa: PLW1509 (setsid + pdeathsig)
+
+    def wait_started(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise LocalKafkaError(f"the local Apache Kafka broker exited with {self.proc.returncode} while "
-                                      f"starting; see {server_log} and {self.data_dir / 'stdout.log'}")
-            if server_log.exists():
-                with open(server_log, "rb") as f:
-                    f.seek(seen)
+                                      f"starting; see {self.server_log} and {self.data_dir / 'stdout.log'}")
+            if self.server_log.exists():
+                with open(self.server_log, "rb") as f:
+                    f.seek(self._log_seen)
                     if STARTED.encode() in f.read():
                         return
             time.sleep(0.2)
         self.kill()
-        raise LocalKafkaError(f"the local Apache Kafka broker did not start within {timeout_s:.0f}s; see {server_log}")
+        raise LocalKafkaError(f"the local Apache Kafka broker did not start within {timeout_s:.0f}s; "
+                              f"see {self.server_log}")
 
     def kill(self) -> None:
         """SIGKILL, as a crash: nothing flushed, no controlled shutdown."""
         if self.proc is not None:
             _signal_group(self.proc, signal.SIGKILL, 30.0)
 
-    def stop(self) -> None:
-        """A controlled shutdown (SIGTERM, SIGKILL after a grace period), and the data gone if it was ours."""
+    def terminate(self) -> None:
+        """A controlled shutdown (SIGTERM, SIGKILL after a grace period); the data stays for a restart."""
         if self.proc is not None:
-            _signal_group(self.proc, signal.SIGTERM, 20.0)
+            _signal_group(self.proc, signal.SIGTERM, 60.0)
+
+    def stop(self) -> None:
+        """terminate(), and the data gone if it was ours."""
+        self.terminate()
         if self.owns_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)

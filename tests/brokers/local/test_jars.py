@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.kafka.local.jars import KafkaJarsError, ensure_kafka_jars, jars_dir, pinned_version
+from streaming.brokers.local.jars import KafkaJarsError, ensure_kafka_jars, jars_dir, pinned_version
 
 
 def test_the_pom_pins_an_apache_kafka_4_version() -> None:

@@ -1,8 +1,8 @@
-"""`python -m streaming.kafka.local`: fetch the pinned Apache Kafka jars (the set-up script's step)."""
+"""`python -m streaming.brokers.local`: fetch the pinned Apache Kafka jars (the set-up script's step)."""
 
 import sys
 
-from streaming.kafka.local.jars import KafkaJarsError, ensure_kafka_jars
+from streaming.brokers.local.jars import KafkaJarsError, ensure_kafka_jars
 
 try:
     jars = ensure_kafka_jars()

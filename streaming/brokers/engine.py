@@ -1,0 +1,97 @@
+"""The Docker engine, as the project uses it: is one there, and which containers are this process's.
+
+Every container the project starts carries two labels: the id of the run that started it and the PID of the
+process behind that run. testcontainers' Ryuk reaper, which would otherwise remove them, is an image no
+registry here can deliver, so it is off and the project removes its containers itself: a run's own when it
+ends, and at the start of the next run those of runs whose process is gone (killed before it could clean
+up), with the compose networks and volumes they belonged to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import uuid
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # read by testcontainers when it is imported
+
+RUN_LABEL = "io.kcompact.run"
+PID_LABEL = "io.kcompact.pid"
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
+RUN_ID = uuid.uuid4().hex[:12]
+
+
+class EngineMissing(RuntimeError):
+    """No Docker engine answered."""
+
+
+class DockerLibraryMissing(EngineMissing):
+    """The Docker client library is not installed, so no engine can be asked."""
+
+
+def run_labels() -> dict[str, str]:
+    return {RUN_LABEL: RUN_ID, PID_LABEL: str(os.getpid())}
+
+
+def client(timeout_s: float = 10.0) -> Any:
+    """A client of the engine that answers a ping; raises EngineMissing otherwise."""
+    try:
+        import docker  # noqa: PLC0415 (the Docker path is optional: pip install 'kcompact[docker]')
+    except ImportError:
+        raise DockerLibraryMissing("the Docker client library is not installed (pip install 'kcompact[docker]')") \
+            from None
+    try:
+        engine = docker.from_env(timeout=int(max(1, timeout_s)))
+        engine.ping()
+        return engine
+    except Exception as exc:  # docker raises a zoo of connection errors; any of them means "no engine"
+        raise EngineMissing(f"no Docker engine answered ({str(exc).splitlines()[0][:200]})") from None
+
+
+@contextlib.contextmanager
+def connected(timeout_s: float = 10.0) -> Iterator[Any]:
+    """client(), closed when done."""
+    engine = client(timeout_s)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def engine_answers(timeout_s: float = 2.0) -> bool:
+    """Ask the engine itself (a ping), not just whether a client binary or socket exists."""
+    try:
+        client(timeout_s).close()
+        return True
+    except EngineMissing as exc:
+        log.debug("%s", exc)
+        return False
+
+
+def _orphaned(pid: str) -> bool:
+    """The process that started a container is gone (a container without a PID label is nobody's to remove)."""
+    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+
+
+def remove_containers(engine: Any, run_id: str | None = None) -> int:
+    """Remove this project's containers: the given run's, or (None) those whose starting process is gone.
+    The compose networks and volumes of those containers go too. Returns how many containers were removed."""
+    mine = engine.containers.list(all=True, filters={"label": RUN_LABEL})
+    doomed = [c for c in mine if (c.labels.get(RUN_LABEL) == run_id if run_id is not None
+                                  else _orphaned(c.labels.get(PID_LABEL, "")))]
+    projects = {c.labels[COMPOSE_PROJECT_LABEL] for c in doomed if COMPOSE_PROJECT_LABEL in c.labels}
+    for c in doomed:
+        c.remove(force=True, v=True)
+    for project in projects:
+        for network in engine.networks.list(filters={"label": f"{COMPOSE_PROJECT_LABEL}={project}"}):
+            network.remove()
+        for volume in engine.volumes.list(filters={"label": f"{COMPOSE_PROJECT_LABEL}={project}"}):
+            volume.remove(force=True)
+    if doomed:
+        log.info("removed %d containers %s", len(doomed),
+                 f"of run {run_id}" if run_id else "left by runs whose process is gone")
+    return len(doomed)
