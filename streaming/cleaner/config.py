@@ -74,6 +74,7 @@ class CompactionConfig:
     io_max_bytes_per_second: float = float("inf")
     backoff_ms: int = 15_000
     message_timestamp_after_max_ms: int = 3_600_000
+    file_delete_delay_ms: int = 60_000
 
     def __post_init__(self) -> None:
         for attr, enum, key in (("compaction_strategy", Strategy, "compaction.strategy"),
@@ -95,7 +96,8 @@ class CompactionConfig:
                                 ("delete.retention.ms", self.delete_retention_ms, 0),
                                 ("log.cleaner.dedupe.buffer.size", self.dedupe_buffer_size, 48),
                                 ("log.cleaner.backoff.ms", self.backoff_ms, 0),
-                                ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0)):
+                                ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0),
+                                ("file.delete.delay.ms", self.file_delete_delay_ms, 0)):
             if value < low:
                 raise ConfigError(key, f"must be >= {low}, got {value}")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
@@ -143,7 +145,8 @@ class CompactionConfig:
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, segment_ms=self.segment_ms,
                          segment_jitter_ms=self.segment_jitter_ms, max_compaction_lag_ms=self.max_compaction_lag_ms,
-                         compact=True, timestamp_after_max_ms=self.message_timestamp_after_max_ms)
+                         compact=True, timestamp_after_max_ms=self.message_timestamp_after_max_ms,
+                         file_delete_delay_ms=self.file_delete_delay_ms)
 
 
 KEYS: dict[str, _Key] = {k.name: k for k in (
@@ -163,10 +166,11 @@ KEYS: dict[str, _Key] = {k.name: k for k in (
     _Key("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", _ratio),
     _Key("log.cleaner.backoff.ms", "backoff_ms", _long),
     _Key("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", _long),
+    _Key("file.delete.delay.ms", "file_delete_delay_ms", _long),
 )}
 
 # Settings a Kafka topic can carry; the others are the compactor's own (command line only).
 KEYS_SET_BY_TOPIC = frozenset({"cleanup.policy", "segment.bytes", "segment.ms", "segment.jitter.ms",
                                "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
                                "delete.retention.ms", "compaction.strategy", "compaction.strategy.header",
-                               "message.timestamp.after.max.ms"})
+                               "message.timestamp.after.max.ms", "file.delete.delay.ms"})

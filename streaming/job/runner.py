@@ -30,7 +30,8 @@ from streaming.errors import JobError
 from streaming.job.append import LogAppender
 from streaming.job.spec import JobSpec
 from streaming.kafka.failures import is_refused, is_transient
-from streaming.state.layout import list_log_dirs, spark_checkpoint
+from streaming.state.layout import list_log_dirs, open_partition_log, spark_checkpoint
+from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
 
 log = logging.getLogger(__name__)
@@ -161,9 +162,7 @@ class CompactorJob:
             self._write_metrics(reports, now_ms)
             self.last_run_ms = now_ms
             self._stage_after_batch = True
-            for r in reports:
-                if r.error:
-                    log.error("partition %s-%d: %s", r.topic, r.partition, r.error)
+            _report_failures(reports)
             if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
                 raise state_dir_full(self.spec.state_dir)
             self._progress()
@@ -238,9 +237,20 @@ class CompactorJob:
             self._run_query()
         finally:
             signal.signal(signal.SIGTERM, previous)
-        if self.once and not self._stop.is_set():
-            return self._final_stage()
-        return 0
+        code = self._final_stage() if self.once and not self._stop.is_set() else 0
+        self.collect_garbage()
+        return code
+
+    def collect_garbage(self) -> None:
+        """At the end of every run, each log drops what its manifests no longer need (past file.delete.delay.ms):
+        opening a log collects it, so a run of a few commits leaves no more behind than a long one."""
+        state = open_state_dir(self.spec.state_dir)
+        for topic, partition, directory in list_log_dirs(state):
+            plan = self.spec.topics.get(topic)
+            if plan is None:
+                continue
+            with partition_lock(state, directory):
+                open_partition_log(state, directory, topic, partition, plan.compaction.log_config)
 
     def _run_query(self) -> None:
         """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
@@ -264,8 +274,8 @@ class CompactorJob:
             if pause is None:
                 raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
                                f"{self.retry_timeout_s:.0f}s; last failure: {_first_line(exc)}") from exc
-            log.warning("the query failed on a transient Kafka error (%s); restarting it from its checkpoint "
-                        "in %.0fs", _first_line(exc), pause)
+            log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
+                        "restarting it from its checkpoint in %.0fs", _first_line(exc), pause)
             try:
                 if self._stop.wait(pause):
                     return
@@ -306,6 +316,21 @@ class CompactorJob:
             if waiting:
                 log.warning("%s", waiting)
         return 1 if failed else 0
+
+
+def _report_failures(reports: list[StageReport]) -> None:
+    """A lasting failure is a line per partition, to be acted on. Passing ones (the sink cluster away, below
+    min.insync.replicas, a leader moving) are one line per stage whatever the number of partitions: the job
+    waits, nothing is lost, and the next trigger tries again."""
+    waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
+    for r in reports:
+        if r.error and r not in waiting:
+            log.error("partition %s-%d: %s", r.topic, r.partition, r.error)
+    if waiting:
+        first = waiting[0]
+        log.warning("waiting for the sink cluster: %d of %d partitions could not emit (%s-%d: %s); nothing is lost, "
+                    "the next trigger tries again", len(waiting), len(reports), first.topic, first.partition,
+                    first.error.message.splitlines()[0][:200])
 
 
 def nothing_cleanable(reports: list[StageReport], now_ms: int) -> str | None:

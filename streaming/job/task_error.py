@@ -13,6 +13,7 @@ from streaming.log import LogFencedError
 class ErrorKind(Enum):
     SINK_UNREACHABLE = "sink-unreachable"  # the sink's progress could not be read: nothing was cleaned unseen
     DISK_FULL = "disk-full"                # the state dir is full: the job stops and says so
+    FENCED = "fenced"                      # another writer of the log committed first: reopened next trigger
     FAILED = "failed"                      # a pass or an emission failed; the next trigger tries again
 
 
@@ -26,6 +27,8 @@ class TaskError:
     def of(cls, exc: BaseException, kind: ErrorKind = ErrorKind.FAILED) -> "TaskError":
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             kind = ErrorKind.DISK_FULL
+        elif isinstance(exc, LogFencedError):
+            kind = ErrorKind.FENCED
         return cls(kind, f"{type(exc).__name__}: {exc}", is_transient(exc) or isinstance(exc, LogFencedError))
 
     def __str__(self) -> str:

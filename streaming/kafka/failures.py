@@ -23,6 +23,7 @@ TRANSIENT = frozenset({
     KafkaError._WAIT_COORD, KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NETWORK_EXCEPTION, KafkaError.BROKER_NOT_AVAILABLE,
+    KafkaError._DESTROY_BROKER,  # a request to a broker that left the metadata (killed, fenced): ask again
 })
 REFUSED = frozenset({
     KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -63,14 +64,22 @@ def is_fatal(exc: BaseException) -> bool:
     return err is not None and err.fatal()
 
 
-def retrying(call: Callable[[], T], what: str, timeout_s: float, pause_s: float = 1.0) -> T:
-    """call() until it succeeds, retrying transient failures until timeout_s has passed."""
+def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, pause_s: float = 1.0,
+             say_every_s: float = 10.0) -> T:
+    """call() until it succeeds, retrying transient failures until timeout_s has passed. While it waits it
+    says so on the first failure and then every ``say_every_s``, naming the ``side`` (source or sink) whose
+    cluster is away, rather than a line per try."""
     deadline = time.monotonic() + timeout_s
+    said = -float("inf")
     while True:
         try:
             return call()
         except KafkaException as exc:
-            if not is_transient(exc) or time.monotonic() + pause_s > deadline:
+            now = time.monotonic()
+            if not is_transient(exc) or now + pause_s > deadline:
                 raise
-            log.warning("%s: %s; retrying", what, exc.args[0])
+            if now - said >= say_every_s:
+                log.warning("waiting for the %s cluster: %s: %s; retrying for up to %.0fs", side, what,
+                            exc.args[0], deadline - now)
+                said = now
             time.sleep(pause_s)

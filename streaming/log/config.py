@@ -16,12 +16,14 @@ class LogConfig:
     compact: bool = True                      # cleanup.policy contains "compact"
     fsync: bool = True                        # make every append durable before it returns
     timestamp_after_max_ms: int = 3_600_000   # message.timestamp.after.max.ms (see columns.lag_timestamps)
+    file_delete_delay_ms: int = 60_000        # file.delete.delay.ms: how long an object no manifest needs is kept
 
     def __post_init__(self) -> None:
         for name, value, low in (("segment.bytes", self.segment_bytes, 1), ("segment.ms", self.segment_ms, 1),
                                  ("segment.jitter.ms", self.segment_jitter_ms, 0),
                                  ("max.compaction.lag.ms", self.max_compaction_lag_ms, 1),
-                                 ("message.timestamp.after.max.ms", self.timestamp_after_max_ms, 0)):
+                                 ("message.timestamp.after.max.ms", self.timestamp_after_max_ms, 0),
+                                 ("file.delete.delay.ms", self.file_delete_delay_ms, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 

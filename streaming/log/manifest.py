@@ -7,8 +7,9 @@ of a dead driver beside the task of its successor) cannot both create version N:
 as Kafka's transactional ids fence a zombie producer on the sink side. A crash between writing objects and
 the manifest leaves the objects unreferenced; the previous manifest still describes the log.
 
-Old versions and unreferenced objects are deleted later, and only once older than a grace period: a
-writer between its objects and its manifest, or a reader of an older version, may still need them.
+Old versions and unreferenced objects are deleted later, and only once older than a grace period (Kafka's
+file.delete.delay.ms): a writer between its objects and its manifest, or a reader of an older version, may
+still need them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ OBJECTS = "segments"
 MANIFEST_SUFFIX = ".json"
 FORMAT = 1
 KEEP_MANIFESTS = 8
-GC_GRACE_MS = 10 * 60 * 1000
 
 
 class LogFencedError(UserError, RuntimeError):
@@ -67,6 +67,7 @@ class Loaded:
     manifest: Manifest | None
     newest_version: int = -1
     invalid: list[str] = field(default_factory=list)
+    listed: list[ObjectInfo] = field(default_factory=list)  # the manifests directory as it was listed
 
 
 def manifest_dir(directory: str) -> str:
@@ -97,8 +98,9 @@ def _versions(infos: list[ObjectInfo]) -> list[int]:
 
 def load_newest(storage: Storage, directory: str) -> Loaded:
     """The newest manifest that parses wins; newer ones that do not are reported, never deleted."""
-    versions = _versions(storage.list(manifest_dir(directory)))
-    loaded = Loaded(None, versions[0] if versions else -1)
+    listed = storage.list(manifest_dir(directory))
+    versions = _versions(listed)
+    loaded = Loaded(None, versions[0] if versions else -1, listed=listed)
     for v in versions:
         path = _path(directory, v)
         try:
@@ -121,7 +123,20 @@ def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int)
                              f"this writer is fenced (a task of an earlier run?) and must reopen the log")
 
 
-def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int = GC_GRACE_MS) -> int:
+def garbage_due(loaded: Loaded, objects: list[ObjectInfo], now_ms: int, grace_ms: int) -> bool:
+    """Whether collect_garbage has something to look at, from the listings alone: an object the newest
+    manifest does not name, or a manifest beyond the newest KEEP_MANIFESTS, older than the grace period."""
+    if loaded.manifest is None:
+        return False
+    old = now_ms - grace_ms
+    named = {c.name for s in loaded.manifest.segments for c in s.chunks}
+    versions = _versions(loaded.listed)
+    by_version = _by_version(loaded.listed)
+    return (any(i.name not in named and i.mtime_ms <= old for i in objects)
+            or any(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]))
+
+
+def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int) -> int:
     """Delete manifests below the newest KEEP_MANIFESTS, and objects none of the kept ones references,
     when older than ``grace_ms``. Returns how many objects (manifests included) were deleted."""
     listed = storage.list(manifest_dir(directory))

@@ -29,8 +29,7 @@ from fastavro.validation import ValidationError, validate, validate_many
 from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
 from streaming.log.legacy import has_legacy_log, take_over
-from streaming.log.manifest import (GC_GRACE_MS, Manifest, collect_garbage, commit, load_newest,
-                                    objects_dir)
+from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.record import LogRecord, parsed_schema
 from streaming.log.segment import (Chunk, SegmentMeta, encode_blocks, object_damage, object_header, object_name,
                                    read_batches, read_header,
@@ -283,15 +282,19 @@ class PartitionLog:
         self._segments, self._checkpoint = segments, checkpoint
         self._version, self._next_version = version, version + 1
         if version % GC_EVERY == 0:
-            try:
-                self.collect_garbage()
-            except OSError as exc:  # housekeeping: the change is committed, the next round collects
-                log.warning("%s: garbage collection failed, to be retried: %s", self.dir, exc)
+            self._collect_quietly()
 
-    def collect_garbage(self, now_ms: int | None = None, grace_ms: int = GC_GRACE_MS) -> int:
-        """Delete what no recent manifest references (see manifest.collect_garbage)."""
+    def _collect_quietly(self) -> None:
+        try:
+            self.collect_garbage()
+        except OSError as exc:  # housekeeping: the change is committed, the next round collects
+            log.warning("%s: garbage collection failed, to be retried: %s", self.dir, exc)
+
+    def collect_garbage(self, now_ms: int | None = None, grace_ms: int | None = None) -> int:
+        """Delete what no recent manifest references, once older than file.delete.delay.ms (see
+        manifest.collect_garbage)."""
         return collect_garbage(self.storage, self.dir, int(time.time() * 1000) if now_ms is None else now_ms,
-                               grace_ms)
+                               self.config.file_delete_delay_ms if grace_ms is None else grace_ms)
 
     # ----- read ---------------------------------------------------------------------------------------------
 
@@ -399,8 +402,10 @@ class PartitionLog:
             self._version = loaded.manifest.version
             self._segments = loaded.manifest.segments
             self._checkpoint = loaded.manifest.cleaner_checkpoint
-            listed = {i.name: i.size for i in self.storage.list(objects_dir(self.dir))}
-            self.recovery.damaged = object_damage(self._segments, listed)
+            objects = self.storage.list(objects_dir(self.dir))
+            self.recovery.damaged = object_damage(self._segments, {i.name: i.size for i in objects})
+            if garbage_due(loaded, objects, int(time.time() * 1000), self.config.file_delete_delay_ms):
+                self._collect_quietly()  # what earlier runs replaced or left: it is not kept until 32 more commits
         if not self._segments:
             self._segments = [SegmentMeta.new(0)]
         elif segment_name(self.active.base_offset) in self.recovery.damaged:

@@ -236,3 +236,27 @@ def test_a_recreated_sink_receives_every_winner_again(spark, bootstrap_servers, 
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
         assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
+
+
+def test_repeated_once_runs_keep_the_state_dir_within_a_few_objects_a_segment(spark, bootstrap_servers, new_topic,
+                                                                             tmp_path, capsys) -> None:
+    """Short runs never reach the every-32-commits collection; each run ends by collecting what its logs no
+    longer need, so the state dir does not fill with replaced objects (max.compaction.lag.ms=1: a roll and a
+    pass every run)."""
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    config = ("max.compaction.lag.ms=1", "min.cleanable.dirty.ratio=0.01", "file.delete.delay.ms=0")
+    sent = []
+    for run in range(8):
+        sent += produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 40), b"r%d-%d" % (run, i), now_ms())
+                                                 for i in range(300)])
+        time.sleep(0.01)
+        assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config) == 0
+    for part in status_json(str(tmp_path), capsys)["partitions"]:
+        log = tmp_path / "logs" / f"{src}-{part['partition']}"
+        objects, manifests = len(list((log / "segments").iterdir())), len(list((log / "manifests").iterdir()))
+        print(f"partition {part['partition']}: {part['segments']} segments, {objects} objects, {manifests} manifests")
+        assert objects <= 3 * part["segments"] + 8 and manifests <= 8, (part["segments"], objects, manifests)
+    got = read_topic(bootstrap_servers, sink, 2)
+    for p in range(2):
+        assert {r["key"]: r["source_offset"] for r in got[p]} == {s.key: s.offset for s in winners(
+            [s for s in sent if s.partition == p])}

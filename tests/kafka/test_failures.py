@@ -42,10 +42,10 @@ def test_retrying_waits_out_transient_failures_and_gives_up_at_the_deadline() ->
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
         return "ok"
 
-    assert retrying(flaky, "test", timeout_s=5, pause_s=0.01) == "ok" and len(calls) == 3
+    assert retrying(flaky, "test", timeout_s=5, side="source", pause_s=0.01) == "ok" and len(calls) == 3
     with pytest.raises(KafkaException):
         retrying(lambda: (_ for _ in ()).throw(KafkaException(KafkaError(KafkaError._TRANSPORT))), "test",
-                 timeout_s=0.05, pause_s=0.02)
+                 timeout_s=0.05, side="source", pause_s=0.02)
     refused = []
 
     def refuse() -> None:
@@ -53,8 +53,23 @@ def test_retrying_waits_out_transient_failures_and_gives_up_at_the_deadline() ->
         raise KafkaException(KafkaError(KafkaError._AUTHENTICATION))
 
     with pytest.raises(KafkaException):
-        retrying(refuse, "test", timeout_s=5, pause_s=0.01)
+        retrying(refuse, "test", timeout_s=5, side="source", pause_s=0.01)
     assert len(refused) == 1
+
+
+def test_retrying_says_it_waits_once_an_interval_not_once_a_try(caplog) -> None:
+    calls = []
+
+    def away() -> str:
+        calls.append(1)
+        if len(calls) < 30:
+            raise KafkaException(KafkaError(KafkaError._DESTROY_BROKER))  # a broker gone from the metadata
+        return "ok"
+
+    assert retrying(away, "log start of t-0", timeout_s=5, side="source", pause_s=0.01, say_every_s=0.2) == "ok"
+    said = [r.getMessage() for r in caplog.records if r.name == "streaming.kafka.failures"]
+    assert 1 <= len(said) <= 3, said
+    assert said[0].startswith("waiting for the source cluster: log start of t-0: ")
 
 
 def test_restarts_back_off_reset_on_progress_and_give_up_without_it(monkeypatch) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from streaming.log import (BadRecordError, LogConfig, LogFencedError, PartitionLog, make_record, record_size,
                            records_from_batch)
-from streaming.log.manifest import GC_GRACE_MS, MANIFESTS, OBJECTS
+from streaming.log.manifest import KEEP_MANIFESTS, MANIFESTS, OBJECTS, Manifest
 from streaming.log.segment import CorruptSegmentError, segment_name
 from tests.log.objects import segment_object
 
@@ -134,7 +134,8 @@ def test_a_crash_between_objects_and_manifest_leaves_the_log_as_it_was_and_the_o
     reopened = _log(tmp_path)
     assert [r["offset"] for r in reopened.read()] == before and reopened.log_end_offset == 8
     assert reopened.collect_garbage() == 0, "young objects may still be a writer's, before its manifest"
-    assert reopened.collect_garbage(now_ms=int(time.time() * 1000) + GC_GRACE_MS + 1000) == 1
+    grace = LogConfig().file_delete_delay_ms
+    assert reopened.collect_garbage(now_ms=int(time.time() * 1000) + grace + 1000) == 1
     assert not {p.name for p in (tmp_path / OBJECTS).iterdir()} & orphans
     assert reopened.append([make_record(o, b"k", b"v", 0) for o in range(8, 12)]).appended == 4, "the replay"
     assert [r["offset"] for r in _log(tmp_path).read()] == before + [8, 9, 10, 11]
@@ -161,3 +162,23 @@ def test_many_small_appends_keep_few_objects(tmp_path) -> None:
 
 def _referenced(log: PartitionLog) -> set[str]:
     return {c.name for s in log.segments for c in s.chunks}
+
+
+def test_opening_a_log_collects_what_earlier_writers_left_past_file_delete_delay_ms(tmp_path) -> None:
+    """A short run (a --once, say) never reaches the every-32-commits collection: the next one to open the log
+    removes what the earlier runs replaced or folded, and old manifests, once past file.delete.delay.ms."""
+    config = LogConfig(fsync=False, segment_bytes=1000, file_delete_delay_ms=1000)
+    log = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    for o in range(60):  # one record an append: objects folded together, and rolls; garbage and manifests pile up
+        log.append([make_record(o, b"k%d" % (o % 4), b"v" * 30, 0)])
+    objects = {p.name for p in (tmp_path / OBJECTS).iterdir()}
+    assert len(list((tmp_path / MANIFESTS).iterdir())) > KEEP_MANIFESTS
+    PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    assert {p.name for p in (tmp_path / OBJECTS).iterdir()} == objects, "nothing younger than the delay goes"
+    time.sleep(1.1)
+    reopened = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    kept = sorted((tmp_path / MANIFESTS).iterdir())
+    needed = {c.name for m in kept for s in Manifest.from_json(m.read_bytes()).segments for c in s.chunks}
+    assert len(kept) == KEEP_MANIFESTS and {p.name for p in (tmp_path / OBJECTS).iterdir()} == needed
+    assert len(needed) < len(objects) and _referenced(reopened) <= needed
+    assert [r["offset"] for r in reopened.read()] == list(range(60))

@@ -98,14 +98,21 @@ class LocalCluster:
         return None if newest is None else newest[1]
 
     def stop(self) -> None:
-        """Every node down (SIGTERM, then SIGKILL after a grace period; a frozen node is resumed first), and
-        the data gone if it was ours."""
-        for n in self.nodes:
-            if n.proc is not None and n.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(n.proc.pid, signal.SIGCONT)
-        for n in self.nodes:
-            n.stop()
+        """Every node down (a frozen one resumed first), and the data gone if it was ours. Data that stays gets
+        a controlled shutdown, every node signalled at once: one after another, the last would wait out its
+        grace period with no quorum left. Data that goes is killed: a controlled shutdown would keep nothing."""
+        live = [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+        for n in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(n.proc.pid, signal.SIGCONT)
         if self.owns_dir:
+            for n in live:
+                n.kill()
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            return
+        for n in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(n.proc.pid, signal.SIGTERM)
+        for n in live:
+            n.terminate()
 

@@ -94,7 +94,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _retrying(self, call, what: str):
         """Driver-side metadata calls ride out a broker that is away for up to kafkaConsumer.pollTimeoutMs."""
-        return retrying(call, what, self.options.poll_timeout_ms / 1000)
+        return retrying(call, what, self.options.poll_timeout_ms / 1000, side="source")
 
     def _topic_partitions(self) -> list[TopicPartitionKey]:
         md = self._retrying(lambda: self._metadata().list_topics(timeout=METADATA_TIMEOUT_S),
@@ -212,7 +212,7 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
     def log_start() -> int:
         return retrying(lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=False,
                                                                timeout=METADATA_TIMEOUT_S)[0],
-                        f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000)
+                        f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000, side="source")
     try:
         low = log_start()
         if start < low:

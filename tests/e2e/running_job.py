@@ -1,0 +1,71 @@
+"""The compactor running continuously in a process of its own, as an operator runs it: the fault tests start
+it, watch its own phase lines and the progress it writes, and stop it with SIGTERM."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.helpers import NO_SINK_COMPACTION, JobProgress, wait_for
+
+PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
+
+
+class RunningJob:
+    def __init__(self, bootstrap: str, source: str, sink: str, work: Path, *config: str,
+                 trigger_interval_s: float = 0.5, extra: tuple[str, ...] = ()) -> None:
+        self.state_dir = str(work / "state")
+        self.log_path = work / "job.log"
+        self.command = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
+                        bootstrap, "--source-topic", source, "--sink-topic", sink, "--state-dir", self.state_dir,
+                        "--trigger-interval", str(trigger_interval_s), *NO_SINK_COMPACTION, *extra]
+        for c in config:
+            self.command += ["--config", c]
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> "RunningJob":
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def running(self) -> None:
+        assert self.process.poll() is None, f"the compactor exited with {self.process.returncode}: {self.log()[-4000:]}"
+
+    def progress(self) -> JobProgress:
+        self.running()
+        return JobProgress.of(self.state_dir)
+
+    def progressed_beyond(self, mark: JobProgress, timeout_s: float = 240) -> JobProgress:
+        """Wait until both ingest and emission moved on since ``mark``; the progress then."""
+        def beyond() -> JobProgress | None:
+            now = self.progress()
+            return now if now.beyond(mark) else None
+        return wait_for(beyond, timeout_s, "the job ingests and emits")
+
+    def phase_begins(self, phase: str, timeout_s: float = 120) -> None:
+        """Wait for the next line saying ``phase`` (append, clean, emit) begins."""
+        seen = len(PHASE_LINE.findall(self.log()))
+
+        def begun() -> bool:
+            self.running()
+            return phase in [p.split()[0] for p in PHASE_LINE.findall(self.log())[seen:]]
+        wait_for(begun, timeout_s, f"the job begins to {phase}", pause_s=0.02)
+
+    def stop(self, timeout_s: float = 120) -> None:
+        """SIGTERM, as an operator stops it: it must end on its own, with exit status 0."""
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(timeout_s) == 0, self.log()[-4000:]
+
+    def lines_since(self, offset: int) -> list[str]:
+        return self.log()[offset:].splitlines()

@@ -1,0 +1,191 @@
+"""Failover on a live three-node Apache Kafka cluster (KRaft, replication 3, min.insync.replicas 2, the
+transaction state log too), while a producer writes throughout and the compactor runs continuously.
+
+Each test injects one fault the way it happens to a real cluster, waits for the job to go on, and checks the
+result by an independent read of source and sink (tests.e2e.helpers.assert_sink_contract): every key's last
+sink record is its winner in the source (tombstones included), every record of a key written once arrived,
+no kcompact.offset twice in a partition, offsets increasing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from streaming.brokers.broker import Broker
+from streaming.brokers.choice import start_local_cluster
+from streaming.brokers.local.cluster import LocalCluster
+from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.kafka.emitter import transactional_id
+from tests.e2e.helpers import JobProgress, assert_sink_contract, sink_caught_up, wait_for
+from tests.e2e.running_job import RunningJob
+from tests.kafka_helpers import ChangeProducer
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+TRANSACTION_STATE_PARTITIONS = 4  # transaction.state.log.num.partitions (streaming.brokers.properties)
+CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
+
+
+@pytest.fixture(scope="module")
+def cluster_broker() -> Iterator[Broker]:
+    broker = start_local_cluster()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def cluster(cluster_broker: Broker) -> Iterator[LocalCluster]:
+    """The cluster whole before and after each test: every node running and every partition's ISR full."""
+    nodes = cluster_broker.cluster
+    yield nodes
+    for node_id in set(n.node_id for n in nodes.nodes) - set(nodes.running()):
+        nodes.restart(node_id)
+    wait_for(lambda: isr_full(nodes.bootstrap_servers), 180, "every ISR full again")
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+
+
+def isr_full(bootstrap: str) -> bool:
+    """Every partition of every topic (the internal ones too) has all three replicas in sync."""
+    try:
+        topics = _admin(bootstrap).list_topics(timeout=10).topics
+    except Exception:  # noqa: BLE001 (a cluster that is not answering is not full)
+        return False
+    return all(len(p.isrs) == 3 and p.leader >= 0 for t in topics.values() for p in t.partitions.values())
+
+
+def leader(bootstrap: str, topic: str, partition: int) -> int:
+    return _admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions[partition].leader
+
+
+def java_hash(text: str) -> int:
+    """Java's String.hashCode, which places a transactional id on a partition of __transaction_state."""
+    h = 0
+    for ch in text:  # topic names, and so transactional ids, are ASCII: one UTF-16 unit a character
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def transaction_coordinator(bootstrap: str, txn_id: str) -> int:
+    """The node leading the __transaction_state partition of ``txn_id`` (Kafka's Utils.abs(hashCode) % n)."""
+    h = java_hash(txn_id)
+    return leader(bootstrap, "__transaction_state", (0 if h == -(1 << 31) else abs(h)) % TRANSACTION_STATE_PARTITIONS)
+
+
+def _run(cluster: LocalCluster, tmp_path, fault) -> None:
+    """A producer and the job running; ``fault(job, sink)`` once both made progress; then every winner in the
+    sink, the job stopped as an operator stops it, and the contract checked."""
+    bootstrap = cluster.bootstrap_servers
+    src = create_topic(bootstrap, unique_topic_name("failover"), PARTITIONS, {"retention.ms": "-1"})
+    sink = unique_topic_name("sink")
+    with ChangeProducer(bootstrap, src, PARTITIONS, keys=300, batch=50, pause_s=0.2, timeout_s=300,
+                        tombstone_every=11) as producer, RunningJob(bootstrap, src, sink, tmp_path, *CONFIG) as job:
+        mark = job.progressed_beyond(JobProgress(0, 0))
+        fault(job, sink)
+        job.progressed_beyond(mark)
+        sent = producer.stop()
+        time.sleep(1.2)  # every record older than max.compaction.lag.ms
+        wait_for(lambda: job.running() or sink_caught_up(bootstrap, sink, sent, PARTITIONS), 240,
+                 "every winner in the sink")
+        job.stop()
+    assert_sink_contract(bootstrap, sink, sent, PARTITIONS)
+
+
+def test_the_leader_of_a_sink_partition_killed_mid_emit(cluster: LocalCluster, tmp_path) -> None:
+    def fault(job: RunningJob, sink: str) -> None:
+        job.phase_begins("emit")
+        node = leader(cluster.bootstrap_servers, sink, 0)
+        cluster.kill(node)
+        job.progressed_beyond(job.progress())  # on two nodes
+        cluster.restart(node)
+    _run(cluster, tmp_path, fault)
+
+
+def test_a_rolling_restart_of_all_three_brokers(cluster: LocalCluster, tmp_path) -> None:
+    def fault(job: RunningJob, sink: str) -> None:
+        for node in (1, 2, 3):
+            cluster.terminate(node)
+            cluster.restart(node)
+            wait_for(lambda: job.running() or isr_full(cluster.bootstrap_servers), 180, f"node {node}'s ISR full")
+    _run(cluster, tmp_path, fault)
+
+
+def test_the_transaction_coordinator_killed_mid_transaction(cluster: LocalCluster, tmp_path) -> None:
+    def fault(job: RunningJob, sink: str) -> None:
+        node = transaction_coordinator(cluster.bootstrap_servers, transactional_id(sink, 0))
+        job.phase_begins("emit")
+        cluster.kill(node)
+        job.progressed_beyond(job.progress())
+        cluster.restart(node)
+    _run(cluster, tmp_path, fault)
+
+
+def test_a_broker_frozen_past_the_session_and_request_timeouts(cluster: LocalCluster, tmp_path) -> None:
+    def fault(job: RunningJob, sink: str) -> None:
+        node = leader(cluster.bootstrap_servers, sink, 0)
+        cluster.freeze(node)
+        time.sleep(35)  # the freeze: past broker.session.timeout.ms (9 s) and request.timeout.ms (30 s)
+        cluster.thaw(node)
+    _run(cluster, tmp_path, fault)
+
+
+def test_two_brokers_down_the_job_waits_says_why_and_resumes(cluster: LocalCluster, tmp_path) -> None:
+    """Below min.insync.replicas nothing can be written: the job waits, one line per trigger says why, and it
+    goes on when the brokers return."""
+    def fault(job: RunningJob, sink: str) -> None:
+        before = len(job.log())
+        down = [n for n in (1, 2, 3) if n != leader(cluster.bootstrap_servers, sink, 0)]
+        for node in down:
+            cluster.kill(node)
+        time.sleep(30)  # the outage
+        for node in down:
+            cluster.restart(node)
+        lines = job.lines_since(before)
+        waiting = [line for line in lines if re.search(r"WARNING .*waiting for the (sink|source) cluster", line)]
+        assert waiting, "the job said why it waits: " + "\n".join(lines[-40:])
+        assert not [line for line in lines if "Traceback" in line], "no stack, one line per interval"
+    _run(cluster, tmp_path, fault)
+
+
+def test_the_active_controller_killed(cluster: LocalCluster, tmp_path) -> None:
+    def fault(job: RunningJob, sink: str) -> None:
+        node = cluster.quorum_leader()
+        assert node is not None
+        cluster.kill(node)
+        wait_for(lambda: job.running() or (cluster.quorum_leader() not in (None, node)), 60, "a new active controller")
+        job.progressed_beyond(job.progress())
+        cluster.restart(node)
+    _run(cluster, tmp_path, fault)
+
+
+def test_a_short_soak_loses_and_duplicates_nothing(cluster: LocalCluster, cluster_broker: Broker, tmp_path) -> None:
+    """bench/bench_soak.py for 3 minutes: a steady produce rate, a broker restarted every minute and the
+    compactor SIGKILLed twice. The figures are printed; lost and duplicated must be 0."""
+    soak = _load_bench("bench_soak")
+    result = soak.soak(cluster_broker, minutes=3, rate=200, partitions=2, keys=500, restart_every_s=60, kills=2,
+                       work=tmp_path)
+    print("\n".join(result.lines()))
+    assert (result.lost, result.duplicated) == (0, 0), result.lines()
+    assert result.broker_restarts >= 2 and result.compactor_kills == 2
+    assert result.sink_records > 0 and result.records_in > 20_000
+
+
+def _load_bench(name: str):
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up while they are made
+    spec.loader.exec_module(module)
+    return module
