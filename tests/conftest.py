@@ -51,28 +51,30 @@ def docker_engine() -> Iterator[EngineSession]:
         engine.stop()
 
 
-@pytest.fixture(scope="session")
-def kafka_image(docker_engine: EngineSession) -> str:
-    """The project's Kafka image, built here when missing or out of date (no registry needed)."""
+def _built(docker_engine: EngineSession, build) -> str:
+    """An image of the project's, built here when missing or out of date (no registry needed)."""
     from streaming.brokers.engine import connected  # noqa: PLC0415
-    from streaming.brokers.images import build_kafka  # noqa: PLC0415
 
     if not docker_engine.available:
         pytest.skip(f"no Docker engine: {docker_engine.how}")
     with connected(30) as docker:
-        return build_kafka(docker)
+        return build(docker)
+
+
+@pytest.fixture(scope="session")
+def kafka_image(docker_engine: EngineSession) -> str:
+    """The project's Kafka image."""
+    from streaming.brokers.images import build_kafka  # noqa: PLC0415
+
+    return _built(docker_engine, build_kafka)
 
 
 @pytest.fixture(scope="session")
 def kcompact_image(docker_engine: EngineSession) -> str:
-    """The compactor's image of this checkout, built here when missing or out of date."""
-    from streaming.brokers.engine import connected  # noqa: PLC0415
+    """The compactor's image of this checkout."""
     from streaming.brokers.images import build_kcompact  # noqa: PLC0415
 
-    if not docker_engine.available:
-        pytest.skip(f"no Docker engine: {docker_engine.how}")
-    with connected(30) as docker:
-        return build_kcompact(docker)
+    return _built(docker_engine, build_kcompact)
 
 
 @pytest.fixture(scope="session")
