@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -82,6 +83,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     selection = TopicSelection(tuple(args.source_topic), args.source_topic_pattern)
     naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, selection)
     starting = _starting_offsets(args, selection)
+    group_sync = _group_sync_schedule(args, sink_bootstrap, source_kafka, sink_kafka)
     mapping = JobMapping(args.bootstrap_servers, selection.to_doc(), sink_bootstrap, naming.template)
     state = open_state_dir(args.state_dir)
     check_state_dir_mapping(args.state_dir, mapping)
@@ -102,13 +104,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
         job = CompactorJob(spark, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
-                           starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout)
+                           starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout,
+                           group_sync=group_sync)
         if args.metrics_port is not None:
             serve_metrics(job.collector, args.metrics_port, args.metrics_host)
             log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
         return job.run()
     finally:
         lock.release()
+
+
+def _group_pattern(text: str, option: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise UsageError(f"{option} {text!r} is not a regular expression: {exc}") from None
+
+
+def _group_syncer(pattern: re.Pattern[str], source_bootstrap: str, sink_bootstrap: str,
+                  source_kafka: dict, sink_kafka: dict, allow_rewind: bool):
+    from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415 (imports confluent-kafka)
+
+    return GroupOffsetSync(source_bootstrap, sink_bootstrap, pattern, allow_rewind, source_kafka, sink_kafka)
+
+
+def _group_sync_schedule(args: argparse.Namespace, sink_bootstrap: str, source_kafka: dict, sink_kafka: dict):
+    """--sync-group-offsets as a schedule for the job, refused here in one line when it is not valid."""
+    from streaming.job.group_sync import GroupSyncSchedule  # noqa: PLC0415
+    from streaming.kafka.group_sync import GroupSyncTotals  # noqa: PLC0415
+
+    if args.sync_group_offsets is None:
+        if args.sync_group_offsets_allow_rewind:
+            raise UsageError("--sync-group-offsets-allow-rewind needs --sync-group-offsets REGEX")
+        return None
+    if args.sync_group_offsets_interval <= 0:
+        raise UsageError(f"--sync-group-offsets-interval must be > 0 seconds, got {args.sync_group_offsets_interval}")
+    pattern = _group_pattern(args.sync_group_offsets, "--sync-group-offsets")
+    syncer = _group_syncer(pattern, args.bootstrap_servers, sink_bootstrap, source_kafka, sink_kafka,
+                           args.sync_group_offsets_allow_rewind)
+    return GroupSyncSchedule(syncer, args.sync_group_offsets_interval, GroupSyncTotals())
 
 
 def _starting_offsets(args: argparse.Namespace, selection) -> str | dict:
@@ -190,6 +224,34 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sync_groups(args: argparse.Namespace) -> int:
+    from streaming.job.group_sync import mirrored  # noqa: PLC0415
+    from streaming.job.spec import load_saved, plans_of  # noqa: PLC0415
+
+    pattern = _group_pattern(args.group, "--group")
+    source_kafka = parse_pairs(args.kafka, "--kafka")
+    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
+    redaction.register([source_kafka, sink_kafka])
+    saved = load_saved(args.state_dir)
+    plans = plans_of(saved)
+    syncer = _group_syncer(pattern, saved["mapping"]["source_bootstrap"], saved["mapping"]["sink_bootstrap"],
+                           source_kafka, sink_kafka, args.allow_rewind)
+    done = syncer.sync(mirrored(plans), dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps({"dry_run": args.dry_run, "offsets": [r.to_doc() for r in done.rows]}))
+        return 0
+    if not done.rows:
+        print(f"no consumer group matching {args.group!r} has committed offsets on the mirrored topics")
+        return 0
+    verb = "would" if args.dry_run else "did"
+    print(f"{'group':24} {'source partition':28} {'committed':>10} {'sink offset':>12} {'sink committed':>15}  "
+          f"change ({verb})")
+    for r in done.rows:
+        print(f"{r.group:24} {f'{r.topic}-{r.partition}':28} {r.source_committed:>10} {r.sink_offset:>12} "
+              f"{'-' if r.sink_committed is None else r.sink_committed:>15}  {r.change.value}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from streaming.brokers.choice import acquire_broker  # noqa: PLC0415 (imports confluent-kafka)
     from streaming.cli.demo import run_demo  # noqa: PLC0415
@@ -249,6 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default=None, help="default: local[2] or $KCOMPACT_SPARK_MASTER")
     p.add_argument("--once", action="store_true",
                    help="ingest what is there now, clean at the current time, emit, exit")
+    p.add_argument("--sync-group-offsets", metavar="REGEX", default=None,
+                   help="commit, for each source consumer group the expression matches whole, its offsets on the "
+                        "mirrored topics translated exactly to the sink topics, on the sink cluster (default: none)")
+    p.add_argument("--sync-group-offsets-interval", type=float, default=30.0, metavar="SECONDS",
+                   help="time between two group offset syncs (default 30)")
+    p.add_argument("--sync-group-offsets-allow-rewind", action="store_true",
+                   help="let a sync move a sink group's offset back (default: never)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("status", help="per-partition log and cleaner state, and the cleaner's metrics")
@@ -273,6 +342,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="librdkafka setting to reach the sink (credentials are not kept in the state dir)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_translate)
+
+    p = sub.add_parser("sync-groups", help="one round of consumer group offset sync to the sink cluster, by hand")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--group", required=True, metavar="REGEX", help="source consumer groups it matches whole")
+    p.add_argument("--dry-run", action="store_true", help="print what would change, commit nothing")
+    p.add_argument("--allow-rewind", action="store_true", help="let a sink group's offset move back")
+    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the source (credentials are not kept in the state dir)")
+    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the sink")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_sync_groups)
 
     p = sub.add_parser("broker", help="run a local Apache Kafka (KRaft) in the foreground: one node, or a cluster "
                                       "of three (replication 3, min.insync.replicas 2)")

@@ -67,7 +67,8 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
     return {"state_dir": state_dir, "mapping": JobMapping(**saved["mapping"]).describe(),
             "topics": {t: {"sink": p.sink, "partitions": p.partitions, "config": p.compaction.to_kafka()}
                        for t, p in sorted(plans.items())},
-            "at_ms": now_ms, "partitions": partitions, "metrics": metrics, "job": last.get("job", {})}
+            "at_ms": now_ms, "partitions": partitions, "metrics": metrics, "job": last.get("job", {}),
+            "group_sync": last.get("group_sync")}
 
 
 def _when(ms: int | None) -> str:
@@ -102,4 +103,10 @@ def render_table(status: dict) -> str:
     lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status["metrics"].items())))
     if status["job"]:
         lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status["job"].items())))
+    if status["group_sync"]:
+        sync = status["group_sync"]
+        last = "never" if sync["last-sync-ms"] is None else _when(sync["last-sync-ms"]) + " UTC"
+        lines.append(f"consumer group offset sync: last {last}, {sync['groups-synced']} groups synced, "
+                     f"{sync['groups-skipped-active']} skipped as active on the sink, "
+                     f"{sync['offsets-committed']} offsets committed")
     return "\n".join(lines)

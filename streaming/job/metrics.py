@@ -42,6 +42,13 @@ JOB_COUNTERS = {"batches": "micro-batches appended", "records-ingested": "record
                                                   "message.timestamp.after.max.ms: their append time is used for lags",
                 "stages": "compaction stages run", "passes": "cleaning passes",
                 "records-emitted": "records produced to the sink"}
+GROUP_SYNC = {  # --sync-group-offsets (streaming.kafka.group_sync)
+    "rounds": ("counter", "consumer group offset sync rounds done"),
+    "offsets-committed": ("counter", "group offsets committed on the sink cluster"),
+    "groups-synced": ("gauge", "groups whose sink offsets follow the source, at the last round"),
+    "groups-skipped-active": ("gauge", "groups left alone at the last round: they have members on the sink"),
+    "last-sync-ms": ("gauge", "when the last round ended, in ms since the epoch"),
+}
 PARTITION_GAUGES = {
     "log_end_offset": "next offset the compactor's log expects",
     "source_end_offset": "source partition's high watermark at the last trigger",
@@ -75,14 +82,22 @@ def partition_progress(report: StageReport, source_end: int | None) -> dict:
 
 
 def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], reports: list[StageReport],
-              source_ends: Mapping[tuple[str, int], int]) -> dict:
-    return {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
-            "partitions": [partition_progress(r, source_ends.get((r.topic, r.partition))) for r in reports]}
+              source_ends: Mapping[tuple[str, int], int], group_sync: Mapping[str, int | None] | None = None) -> dict:
+    doc = {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
+           "partitions": [partition_progress(r, source_ends.get((r.topic, r.partition))) for r in reports]}
+    if group_sync is not None:
+        doc["group_sync"] = dict(group_sync)
+    return doc
 
 
 def write_doc(state_dir: str, doc: dict) -> None:
     state = open_state_dir(state_dir)
     write_json(state.storage, metrics_file(state), doc)
+
+
+def update_group_sync(state_dir: str, group_sync: Mapping[str, int | None]) -> None:
+    """A group sync round that ran after the last trigger's document (--once) goes into it."""
+    write_doc(state_dir, {**read_doc(state_dir), "group_sync": dict(group_sync)})
 
 
 def read_doc(state_dir: str) -> dict:
@@ -118,6 +133,11 @@ class JobMetricsCollector(Collector):
                 yield GaugeMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
         for name, value in doc["job"].items():
             yield CounterMetricFamily(_name(name), JOB_COUNTERS.get(name, name), value=value)
+        for name, value in doc.get("group_sync", {}).items():
+            if value is not None:
+                kind, help_text = GROUP_SYNC[name]
+                family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+                yield family(_name(f"group-sync-{name}"), help_text, value=value)
         for field, help_text in PARTITION_GAUGES.items():
             family = GaugeMetricFamily(_name(f"partition-{field}"), help_text, labels=["topic", "partition"])
             for p in doc["partitions"]:

@@ -28,6 +28,7 @@ from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
+from streaming.job.group_sync import GroupSyncSchedule
 from streaming.job.spec import JobSpec
 from streaming.kafka.failures import is_refused, is_transient
 from streaming.state.layout import list_log_dirs, open_partition_log, spark_checkpoint
@@ -84,7 +85,7 @@ class CompactorJob:
                  once: bool = False,
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
                  starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
-                 retry_timeout_s: float = 300.0) -> None:
+                 retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None) -> None:
         self.spark = spark
         self.spec = spec
         self.sync = sync  # None: the topics are the spec's, fixed
@@ -95,6 +96,7 @@ class CompactorJob:
         self.starting_offsets = starting_offsets
         self.clock = clock
         self.retry_timeout_s = retry_timeout_s
+        self.group_sync = group_sync
         self.lock = threading.RLock()
         default = CompactionConfig.from_mapping(sync.overrides) if sync else CompactionConfig()
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
@@ -171,7 +173,8 @@ class CompactorJob:
     def _write_metrics(self, reports: list[StageReport], now_ms: int) -> None:
         metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
         self.last_metrics = metrics
-        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, self._source_ends(reports))
+        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, self._source_ends(reports),
+                                    self.group_sync.totals.to_doc() if self.group_sync else None)
         job_metrics.write_doc(self.spec.state_dir, doc)
         self.collector.update(doc)
 
@@ -233,11 +236,16 @@ class CompactorJob:
 
     def _run(self) -> int:
         previous = signal.signal(signal.SIGTERM, self.stop)
+        if self.group_sync and not self.once:
+            self.group_sync.start(self._stop, lambda: self.spec.topics)
         try:
             self._run_query()
         finally:
             signal.signal(signal.SIGTERM, previous)
         code = self._final_stage() if self.once and not self._stop.is_set() else 0
+        if self.group_sync and self.once:  # one round, after everything this run emits
+            self.group_sync.round(self.spec.topics)
+            job_metrics.update_group_sync(self.spec.state_dir, self.group_sync.totals.to_doc())
         self.collect_garbage()
         return code
 

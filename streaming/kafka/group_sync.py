@@ -1,0 +1,238 @@
+"""Consumer groups follow the mirror: a group's committed offsets on the source, translated to the sink and
+committed there for the same group, so its consumers can move to the sink cluster.
+
+MirrorMaker 2 does this from sampled offset-syncs, so its translation is approximate and a consumer re-reads
+after a failover. Here every sink record names its source offset (kcompact.offset), so the translation is
+exact (streaming.kafka.translate): the sink offset of the first record at or past the committed source
+offset, or the sink's end when the sink has not emitted that far (the consumer may re-read there, never
+skip). MirrorMaker 2's rules are kept: a group active on the sink is never overwritten, and a sink offset
+never moves back unless a rewind is allowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Mapping, Sequence
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streaming.errors import JobError
+from streaming.kafka.translate import SinkReader, translate
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 30.0
+
+
+class GroupSyncError(JobError):
+    """A group's offsets could not be read or committed; the message names the group and the cluster."""
+
+
+@dataclass(frozen=True)
+class MirroredTopic:
+    source: str
+    sink: str
+    partitions: int
+
+
+class Change(Enum):
+    COMMIT = "commit"               # the sink offset moves forward (or is set for the first time)
+    REWIND = "rewind"               # it moves back: only with allow_rewind
+    UP_TO_DATE = "up to date"
+    KEPT_AHEAD = "kept: the sink is ahead"  # it would move back without allow_rewind
+    ACTIVE = "skipped: active on the sink"
+
+
+@dataclass(frozen=True)
+class OffsetSync:
+    """One group's partition: where it is on the source, where that is on the sink, and what a round does."""
+
+    group: str
+    topic: str
+    partition: int
+    source_committed: int
+    sink_topic: str
+    sink_offset: int
+    sink_committed: int | None
+    change: Change
+
+    @property
+    def moves(self) -> bool:
+        return self.change in (Change.COMMIT, Change.REWIND)
+
+    def to_doc(self) -> dict:
+        return {"group": self.group, "topic": self.topic, "partition": self.partition,
+                "source_committed": self.source_committed, "sink_topic": self.sink_topic,
+                "sink_offset": self.sink_offset, "sink_committed": self.sink_committed, "change": self.change.value}
+
+
+@dataclass(frozen=True)
+class SyncRound:
+    at_ms: int
+    rows: list[OffsetSync] = field(default_factory=list)
+    applied: bool = False
+
+    @property
+    def groups(self) -> list[str]:
+        return sorted({r.group for r in self.rows})
+
+    @property
+    def groups_synced(self) -> list[str]:
+        """Groups whose sink offsets now follow the source (moved or already there)."""
+        return sorted({r.group for r in self.rows} - set(self.groups_active))
+
+    @property
+    def groups_active(self) -> list[str]:
+        return sorted({r.group for r in self.rows if r.change is Change.ACTIVE})
+
+    @property
+    def offsets_moved(self) -> int:
+        return sum(1 for r in self.rows if r.moves)
+
+
+@dataclass
+class GroupSyncTotals:
+    """What the metrics and status show: the last round and the offsets committed since the job started."""
+
+    rounds: int = 0
+    last_ms: int | None = None
+    groups_synced: int = 0
+    groups_active: int = 0
+    offsets_committed: int = 0
+
+    def add(self, round_: SyncRound) -> None:
+        self.rounds += 1
+        self.last_ms = round_.at_ms
+        self.groups_synced = len(round_.groups_synced)
+        self.groups_active = len(round_.groups_active)
+        self.offsets_committed += round_.offsets_moved if round_.applied else 0
+
+    def to_doc(self) -> dict:
+        return {"rounds": self.rounds, "last-sync-ms": self.last_ms, "groups-synced": self.groups_synced,
+                "groups-skipped-active": self.groups_active, "offsets-committed": self.offsets_committed}
+
+
+class GroupOffsetSync:
+    """One round reads the source's groups that ``pattern`` matches whole, translates their committed offsets
+    on the mirrored topics, and commits them for the same groups on the sink. The reads and the commits use
+    admin requests only: no client of ours joins a consumer group."""
+
+    def __init__(self, source_bootstrap: str, sink_bootstrap: str, pattern: re.Pattern[str], allow_rewind: bool = False,
+                 source_config: Mapping[str, str] | None = None, sink_config: Mapping[str, str] | None = None) -> None:
+        self.sink_bootstrap = sink_bootstrap
+        self.sink_config = dict(sink_config or {})
+        self.source = AdminClient({"bootstrap.servers": source_bootstrap, **(source_config or {})})
+        self.sink = AdminClient({"bootstrap.servers": sink_bootstrap, **self.sink_config})
+        self.source_name, self.sink_name = source_bootstrap, sink_bootstrap
+        self.pattern = pattern
+        self.allow_rewind = allow_rewind
+        self._said_active: set[str] = set()
+
+    def sync(self, topics: Sequence[MirroredTopic], dry_run: bool = False) -> SyncRound:
+        """One round over the mirrored ``topics`` (they grow with a pattern subscription): what it found, and
+        (unless ``dry_run``) committed."""
+        planned = self.plan(topics)
+        if dry_run:
+            return planned
+        for group in sorted({r.group for r in planned.rows if r.moves}):
+            self._commit(group, [r for r in planned.rows if r.group == group and r.moves])
+        for group in planned.groups_active:
+            if group not in self._said_active:
+                log.warning("consumer group %s is active on the sink cluster %s: its offsets there are left as "
+                            "they are while it has members", group, self.sink_name)
+        self._said_active = set(planned.groups_active)
+        return SyncRound(planned.at_ms, planned.rows, applied=True)
+
+    def plan(self, topics: Sequence[MirroredTopic]) -> SyncRound:
+        by_source = {t.source: t for t in topics}
+        now_ms = int(time.time() * 1000)
+        readers: dict[tuple[str, int], SinkReader] = {}
+        rows: list[OffsetSync] = []
+        for group in self._groups():
+            committed = self._source_committed(group, by_source)
+            if not committed:
+                continue
+            active = self._active_on_sink(group)
+            on_sink = self._sink_committed(group, {(by_source[t].sink, p) for t, p in committed})
+            for (topic, partition), offset in sorted(committed.items()):
+                sink_topic = by_source[topic].sink
+                key = (sink_topic, partition)
+                if key not in readers:
+                    readers[key] = SinkReader(self.sink_bootstrap, sink_topic, partition, self.sink_config)
+                target = translate(readers[key], offset).sink_offset
+                current = on_sink.get(key)
+                rows.append(OffsetSync(group, topic, partition, offset, sink_topic, target, current,
+                                       self._change(active, target, current)))
+        return SyncRound(now_ms, rows)
+
+    def _change(self, active: bool, target: int, current: int | None) -> Change:
+        if active:
+            return Change.ACTIVE
+        if current is None or target > current:
+            return Change.COMMIT
+        if target == current:
+            return Change.UP_TO_DATE
+        return Change.REWIND if self.allow_rewind else Change.KEPT_AHEAD
+
+    # ----- admin requests -------------------------------------------------------------------------------
+
+    def _groups(self) -> list[str]:
+        try:
+            listed = self.source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise GroupSyncError(f"cannot list the consumer groups of the source cluster {self.source_name}: "
+                                 f"{exc.args[0]}") from exc
+        return sorted(g.group_id for g in listed.valid if self.pattern.fullmatch(g.group_id))
+
+    def _source_committed(self, group: str, topics: Mapping[str, MirroredTopic]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets on the mirrored topics (those it never committed are absent)."""
+        found = self._offsets(self.source, self.source_name, group, None)
+        return {(tp.topic, tp.partition): tp.offset for tp in found
+                if tp.topic in topics and tp.offset >= 0 and tp.partition < topics[tp.topic].partitions}
+
+    def _sink_committed(self, group: str, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        found = self._offsets(self.sink, self.sink_name, group, [TopicPartition(t, p) for t, p in sorted(partitions)])
+        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+    def _offsets(self, admin: AdminClient, name: str, group: str,
+                 partitions: list[TopicPartition] | None) -> list[TopicPartition]:
+        request = ConsumerGroupTopicPartitions(group, partitions)
+        try:
+            result = admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise GroupSyncError(f"cannot read the offsets of consumer group {group} on {name}: "
+                                 f"{exc.args[0]}") from exc
+        return list(result.topic_partitions or [])
+
+    def _active_on_sink(self, group: str) -> bool:
+        try:
+            described = self.sink.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # never seen on the sink: nobody is in it
+                return False
+            raise GroupSyncError(f"cannot describe consumer group {group} on the sink cluster {self.sink_name}: "
+                                 f"{exc.args[0]}") from exc
+        return bool(described.members)
+
+    def _commit(self, group: str, rows: list[OffsetSync]) -> None:
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(r.sink_topic, r.partition, r.sink_offset)
+                                                       for r in rows])
+        try:
+            result = self.sink.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(
+                TIMEOUT_S)
+        except KafkaException as exc:
+            raise GroupSyncError(f"cannot commit the offsets of consumer group {group} on the sink cluster "
+                                 f"{self.sink_name}: {exc.args[0]}") from exc
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            raise GroupSyncError(f"cannot commit the offsets of consumer group {group} on the sink cluster "
+                                 f"{self.sink_name}: {failed[0].topic}-{failed[0].partition}: {failed[0].error}")
+        for r in rows:
+            log.info("consumer group %s: %s-%d committed offset %d -> %s-%d offset %d (was %s)", group, r.topic,
+                     r.partition, r.source_committed, r.sink_topic, r.partition, r.sink_offset,
+                     "none" if r.sink_committed is None else r.sink_committed)
