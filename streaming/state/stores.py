@@ -52,8 +52,9 @@ def is_local(uri: str) -> bool:
 def open_state_dir(uri: str) -> StateDir:
     """One per URI per process: executors' tasks share their worker's filesystem client."""
     if is_local(uri):
-        path = urlparse(uri).path if uri.startswith("file:") else uri
-        return StateDir(uri, LocalStorage(), os.path.abspath(path), True)
+        path = os.path.abspath(urlparse(uri).path if uri.startswith("file:") else uri)
+        _refuse_a_file_in_the_way(uri, path)
+        return StateDir(uri, LocalStorage(), path, True)
     scheme = urlparse(uri).scheme
     if scheme not in SCHEMES:
         raise StateStoreError(f"--state-dir {uri}: unsupported scheme {scheme}:// (use a local path, file://, "
@@ -70,6 +71,16 @@ def open_state_dir(uri: str) -> StateDir:
     except OSError as exc:
         raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0]}") from None
     return state
+
+
+def _refuse_a_file_in_the_way(uri: str, path: str) -> None:
+    """A state dir that is a file, or lies below one, is one clear line before anything is read or created."""
+    existing = path
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        where = "is a file" if existing == path else f"lies below {existing}, which is a file"
+        raise StateStoreError(f"--state-dir {uri} {where}, not a directory")
 
 
 def _put_if_absent(scheme: str, uri: str, filesystem) -> Callable[[str, bytes], bool]:

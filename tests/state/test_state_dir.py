@@ -72,3 +72,13 @@ def test_a_state_dir_that_cannot_be_used_is_one_clear_error(uri: str, error: str
     with pytest.raises(StateStoreError, match=error) as err:
         open_state_dir(uri)
     assert "\n" not in str(err.value)
+
+
+def test_a_local_state_dir_that_is_or_lies_below_a_file_is_one_clear_error(tmp_path) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a state dir")
+    for uri, said in ((str(a_file), "is a file"), (f"{a_file}/jobs/a", f"lies below {a_file}, which is a file")):
+        with pytest.raises(StateStoreError, match=f"--state-dir {uri} {said}, not a directory") as err:
+            open_state_dir(uri)
+        assert "\n" not in str(err.value)
+    assert a_file.read_text() == "not a state dir"
