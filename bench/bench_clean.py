@@ -221,12 +221,12 @@ def bench_kafka(args: argparse.Namespace) -> None:
     Kafka cleaner thread, which allocates its offset map once when it starts, one manager (holding one
     map) serves both of our passes; each pass still clears the map, as Kafka's does."""
     from streaming.brokers.broker import BrokerKind  # noqa: PLC0415
-    from streaming.brokers.choice import running_broker  # noqa: PLC0415
+    from streaming.brokers.choice import acquire_broker  # noqa: PLC0415
 
     value = os.urandom(100)
     work = tempfile.mkdtemp(prefix="kcompact-bench-vs-kafka-")
     try:
-        with running_broker() as broker:
+        with acquire_broker() as broker:
             if broker.kind is not BrokerKind.LOCAL:
                 raise SystemExit("bench_clean.py kafka reads the local broker's cleaner log: unset "
                                  "KAFKA_BOOTSTRAP_SERVERS (and run where no Docker engine answers)")

@@ -17,7 +17,7 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streaming.brokers.choice import running_broker
+from streaming.brokers.choice import acquire_broker
 from streaming.job.append import LogAppender
 from streaming.log import LogConfig, PartitionLog, make_record
 from streaming.spark.session import build_session
@@ -85,7 +85,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="kcompact-bench-ingest-")
     config = LogConfig()
     try:
-        with running_broker() as broker:
+        with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             topic = create_topic(bs, unique_topic_name("bench-ingest"), args.partitions, {"retention.ms": "-1"})
             secs = produce(bs, topic, args.records, args.partitions)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from streaming.brokers.choice import running_broker
+from streaming.brokers.choice import acquire_broker
 from streaming.cleaner import CompactionConfig
 from streaming.kafka.admin import Cluster
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
@@ -167,7 +167,7 @@ def bench_throughput(args: argparse.Namespace) -> None:
     sizes = [int(n) for n in args.sizes.split(",")]
     results: dict[int, dict[str, float]] = {}
     try:
-        with running_broker() as broker:
+        with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             spark = build_session("kcompact-bench")
             warm_s = run_job(spark, bs, warm_up_topic(bs, args), new_sink(bs, args.partitions),
@@ -195,7 +195,7 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="kcompact-bench-del-")
     proc = None
     try:
-        with running_broker() as broker:
+        with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             source = create_topic(bs, unique_topic_name("bench-del"), 1, {"retention.ms": "-1"})
             sink = unique_topic_name("bench-del-sink")

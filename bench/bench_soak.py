@@ -282,11 +282,8 @@ def main() -> None:
     parser.add_argument("--restart-every-s", type=float, default=240)
     parser.add_argument("--kills", type=int, default=2)
     args = parser.parse_args()
-    broker = start_local_cluster()
-    try:
+    with start_local_cluster() as broker:
         result = soak(broker, args.minutes, args.rate, args.partitions, args.keys, args.restart_every_s, args.kills)
-    finally:
-        broker.stop()
     print(f"soak: {args.minutes:g} minutes at {args.rate} records/s on a 3-node cluster")
     for line in result.lines():
         print(f"  {line}")

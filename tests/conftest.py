@@ -81,12 +81,9 @@ def kcompact_image(docker_engine: EngineSession) -> str:
 def kafka_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
     if not os.environ.get(BOOTSTRAP_ENV) and request.getfixturevalue("docker_engine").available:
         request.getfixturevalue("kafka_image")  # the broker choice finds the image built
-    broker = acquire_broker(sasl_users={SASL_USER: SASL_PASSWORD})
-    _session["broker"] = broker
-    try:
+    with acquire_broker(sasl_users={SASL_USER: SASL_PASSWORD}) as broker:
+        _session["broker"] = broker
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -42,3 +42,9 @@ class Broker:
     def stop(self) -> None:
         self._stop()
         self._stop = lambda: None
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -14,11 +14,10 @@ said in one line, and the local broker is used instead.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 
 from streaming.brokers.broker import Broker, BrokerError, BrokerKind
 from streaming.brokers.engine import DockerLibraryMissing, EngineMissing, client
@@ -126,12 +125,3 @@ def acquire_broker(sasl_users: Mapping[str, str] | None = None) -> Broker:
     log.info("broker: no %s and no Kafka container; starting a local Apache Kafka %s (KRaft) on 127.0.0.1",
              BOOTSTRAP_ENV, pinned_version())
     return start_local_broker(sasl_users=sasl_users)
-
-
-@contextlib.contextmanager
-def running_broker() -> Iterator[Broker]:
-    broker = acquire_broker()
-    try:
-        yield broker
-    finally:
-        broker.stop()

@@ -12,10 +12,13 @@ import sys
 import threading
 import time
 import traceback
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from streaming import __version__, logging_setup, redaction
 from streaming.errors import USER_ERRORS, UsageError
+
+if TYPE_CHECKING:  # the type only: --help, status and dump import no Kafka client
+    from streaming.kafka.admin import Cluster
 
 log = logging.getLogger("kcompact")
 
@@ -83,13 +86,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     selection = TopicSelection(tuple(args.source_topic), args.source_topic_pattern)
     naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, selection)
     starting = _starting_offsets(args, selection)
-    group_sync = _group_sync_schedule(args, sink_bootstrap, source_kafka, sink_kafka)
+    group_pattern = _group_sync_pattern(args)
     mapping = JobMapping(args.bootstrap_servers, selection.to_doc(), sink_bootstrap, naming.template)
     state = open_state_dir(args.state_dir)
     check_state_dir_mapping(args.state_dir, mapping)
 
-    sync = TopicSync(Cluster("source", args.bootstrap_servers, source_kafka), Cluster("sink", sink_bootstrap, sink_kafka),
-                     selection, naming, overrides, sink_topic_config, args.dead_letter_topic)
+    source, sink = Cluster("source", args.bootstrap_servers, source_kafka), Cluster("sink", sink_bootstrap, sink_kafka)
+    sync = TopicSync(source, sink, selection, naming, overrides, sink_topic_config, args.dead_letter_topic)
+    group_sync = None if group_pattern is None else _group_sync_schedule(args, group_pattern, source, sink)
     present = sync.present()
     sync.refuse_sinks(present)
     _check_starting_partitions(starting, present)
@@ -121,27 +125,23 @@ def _group_pattern(text: str, option: str) -> re.Pattern[str]:
         raise UsageError(f"{option} {text!r} is not a regular expression: {exc}") from None
 
 
-def _group_syncer(pattern: re.Pattern[str], source_bootstrap: str, sink_bootstrap: str,
-                  source_kafka: dict, sink_kafka: dict, allow_rewind: bool):
-    from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415 (imports confluent-kafka)
-
-    return GroupOffsetSync(source_bootstrap, sink_bootstrap, pattern, allow_rewind, source_kafka, sink_kafka)
-
-
-def _group_sync_schedule(args: argparse.Namespace, sink_bootstrap: str, source_kafka: dict, sink_kafka: dict):
-    """--sync-group-offsets as a schedule for the job, refused here in one line when it is not valid."""
-    from streaming.job.group_sync import GroupSyncSchedule  # noqa: PLC0415
-    from streaming.kafka.group_sync import GroupSyncTotals  # noqa: PLC0415
-
+def _group_sync_pattern(args: argparse.Namespace) -> re.Pattern[str] | None:
+    """--sync-group-offsets and its options, refused in one line before any cluster is contacted."""
     if args.sync_group_offsets is None:
         if args.sync_group_offsets_allow_rewind:
             raise UsageError("--sync-group-offsets-allow-rewind needs --sync-group-offsets REGEX")
         return None
     if args.sync_group_offsets_interval <= 0:
         raise UsageError(f"--sync-group-offsets-interval must be > 0 seconds, got {args.sync_group_offsets_interval}")
-    pattern = _group_pattern(args.sync_group_offsets, "--sync-group-offsets")
-    syncer = _group_syncer(pattern, args.bootstrap_servers, sink_bootstrap, source_kafka, sink_kafka,
-                           args.sync_group_offsets_allow_rewind)
+    return _group_pattern(args.sync_group_offsets, "--sync-group-offsets")
+
+
+def _group_sync_schedule(args: argparse.Namespace, pattern: re.Pattern[str], source: Cluster, sink: Cluster):
+    """The job's group offset sync, on the clusters the job itself uses."""
+    from streaming.job.group_sync import GroupSyncSchedule  # noqa: PLC0415
+    from streaming.kafka.group_sync import GroupOffsetSync, GroupSyncTotals  # noqa: PLC0415
+
+    syncer = GroupOffsetSync(source, sink, pattern, args.sync_group_offsets_allow_rewind)
     return GroupSyncSchedule(syncer, args.sync_group_offsets_interval, GroupSyncTotals())
 
 
@@ -227,6 +227,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 def _cmd_sync_groups(args: argparse.Namespace) -> int:
     from streaming.job.group_sync import mirrored  # noqa: PLC0415
     from streaming.job.spec import load_saved, plans_of  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
 
     pattern = _group_pattern(args.group, "--group")
     source_kafka = parse_pairs(args.kafka, "--kafka")
@@ -234,8 +236,8 @@ def _cmd_sync_groups(args: argparse.Namespace) -> int:
     redaction.register([source_kafka, sink_kafka])
     saved = load_saved(args.state_dir)
     plans = plans_of(saved)
-    syncer = _group_syncer(pattern, saved["mapping"]["source_bootstrap"], saved["mapping"]["sink_bootstrap"],
-                           source_kafka, sink_kafka, args.allow_rewind)
+    syncer = GroupOffsetSync(Cluster("source", saved["mapping"]["source_bootstrap"], source_kafka),
+                             Cluster("sink", saved["mapping"]["sink_bootstrap"], sink_kafka), pattern, args.allow_rewind)
     done = syncer.sync(mirrored(plans), dry_run=args.dry_run)
     if args.json:
         print(json.dumps({"dry_run": args.dry_run, "offsets": [r.to_doc() for r in done.rows]}))
@@ -256,11 +258,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from streaming.brokers.choice import acquire_broker  # noqa: PLC0415 (imports confluent-kafka)
     from streaming.cli.demo import run_demo  # noqa: PLC0415
 
-    broker = acquire_broker()
-    try:
+    with acquire_broker() as broker:
         return run_demo(broker.bootstrap_servers, sys.stdout, main, args.state_dir)
-    finally:
-        broker.stop()
 
 
 def _cmd_produce_changes(args: argparse.Namespace) -> int:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping, Sequence
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from streaming.errors import JobError
+from streaming.kafka.admin import Cluster
 from streaming.kafka.translate import SinkReader, translate
 
 log = logging.getLogger(__name__)
@@ -74,12 +74,7 @@ class OffsetSync:
 @dataclass(frozen=True)
 class SyncRound:
     at_ms: int
-    rows: list[OffsetSync] = field(default_factory=list)
-    applied: bool = False
-
-    @property
-    def groups(self) -> list[str]:
-        return sorted({r.group for r in self.rows})
+    rows: list[OffsetSync]
 
     @property
     def groups_synced(self) -> list[str]:
@@ -110,7 +105,7 @@ class GroupSyncTotals:
         self.last_ms = round_.at_ms
         self.groups_synced = len(round_.groups_synced)
         self.groups_active = len(round_.groups_active)
-        self.offsets_committed += round_.offsets_moved if round_.applied else 0
+        self.offsets_committed += round_.offsets_moved
 
     def to_doc(self) -> dict:
         return {"rounds": self.rounds, "last-sync-ms": self.last_ms, "groups-synced": self.groups_synced,
@@ -122,13 +117,8 @@ class GroupOffsetSync:
     on the mirrored topics, and commits them for the same groups on the sink. The reads and the commits use
     admin requests only: no client of ours joins a consumer group."""
 
-    def __init__(self, source_bootstrap: str, sink_bootstrap: str, pattern: re.Pattern[str], allow_rewind: bool = False,
-                 source_config: Mapping[str, str] | None = None, sink_config: Mapping[str, str] | None = None) -> None:
-        self.sink_bootstrap = sink_bootstrap
-        self.sink_config = dict(sink_config or {})
-        self.source = AdminClient({"bootstrap.servers": source_bootstrap, **(source_config or {})})
-        self.sink = AdminClient({"bootstrap.servers": sink_bootstrap, **self.sink_config})
-        self.source_name, self.sink_name = source_bootstrap, sink_bootstrap
+    def __init__(self, source: Cluster, sink: Cluster, pattern: re.Pattern[str], allow_rewind: bool = False) -> None:
+        self.source, self.sink = source, sink
         self.pattern = pattern
         self.allow_rewind = allow_rewind
         self._said_active: set[str] = set()
@@ -144,9 +134,9 @@ class GroupOffsetSync:
         for group in planned.groups_active:
             if group not in self._said_active:
                 log.warning("consumer group %s is active on the sink cluster %s: its offsets there are left as "
-                            "they are while it has members", group, self.sink_name)
+                            "they are while it has members", group, self.sink.bootstrap_servers)
         self._said_active = set(planned.groups_active)
-        return SyncRound(planned.at_ms, planned.rows, applied=True)
+        return planned
 
     def plan(self, topics: Sequence[MirroredTopic]) -> SyncRound:
         by_source = {t.source: t for t in topics}
@@ -163,7 +153,7 @@ class GroupOffsetSync:
                 sink_topic = by_source[topic].sink
                 key = (sink_topic, partition)
                 if key not in readers:
-                    readers[key] = SinkReader(self.sink_bootstrap, sink_topic, partition, self.sink_config)
+                    readers[key] = SinkReader(self.sink.bootstrap_servers, sink_topic, partition, self.sink.settings)
                 target = translate(readers[key], offset).sink_offset
                 current = on_sink.get(key)
                 rows.append(OffsetSync(group, topic, partition, offset, sink_topic, target, current,
@@ -183,55 +173,56 @@ class GroupOffsetSync:
 
     def _groups(self) -> list[str]:
         try:
-            listed = self.source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+            listed = self.source.admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
         except KafkaException as exc:
-            raise GroupSyncError(f"cannot list the consumer groups of the source cluster {self.source_name}: "
+            raise GroupSyncError(f"cannot list the consumer groups of the source cluster {self.source.bootstrap_servers}: "
                                  f"{exc.args[0]}") from exc
         return sorted(g.group_id for g in listed.valid if self.pattern.fullmatch(g.group_id))
 
     def _source_committed(self, group: str, topics: Mapping[str, MirroredTopic]) -> dict[tuple[str, int], int]:
         """The group's committed offsets on the mirrored topics (those it never committed are absent)."""
-        found = self._offsets(self.source, self.source_name, group, None)
+        found = self._offsets(self.source, group, None)
         return {(tp.topic, tp.partition): tp.offset for tp in found
                 if tp.topic in topics and tp.offset >= 0 and tp.partition < topics[tp.topic].partitions}
 
     def _sink_committed(self, group: str, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        found = self._offsets(self.sink, self.sink_name, group, [TopicPartition(t, p) for t, p in sorted(partitions)])
+        found = self._offsets(self.sink, group, [TopicPartition(t, p) for t, p in sorted(partitions)])
         return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
-    def _offsets(self, admin: AdminClient, name: str, group: str,
-                 partitions: list[TopicPartition] | None) -> list[TopicPartition]:
+    def _offsets(self, cluster: Cluster, group: str, partitions: list[TopicPartition] | None) -> list[TopicPartition]:
         request = ConsumerGroupTopicPartitions(group, partitions)
         try:
-            result = admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            result = cluster.admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(
+                TIMEOUT_S)
         except KafkaException as exc:
-            raise GroupSyncError(f"cannot read the offsets of consumer group {group} on {name}: "
+            raise GroupSyncError(f"cannot read the offsets of consumer group {group} on the {cluster.role} cluster "
+                                 f"{cluster.bootstrap_servers}: "
                                  f"{exc.args[0]}") from exc
         return list(result.topic_partitions or [])
 
     def _active_on_sink(self, group: str) -> bool:
         try:
-            described = self.sink.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            described = self.sink.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(
+                TIMEOUT_S)
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # never seen on the sink: nobody is in it
                 return False
-            raise GroupSyncError(f"cannot describe consumer group {group} on the sink cluster {self.sink_name}: "
+            raise GroupSyncError(f"cannot describe consumer group {group} on the sink cluster {self.sink.bootstrap_servers}: "
                                  f"{exc.args[0]}") from exc
         return bool(described.members)
 
     def _commit(self, group: str, rows: list[OffsetSync]) -> None:
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(r.sink_topic, r.partition, r.sink_offset)
                                                        for r in rows])
+        cannot = f"cannot commit the offsets of consumer group {group} on the sink cluster {self.sink.bootstrap_servers}"
         try:
-            result = self.sink.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(
+            result = self.sink.admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(
                 TIMEOUT_S)
         except KafkaException as exc:
-            raise GroupSyncError(f"cannot commit the offsets of consumer group {group} on the sink cluster "
-                                 f"{self.sink_name}: {exc.args[0]}") from exc
+            raise GroupSyncError(f"{cannot}: {exc.args[0]}") from exc
         failed = [tp for tp in result.topic_partitions if tp.error is not None]
         if failed:
-            raise GroupSyncError(f"cannot commit the offsets of consumer group {group} on the sink cluster "
-                                 f"{self.sink_name}: {failed[0].topic}-{failed[0].partition}: {failed[0].error}")
+            raise GroupSyncError(f"{cannot}: {failed[0].topic}-{failed[0].partition}: {failed[0].error}")
         for r in rows:
             log.info("consumer group %s: %s-%d committed offset %d -> %s-%d offset %d (was %s)", group, r.topic,
                      r.partition, r.source_committed, r.sink_topic, r.partition, r.sink_offset,

@@ -130,8 +130,8 @@ def garbage_due(loaded: Loaded, objects: list[ObjectInfo], now_ms: int, grace_ms
         return False
     old = now_ms - grace_ms
     named = {c.name for s in loaded.manifest.segments for c in s.chunks}
-    versions = _versions(loaded.listed)
     by_version = _by_version(loaded.listed)
+    versions = sorted(by_version, reverse=True)
     return (any(i.name not in named and i.mtime_ms <= old for i in objects)
             or any(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]))
 

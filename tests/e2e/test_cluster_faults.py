@@ -37,11 +37,8 @@ CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
 
 @pytest.fixture(scope="module")
 def cluster_broker() -> Iterator[Broker]:
-    broker = start_local_cluster()
-    try:
+    with start_local_cluster() as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture

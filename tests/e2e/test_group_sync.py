@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from streaming.cli.main import main
-from streaming.kafka.admin import unique_topic_name
+from streaming.kafka.admin import Cluster, unique_topic_name
 from streaming.kafka.emitter import source_offset
 from streaming.kafka.group_sync import Change, GroupOffsetSync, MirroredTopic
 from tests.e2e.helpers import run_once, status_json, winners
@@ -121,7 +121,8 @@ def test_active_groups_rewinds_and_other_groups_are_left_alone(spark, bootstrap_
         _consume(bootstrap_servers, group, src, 120)
     assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
     topics = [MirroredTopic(src, sink, PARTITIONS)]
-    syncer = GroupOffsetSync(bootstrap_servers, bootstrap_servers, re.compile(re.escape(app)))
+    source, sink_cluster = Cluster("source", bootstrap_servers), Cluster("sink", bootstrap_servers)
+    syncer = GroupOffsetSync(source, sink_cluster, re.compile(re.escape(app)))
 
     assert main(["sync-groups", "--state-dir", str(tmp_path), "--group", re.escape(app), "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -143,7 +144,7 @@ def test_active_groups_rewinds_and_other_groups_are_left_alone(spark, bootstrap_
         [ConsumerGroupTopicPartitions(app, [TopicPartition(sink, p, o) for p, o in ahead.items()])])[app].result(30)
     kept = syncer.sync(topics)
     assert {r.change for r in kept.rows} == {Change.KEPT_AHEAD} and _committed(bootstrap_servers, app, sink) == ahead
-    rewinding = GroupOffsetSync(bootstrap_servers, bootstrap_servers, re.compile(re.escape(app)), allow_rewind=True)
+    rewinding = GroupOffsetSync(source, sink_cluster, re.compile(re.escape(app)), allow_rewind=True)
     assert {r.change for r in rewinding.sync(topics).rows} == {Change.REWIND}
     assert _committed(bootstrap_servers, app, sink) == synced
 

@@ -41,11 +41,8 @@ def secured(kafka_broker: Broker) -> Iterator[Broker]:
     if kafka_broker.sasl_bootstrap_servers is not None:
         yield kafka_broker
         return
-    broker = start_local_broker(sasl_users={SASL_USER: SASL_PASSWORD})
-    try:
+    with start_local_broker(sasl_users={SASL_USER: SASL_PASSWORD}) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def _topic(broker: Broker, partitions: int) -> str:
