@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 from streaming import redaction
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-QUIET_LOGGERS = ("py4j",)
+QUIET_LOGGERS = ("py4j",)  # its errors are the job's, which reports them itself
 LEVEL_ENV = "KCOMPACT_LOG_LEVEL"
 FORMAT_ENV = "KCOMPACT_LOG_FORMAT"
 _worker_configured = False
@@ -36,8 +36,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
+_handler: logging.StreamHandler | None = None
+
+
 def configure(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    global _handler
+    handler = _handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(redaction.MaskingFilter())
     root = logging.getLogger()
@@ -46,7 +50,13 @@ def configure(level: str, fmt: str) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
+
+
+def stream_to(stream) -> None:
+    """Send log lines to another stream (a live progress display prints them above itself)."""
+    if _handler is not None:
+        _handler.setStream(stream)
 
 
 def for_workers(level: str, fmt: str) -> dict[str, str]:

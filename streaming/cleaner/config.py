@@ -45,11 +45,17 @@ class _Key:
 
 
 def _long(text: str) -> int:
-    return int(text.strip())
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("not a whole number") from None
 
 
 def _ratio(text: str) -> float:
-    return float(text.strip())
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError("not a number") from None
 
 
 def _policy(text: str) -> str:

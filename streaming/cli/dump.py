@@ -7,11 +7,13 @@ import json
 from datetime import datetime, timezone
 from typing import Iterator
 
+from streaming.errors import UsageError
+from streaming.job.spec import load_saved, plans_of
 from streaming.log.columns import iter_records
 from streaming.log.manifest import load_newest
 from streaming.log.partition_log import read_segment
 from streaming.state.layout import list_log_dirs
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import StateDir, check_access, open_state_dir
 
 
 def text(b: bytes | None) -> str | dict | None:
@@ -24,10 +26,28 @@ def text(b: bytes | None) -> str | dict | None:
         return {"base64": base64.b64encode(b).decode()}
 
 
+TABLE_HEADER = f"{'partition':<20} {'offset':>10} {'timestamp (UTC)':<23}  {'key':<24} value"
+
+
 def dump_records(state_dir: str, partition: int | None = None, topic: str | None = None) -> Iterator[dict]:
     """Read-only: each log's newest manifest is read, never a log opened for writing, so a dump beside a
-    running job reads one consistent version of each log (its objects outlive it by a grace period)."""
+    running job reads one consistent version of each log (its objects outlive it by a grace period).
+    A state dir, topic or partition the job does not have is an error here, before the first record."""
     state = open_state_dir(state_dir)
+    check_access(state, write=False)
+    plans = plans_of(load_saved(state_dir))
+    if topic is not None and topic not in plans:
+        raise UsageError(f"topic {topic!r} is not mirrored by the job of {state_dir}; it mirrors "
+                         f"{', '.join(sorted(plans)) or 'nothing yet'}")
+    if partition is not None:
+        wanted = [plans[topic]] if topic is not None else list(plans.values())
+        if not any(0 <= partition < plan.partitions for plan in wanted):
+            most = max((plan.partitions for plan in wanted), default=0)
+            raise UsageError(f"--partition {partition}: the job's topics have partitions 0..{most - 1}")
+    return _records(state, partition, topic)
+
+
+def _records(state: StateDir, partition: int | None, topic: str | None) -> Iterator[dict]:
     for t, p, directory in list_log_dirs(state):
         if (partition is not None and p != partition) or (topic is not None and t != topic):
             continue
@@ -51,5 +71,5 @@ def render_row(rec: dict) -> str:
         s = "null" if v is None else json.dumps(v, ensure_ascii=False) if isinstance(v, dict) else v
         return s if len(s) <= 40 else s[:37] + "..."
 
-    return (f"{rec['topic']}-{rec['partition']} {rec['offset']:>10} {when}  {short(rec['key']):<24} "
-            f"{short(rec['value'])}")
+    return (f"{rec['topic'] + '-' + str(rec['partition']):<20} {rec['offset']:>10} {when:<23}  "
+            f"{short(rec['key']):<24} {short(rec['value'])}")

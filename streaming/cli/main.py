@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -21,6 +22,8 @@ if TYPE_CHECKING:  # the type only: --help, status and dump import no Kafka clie
     from streaming.kafka.admin import Cluster
 
 log = logging.getLogger("kcompact")
+
+CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start
 
 
 def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
@@ -62,16 +65,12 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from streaming.cli import config_file  # noqa: PLC0415
     from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
-    from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
-    from streaming.job.runner import CompactorJob  # noqa: PLC0415
-    from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
-    from streaming.job.topics import SinkNaming, TopicSelection, TopicSync  # noqa: PLC0415
-    from streaming.kafka.admin import Cluster  # noqa: PLC0415
-    from streaming.spark.session import build_session  # noqa: PLC0415
-    from streaming.state.locks import StateDirLock  # noqa: PLC0415
-    from streaming.state.stores import open_state_dir  # noqa: PLC0415
 
+    for dest in REQUIRED_TO_RUN:
+        if not getattr(args, dest):
+            raise UsageError(f"--{dest.replace('_', '-')} is required (or {config_file.key_of(dest)} in --config-file)")
     overrides = parse_pairs(args.config, "--config")
     if CompactionConfig.from_mapping(overrides).keyless_policy is KeylessPolicy.DEAD_LETTER \
             and not args.dead_letter_topic:  # bad keys are refused here too, before any cluster is contacted
@@ -80,36 +79,76 @@ def _cmd_run(args: argparse.Namespace) -> int:
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([source_kafka, sink_kafka])
     sink_topic_config = parse_pairs(args.sink_topic_config, "--sink-topic-config")
+    spark_conf = parse_pairs(args.spark_conf, "--spark-conf")
+    if args.print_config:
+        print(redaction.mask(config_file.render(args, args.subparser)), end="")
+        return 0
+    for option, value in (("--trigger-interval", args.trigger_interval), ("--retry-timeout", args.retry_timeout)):
+        if value <= 0:
+            raise UsageError(f"{option} must be > 0 seconds, got {value}")
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger <= 0:
+        raise UsageError(f"--max-offsets-per-trigger must be > 0, got {args.max_offsets_per_trigger}")
+    if args.drain and not args.once:
+        raise UsageError("--drain is for --once (a continuous run rolls segments by segment.ms and "
+                         "max.compaction.lag.ms)")
+    return _start(args, overrides, source_kafka, sink_kafka, sink_topic_config, spark_conf)
+
+
+REQUIRED_TO_RUN = ("bootstrap_servers", "state_dir")
+
+
+def _start(args: argparse.Namespace, overrides: dict, source_kafka: dict, sink_kafka: dict, sink_topic_config: dict,
+           spark_conf: dict) -> int:
+    """Checks that read (the state dir, then the clusters) before anything is created anywhere; then the
+    sink topics, the state dir and the Spark session."""
+    from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
+    from streaming.job.progress import ProgressDisplay  # noqa: PLC0415
+    from streaming.job.runner import CompactorJob  # noqa: PLC0415
+    from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
+    from streaming.job.topics import SinkNaming, TopicSelection, TopicSync  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.spark.session import build_session  # noqa: PLC0415
+    from streaming.state.locks import StateDirLock  # noqa: PLC0415
+    from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
+
     sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
-    if args.trigger_interval <= 0:
-        raise UsageError(f"--trigger-interval must be > 0 seconds, got {args.trigger_interval}")
     selection = TopicSelection(tuple(args.source_topic), args.source_topic_pattern)
     naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, selection)
     starting = _starting_offsets(args, selection)
     group_pattern = _group_sync_pattern(args)
     mapping = JobMapping(args.bootstrap_servers, selection.to_doc(), sink_bootstrap, naming.template)
     state = open_state_dir(args.state_dir)
+    check_access(state, write=True)
     check_state_dir_mapping(args.state_dir, mapping)
 
-    source, sink = Cluster("source", args.bootstrap_servers, source_kafka), Cluster("sink", sink_bootstrap, sink_kafka)
+    wait = min(CONNECT_TIMEOUT_S, args.retry_timeout)
+    source = Cluster("source", args.bootstrap_servers, source_kafka, connect_timeout_s=wait)
+    sink = Cluster("sink", sink_bootstrap, sink_kafka, connect_timeout_s=wait)
     sync = TopicSync(source, sink, selection, naming, overrides, sink_topic_config, args.dead_letter_topic)
     group_sync = None if group_pattern is None else _group_sync_schedule(args, group_pattern, source, sink)
     present = sync.present()
+    if not present:
+        if args.once:
+            raise UsageError(f"no topic on the source cluster matches --source-topic-pattern "
+                             f"'{selection.pattern}'; nothing to do")
+        log.warning("no topic on the source cluster matches --source-topic-pattern '%s' yet; waiting for one",
+                    selection.pattern)
     sync.refuse_sinks(present)
-    _check_starting_partitions(starting, present)
+    _check_starting_offsets(starting, present, source)
     lock = StateDirLock(state)
     try:
         spec = JobSpec(mapping, args.state_dir, sync.sync({}), source_kafka=source_kafka,
                        sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic)
         _print_plans(spec, source_kafka, sink_kafka)
         spec.save()
-        spark = build_session("kcompact", master=args.spark_master,
-                              extra=logging_setup.for_workers(args.log_level, args.log_format))
+        spark = build_session("kcompact", master=args.spark_master, log_level=args.log_level,
+                              extra={**logging_setup.for_workers(args.log_level, args.log_format), **spark_conf})
         job = CompactorJob(spark, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
                            starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout,
-                           group_sync=group_sync)
+                           group_sync=group_sync, drain=args.drain, allow_data_loss=args.allow_data_loss,
+                           live_progress=ProgressDisplay.wanted_live(args.log_format))
         if args.metrics_port is not None:
             serve_metrics(job.collector, args.metrics_port, args.metrics_host)
             log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
@@ -147,16 +186,22 @@ def _group_sync_schedule(args: argparse.Namespace, pattern: re.Pattern[str], sou
 
 def _starting_offsets(args: argparse.Namespace, selection) -> str | dict:
     """--starting-offsets as the source will read it, refused here in one line when it is not valid."""
-    from streaming.spark.source.options import KafkaSourceOptions  # noqa: PLC0415 (no Spark import)
+    from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError  # noqa: PLC0415 (no Spark)
 
     subscription = {"subscribePattern": selection.pattern} if selection.pattern is not None else \
         {"subscribe": ",".join(selection.names)}
-    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": args.bootstrap_servers, **subscription,
-                                        "startingOffsets": args.starting_offsets})
+    try:
+        options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": args.bootstrap_servers, **subscription,
+                                            "startingOffsets": args.starting_offsets})
+    except SourceOptionError as exc:
+        raise UsageError(str(exc).replace("option 'startingOffsets'", "--starting-offsets")) from None
     return options.starting_offsets
 
 
-def _check_starting_partitions(starting: str | dict, present: dict[str, int]) -> None:
+def _check_starting_offsets(starting: str | dict, present: dict[str, int], source: Cluster) -> None:
+    """Every partition of each topic named, each offset within what the partition holds now: an offset past
+    the end would leave the partition unread until it grew that far, one below the start names deleted
+    records."""
     if not isinstance(starting, dict):
         return
     for topic, offsets in sorted(starting.items()):
@@ -166,6 +211,13 @@ def _check_starting_partitions(starting: str | dict, present: dict[str, int]) ->
         if set(offsets) != want:
             raise UsageError(f"--starting-offsets must give every partition of {topic!r} (0..{present[topic] - 1}), "
                              f"got {sorted(offsets, key=int)}")
+        ranges = source.offset_ranges(topic, range(present[topic]))
+        for p, offset in sorted(((int(p), o) for p, o in offsets.items())):
+            low, high = ranges[p]
+            if offset >= 0 and not low <= offset <= high:
+                where = "below the log start" if offset < low else "beyond the log end"
+                raise UsageError(f"--starting-offsets: {topic}-{p} offset {offset} is {where}; the partition holds "
+                                 f"offsets {low}..{high} (give one in that range, -2 for earliest or -1 for latest)")
 
 
 def _print_plans(spec, source_kafka: dict, sink_kafka: dict) -> None:
@@ -190,10 +242,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    from streaming.cli.dump import dump_records, render_jsonl, render_row  # noqa: PLC0415
+    from streaming.cli.dump import TABLE_HEADER, dump_records, render_jsonl, render_row  # noqa: PLC0415
 
+    records = dump_records(args.state_dir, args.partition, args.topic)
+    if args.format == "table":
+        print(TABLE_HEADER)
     render = render_jsonl if args.format == "jsonl" else render_row
-    for rec in dump_records(args.state_dir, args.partition, args.topic):
+    for rec in records:
         print(render(rec))
     return 0
 
@@ -269,16 +324,34 @@ def _cmd_produce_changes(args: argparse.Namespace) -> int:
                            sys.stdout)
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Each option's default at the end of its help, unless it has none or the help names it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text or action.default in (None, False, [])
+                or action.default is argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kcompact", description=__doc__)
+    parser = argparse.ArgumentParser(prog="kcompact", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"kcompact {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"],
                         help="log lines on stderr: text for people, json (one object per line) for log shippers")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser = functools.partial(sub.add_parser, formatter_class=HelpFormatter)  # every command shows defaults
 
-    p = sub.add_parser("run", help="compact source topics into sink topics")
-    p.add_argument("--bootstrap-servers", required=True, help="source cluster")
+    p = sub.add_parser("run", help="compact source topics into sink topics", allow_abbrev=False)
+    p.add_argument("--config-file", metavar="FILE",
+                   help="run's options and topic configs in Kafka's .properties form (bootstrap.servers=..., "
+                        "state.dir=..., min.cleanable.dirty.ratio=..., kafka.*, sink.kafka.*, spark.*); "
+                        "command-line flags win")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the effective configuration (command line over --config-file) and exit")
+    p.add_argument("--bootstrap-servers", help="source cluster (required)")
     p.add_argument("--source-topic", action="append", default=[], metavar="TOPIC",
                    help="a source topic (repeatable)")
     p.add_argument("--source-topic-pattern", metavar="REGEX",
@@ -286,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sink-topic", help="the sink topic, for one --source-topic")
     p.add_argument("--sink-topic-template", metavar="TEMPLATE",
                    help="each source topic's sink, with {topic} for the source topic's name, e.g. '{topic}.compacted'")
-    p.add_argument("--state-dir", required=True, help="where the partition logs and the job's state live")
+    p.add_argument("--state-dir", help="where the partition logs and the job's state live (required)")
     p.add_argument("--sink-bootstrap-servers", help="sink cluster (default: the source cluster)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="compaction setting under Kafka's name (overrides what the source topic sets)")
@@ -298,18 +371,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="topic config when the sink topic is created (default cleanup.policy=compact)")
     p.add_argument("--dead-letter-topic", help="where keyless records go with compaction.keyless.policy=dead-letter")
     p.add_argument("--checkpoint-location", help="Spark checkpoint (default: STATE_DIR/checkpoint)")
-    p.add_argument("--trigger-interval", type=float, default=5.0, metavar="SECONDS")
-    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
-    p.add_argument("--starting-offsets", default="earliest", help="earliest | latest | Spark's JSON form")
+    p.add_argument("--trigger-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="time between micro-batches; also how often an idle job cleans and emits")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=None, metavar="N",
+                   help="records read per micro-batch at most, over all partitions (default: all available)")
+    p.add_argument("--starting-offsets", default="earliest",
+                   help="where a new job starts reading: earliest, latest, or JSON like "
+                        "'{\"topic\":{\"0\":23,\"1\":-2}}' (-2 earliest, -1 latest) naming every partition; "
+                        "ignored once the job has a checkpoint")
+    p.add_argument("--allow-data-loss", action="store_true",
+                   help="go on from the log start when source records were deleted (retention) before the job "
+                        "read them (default: stop, naming the partition and the lost offsets)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (default: none; metrics.json is always written)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics endpoint binds (default 0.0.0.0)")
     p.add_argument("--retry-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="how long to keep retrying while a cluster is unreachable, counted from the last "
-                        "progress, before the job gives up (default 300)")
+                        f"progress, before the job gives up (default 300); at start, each cluster is waited for "
+                        f"this long, at most {CONNECT_TIMEOUT_S:.0f}s")
     p.add_argument("--spark-master", default=None, help="default: local[2] or $KCOMPACT_SPARK_MASTER")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="Spark setting (repeatable), e.g. spark.jars.packages=org.apache.hadoop:hadoop-aws:3.4.1 "
+                        "or spark.executor.memory=4g")
     p.add_argument("--once", action="store_true",
                    help="ingest what is there now, clean at the current time, emit, exit")
+    p.add_argument("--drain", action="store_true",
+                   help="with --once: roll every active segment after ingesting, so everything not held back by "
+                        "min.compaction.lag.ms is cleaned and emitted (a one-shot compaction of a topic)")
     p.add_argument("--sync-group-offsets", metavar="REGEX", default=None,
                    help="commit, for each source consumer group the expression matches whole, its offsets on the "
                         "mirrored topics translated exactly to the sink topics, on the sink cluster (default: none)")
@@ -317,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time between two group offset syncs (default 30)")
     p.add_argument("--sync-group-offsets-allow-rewind", action="store_true",
                    help="let a sync move a sink group's offset back (default: never)")
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=_cmd_run, subparser=p)
 
     p = sub.add_parser("status", help="per-partition log and cleaner state, and the cleaner's metrics")
     p.add_argument("--state-dir", required=True)
@@ -379,13 +467,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging_setup.configure(args.log_level, args.log_format)
     try:
+        if getattr(args, "config_file", None):
+            _read_config_file(args, argv)
         return args.func(args)
     except USER_ERRORS as exc:
         print(f"kcompact: error: {redaction.mask(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("kcompact: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `kcompact dump | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception:  # unexpected: the whole story, but never a credential
         print(redaction.mask(traceback.format_exc()), file=sys.stderr)
         return 1
+
+
+def _read_config_file(args: argparse.Namespace, argv: list[str]) -> None:
+    from streaming.cli import config_file  # noqa: PLC0415
+
+    given = {a.dest for a in args.subparser._actions for opt in a.option_strings  # noqa: SLF001
+             for token in argv if token == opt or token.startswith(opt + "=")}
+    config_file.merge(args, given, config_file.read(args.config_file, args.subparser))

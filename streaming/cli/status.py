@@ -16,13 +16,17 @@ from streaming.log.segment import object_damage
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
 from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import check_access, open_state_dir
+
+
+NOT_INGESTED = "not ingested yet"
 
 
 def collect_status(state_dir: str, now_ms: int) -> dict:
+    state = open_state_dir(state_dir)
+    check_access(state, write=False)
     saved = load_saved(state_dir)
     plans = plans_of(saved)
-    state = open_state_dir(state_dir)
     storage = state.storage
     last = read_doc(state_dir)
     source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
@@ -56,12 +60,15 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
             "tombstones_due": target.tombstones_due, "passes": cleaner.passes,
             "next_clean_ms": waiting.earliest_ms if waiting else None,
             "next_clean_latest_ms": waiting.latest_ms if waiting else None,
+            "state": "UNCLEANABLE" if uncleanable else "ok",
             "uncleanable": uncleanable, "uncleanable_error": cleaner.uncleanable_error,
             "damaged_segments": damaged,
             "emitted_up_to": emitted_up_to,
             "source_end_offset": source_end,
             "ingest_lag": ingest_lag(source_end, log_end), "emit_lag": emit_lag(log_end, emitted_up_to),
             "keyless_records": cleaner.keyless_records, "tombstones_removed": cleaner.tombstones_removed})
+    partitions += _not_ingested(plans, {(p["topic"], p["partition"]) for p in partitions}, source_ends)
+    partitions.sort(key=lambda p: (p["topic"], p["partition"]))
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
     metrics = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
     return {"state_dir": state_dir, "mapping": JobMapping(**saved["mapping"]).describe(),
@@ -69,6 +76,14 @@ def collect_status(state_dir: str, now_ms: int) -> dict:
                        for t, p in sorted(plans.items())},
             "at_ms": now_ms, "partitions": partitions, "metrics": metrics, "job": last.get("job", {}),
             "group_sync": last.get("group_sync")}
+
+
+def _not_ingested(plans: dict, seen: set[tuple[str, int]], source_ends: dict) -> list[dict]:
+    """The mapping's source partitions that have no log yet: listed, so none is left out silently."""
+    return [{"topic": t, "partition": p, "sink_topic": plan.sink, "state": NOT_INGESTED,
+             "source_end_offset": source_ends.get((t, p)), "uncleanable": False, "uncleanable_error": None,
+             "damaged_segments": {}}
+            for t, plan in sorted(plans.items()) for p in range(plan.partitions) if (t, p) not in seen]
 
 
 def _when(ms: int | None) -> str:
@@ -84,11 +99,17 @@ def render_table(status: dict) -> str:
             ("last clean (UTC)", lambda p: _when(p["last_clean_ms"])),
             ("delay s", lambda p: f"{p['compaction_delay_ms'] / 1000:.1f}"),
             ("next clean (UTC)", lambda p: _when(p["next_clean_ms"])),
-            ("emitted<=", lambda p: "-" if p["emitted_up_to"] is None else p["emitted_up_to"]),
-            ("ingest lag", lambda p: "-" if p["ingest_lag"] is None else p["ingest_lag"]),
-            ("emit lag", lambda p: "-" if p["emit_lag"] is None else p["emit_lag"]),
-            ("state", lambda p: "UNCLEANABLE" if p["uncleanable"] else "ok")]
-    rows = [[str(f(p)) for _, f in cols] for p in status["partitions"]]
+            ("emitted<=", lambda p: p["emitted_up_to"]), ("ingest lag", lambda p: p["ingest_lag"]),
+            ("emit lag", lambda p: p["emit_lag"]), ("state", lambda p: p["state"])]
+
+    def cell(f, p: dict) -> str:
+        try:
+            value = f(p)
+        except (KeyError, TypeError):  # a partition not ingested yet has no log figures
+            return "-"
+        return "-" if value is None else str(value)
+
+    rows = [[cell(f, p) for _, f in cols] for p in status["partitions"]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
     lines = [f"{status['mapping']}  ({status['state_dir']})",
              *(f"  {t} -> {d['sink']} ({d['partitions']} partitions)" for t, d in status["topics"].items()),

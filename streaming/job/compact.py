@@ -137,24 +137,24 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
 
 
 def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int,
-                      sink_read: frozenset[tuple[str, int]]) -> StageReport:
+                      sink_read: frozenset[tuple[str, int]], drain: bool = False) -> StageReport:
     """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
     sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
     down is filled again."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = open_state_dir(spec.state_dir)
     with partition_lock(state, item[2]):
-        return _compact_partition(state, item, spec, now_ms, item[:2] in sink_read)
+        return _compact_partition(state, item, spec, now_ms, item[:2] in sink_read, drain)
 
 
 def _compact_partition(state: StateDir, item: tuple[str, int, str], spec: JobSpec, now_ms: int,
-                       trust_local: bool) -> StageReport:
+                       trust_local: bool, drain: bool) -> StageReport:
     topic, partition, directory = item
     report = StageReport(topic, partition)
     plan = spec.topics[topic]
     config = plan.compaction
     plog = open_partition_log(state, directory, topic, partition, config.log_config)
-    report.rolled = plog.maybe_roll(now_ms)
+    report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if trust_local and _idle(plog, config, now_ms, report):
         return report

@@ -12,8 +12,10 @@ import dataclasses
 import errno
 import functools
 import logging
+import os
 import re
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from streaming.job.topics import TopicSync
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
 from streaming.job.group_sync import GroupSyncSchedule
+from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
 from streaming.kafka.failures import is_refused, is_transient
 from streaming.state.layout import list_log_dirs, open_partition_log, spark_checkpoint
@@ -38,6 +41,7 @@ from streaming.state.stores import open_state_dir
 log = logging.getLogger(__name__)
 
 DISK_FULL = "No space left on device"
+IDLE = "waiting for records"
 
 
 def state_dir_full(state_dir: str) -> JobError:
@@ -58,8 +62,12 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     missing = re.search(r'No FileSystem for scheme "?(\w+)|checkpoint file manager for path=(\w+)://', text)
     if missing:
         return JobError(f"Spark has no filesystem for {missing[1] or missing[2]}:// to keep its checkpoint in: "
-                        f"add the store's Hadoop connector to --packages (s3a: org.apache.hadoop:hadoop-aws) or "
-                        f"give --checkpoint-location")
+                        f"add the store's Hadoop connector with --spark-conf spark.jars.packages=... (s3a: "
+                        f"org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>) or give --checkpoint-location")
+    lost = re.search(r"DataLossError: (partition \S+: [^.\n]*)", text)
+    if lost:
+        return JobError(f"source {lost[1]}: those records were deleted from the source (retention) before "
+                        f"kcompact read them. Start with --allow-data-loss to go on from the log start")
     return None
 
 
@@ -80,12 +88,18 @@ class JobTotals:
                 "stages": self.stages, "passes": self.passes, "records-emitted": self.emitted}
 
 
+class StopRequested(RuntimeError):
+    """Raised by a micro-batch that starts while the job stops: Spark records no commit for it, so the next
+    start reads it again."""
+
+
 class CompactorJob:
     def __init__(self, spark, spec: JobSpec, sync: TopicSync | None = None, trigger_interval_s: float = 5.0,
                  once: bool = False,
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
                  starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
-                 retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None) -> None:
+                 retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None,
+                 drain: bool = False, allow_data_loss: bool = False, live_progress: bool = False) -> None:
         self.spark = spark
         self.spec = spec
         self.sync = sync  # None: the topics are the spec's, fixed
@@ -97,6 +111,9 @@ class CompactorJob:
         self.clock = clock
         self.retry_timeout_s = retry_timeout_s
         self.group_sync = group_sync
+        self.drain = drain  # --once: roll every active segment before the last stage
+        self.allow_data_loss = allow_data_loss
+        self.live_progress = live_progress
         self.lock = threading.RLock()
         default = CompactionConfig.from_mapping(sync.overrides) if sync else CompactionConfig()
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
@@ -106,7 +123,10 @@ class CompactorJob:
         self.last_run_ms: int | None = None
         self.last_metrics: CleanerMetrics | None = None
         self._stop = threading.Event()
-        self._last_progress: tuple[tuple, float] = ((), 0.0)
+        self._stop_signal: int | None = None
+        self._closing = False  # the query is being stopped: a micro-batch that starts now is refused
+        self._phase = "starting"
+        self._ingest_lag: int | None = None
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
         self._sink_read: set[tuple[str, int]] = set()  # partitions whose progress this run read from the sink
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
@@ -134,6 +154,9 @@ class CompactorJob:
 
     def on_batch(self, df, batch_id: int) -> None:
         with self.lock:
+            if self._closing:
+                raise StopRequested(f"batch {batch_id} is read again on the next start")
+            self._phase = f"ingesting batch {batch_id}"
             self._stage_after_batch = False
             self.sync_topics()
             self.appender(df, batch_id)
@@ -143,17 +166,20 @@ class CompactorJob:
             self.totals.odd_timestamps += self.appender.last_batch.odd_timestamps
             self.compaction_stage()
 
-    def compaction_stage(self) -> list[StageReport]:
-        """Roll, clean and emit every partition log of the mirrored topics, one Spark task each."""
+    def compaction_stage(self, drain: bool = False) -> list[StageReport]:
+        """Roll, clean and emit every partition log of the mirrored topics, one Spark task each; ``drain``
+        rolls every active segment first (--drain)."""
         with self.lock:
             items = [i for i in list_log_dirs(open_state_dir(self.spec.state_dir)) if i[0] in self.spec.topics]
             if not items:
                 return []
             now_ms = int(self.clock() * 1000)
             task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,
-                                     sink_read=frozenset(self._sink_read))
+                                     sink_read=frozenset(self._sink_read), drain=drain)
             log.debug("phase: compaction stage of %d partitions", len(items))
+            self._phase = f"cleaning and emitting {len(items)} partitions"
             reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
+            self._phase = IDLE
             log.debug("phase: idle")
             self._sink_read.update((r.topic, r.partition) for r in reports
                                    if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
@@ -167,13 +193,15 @@ class CompactorJob:
             _report_failures(reports)
             if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
                 raise state_dir_full(self.spec.state_dir)
-            self._progress()
             return reports
 
     def _write_metrics(self, reports: list[StageReport], now_ms: int) -> None:
         metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
         self.last_metrics = metrics
-        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, self._source_ends(reports),
+        ends = self._source_ends(reports)
+        lags = [e - r.log_end_offset for r in reports if (e := ends.get((r.topic, r.partition))) is not None]
+        self._ingest_lag = sum(max(0, lag) for lag in lags) if lags else self._ingest_lag
+        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, ends,
                                     self.group_sync.totals.to_doc() if self.group_sync else None)
         job_metrics.write_doc(self.spec.state_dir, doc)
         self.collector.update(doc)
@@ -190,15 +218,15 @@ class CompactorJob:
             ends.update({(topic, p): o for p, o in found.items()})
         return ends
 
-    def _progress(self) -> None:
-        """A progress line when something moved, and at least once a minute while idle."""
+    def progress(self) -> Progress:
+        """The figures the progress display shows; the phase counts the Spark tasks done in a long stage."""
         t = self.totals
-        now = (t.batches, t.ingested, t.passes, t.emitted)
-        if now == self._last_progress[0] and time.monotonic() - self._last_progress[1] < 60:
-            return
-        self._last_progress = (now, time.monotonic())
-        log.info("progress: %d batches, %d records ingested, %d passes, %d records emitted (%.0fs)",
-                 t.batches, t.ingested, t.passes, t.emitted, time.monotonic() - t.started)
+        phase = self._phase
+        tracker = self.spark.sparkContext.statusTracker()
+        stages = [s for s in map(tracker.getStageInfo, tracker.getActiveStageIds()) if s is not None]
+        if stages and phase != IDLE:
+            phase += f": {sum(s.numCompletedTasks for s in stages)}/{sum(s.numTasks for s in stages)} tasks"
+        return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - t.started)
 
     # ----- running ----------------------------------------------------------------------------------------
 
@@ -206,7 +234,8 @@ class CompactorJob:
         reader = (self.spark.readStream.format("kcompact-kafka")
                   .option("kafka.bootstrap.servers", self.spec.source_bootstrap)
                   .option(*self._subscription())
-                  .option("startingOffsets", self.starting_offsets))
+                  .option("startingOffsets", self.starting_offsets)
+                  .option("failOnDataLoss", str(not self.allow_data_loss).lower()))
         if self.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
         for k, v in self.spec.source_kafka.items():
@@ -222,7 +251,17 @@ class CompactorJob:
         return ("subscribePattern", selection["pattern"]) if "pattern" in selection else \
             ("subscribe", ",".join(selection["names"]))
 
-    def stop(self, *_args) -> None:
+    def stop(self, signum: int | None = None, _frame=None) -> None:
+        """SIGTERM, or the first Ctrl-C: finish the batch in flight, then stop. A second Ctrl-C stops at once:
+        the batch in flight is not committed, and the next start reads it again."""
+        if self._stop.is_set() and signum == signal.SIGINT:
+            print("kcompact: stopped at once; the next start reads the interrupted batch again", file=sys.stderr,
+                  flush=True)
+            os._exit(130)
+        self._stop_signal = signum
+        if signum == signal.SIGINT:
+            print("kcompact: stopping after the current batch (Ctrl-C again stops at once)", file=sys.stderr,
+                  flush=True)
         self._stop.set()
 
     def run(self) -> int:
@@ -235,19 +274,25 @@ class CompactorJob:
             raise explained from exc
 
     def _run(self) -> int:
-        previous = signal.signal(signal.SIGTERM, self.stop)
+        previous = {s: signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)}
         if self.group_sync and not self.once:
             self.group_sync.start(self._stop, lambda: self.spec.topics)
         try:
-            self._run_query()
+            with ProgressDisplay(self.progress, self.live_progress):
+                self._run_query()
+                code = self._final_stage() if self.once and not self._stop.is_set() else 0
         finally:
-            signal.signal(signal.SIGTERM, previous)
-        code = self._final_stage() if self.once and not self._stop.is_set() else 0
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         if self.group_sync and self.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
             job_metrics.update_group_sync(self.spec.state_dir, self.group_sync.totals.to_doc())
         self.collect_garbage()
-        return code
+        t = self.totals
+        log.info("%s: %d records ingested, %d passes, %d records emitted in %.0fs",
+                 "stopped" if self._stop.is_set() else "done", t.ingested, t.passes, t.emitted,
+                 time.monotonic() - t.started)
+        return 130 if self._stop_signal == signal.SIGINT else code
 
     def collect_garbage(self) -> None:
         """At the end of every run, each log drops what its manifests no longer need (past file.delete.delay.ms):
@@ -265,18 +310,18 @@ class CompactorJob:
         after a transient Kafka failure, for up to --retry-timeout since the last batch that succeeded."""
         restarts = Restarts(self.retry_timeout_s)
         while True:
+            self._closing = False
             query = self._query()
             try:
                 self._watch(query)
-            except KeyboardInterrupt:
-                log.info("interrupted; stopping the query")
-                self._stop.set()
             finally:
+                with self.lock:  # the batch or stage in flight ends first
+                    self._closing = True
                 query.stop()
             exc = query.exception()
-            if exc is None:
+            if exc is None or self._stop.is_set():
                 return
-            if self._stop.is_set() or not is_transient(exc):
+            if not is_transient(exc):
                 raise exc
             pause = restarts.next_pause(self.totals.batches)
             if pause is None:
@@ -284,11 +329,7 @@ class CompactorJob:
                                f"{self.retry_timeout_s:.0f}s; last failure: {_first_line(exc)}") from exc
             log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
                         "restarting it from its checkpoint in %.0fs", _first_line(exc), pause)
-            try:
-                if self._stop.wait(pause):
-                    return
-            except KeyboardInterrupt:
-                log.info("interrupted while waiting to restart the query")
+            if self._stop.wait(pause):
                 return
 
     def _watch(self, query) -> None:
@@ -307,10 +348,11 @@ class CompactorJob:
         """--once: clean at the current time, also when no batch ran; a sink that is away is waited for. The
         stage that followed the last micro-batch counts when it left nothing to retry."""
         restarts = Restarts(self.retry_timeout_s)
+        drain = self.drain
         while True:
-            if not self._stage_after_batch:
-                self.compaction_stage()
-            self._stage_after_batch = False
+            if not self._stage_after_batch or drain:
+                self.compaction_stage(drain=drain)
+            self._stage_after_batch = drain = False
             failed = [r for r in self.last_reports if r.error or r.figures.uncleanable]
             waiting = failed and all(r.error and r.error.transient for r in failed)
             pause = restarts.next_pause(self.totals.emitted) if waiting else None
@@ -320,7 +362,7 @@ class CompactorJob:
         for r in failed:
             log.error("partition %s-%d is uncleanable or could not emit; see kcompact status", r.topic, r.partition)
         if not self.totals.emitted and not failed:
-            waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000))
+            waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000), self.drain)
             if waiting:
                 log.warning("%s", waiting)
         return 1 if failed else 0
@@ -341,8 +383,8 @@ def _report_failures(reports: list[StageReport]) -> None:
                     first.error.message.splitlines()[0][:200])
 
 
-def nothing_cleanable(reports: list[StageReport], now_ms: int) -> str | None:
-    """Why a run emitted nothing when nothing was cleanable yet, and when the first record will be."""
+def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = False) -> str | None:
+    """Why a run emitted nothing when nothing was cleanable yet, when the first record will be, and the fix."""
     waiting = sorted((r for r in reports if r.waiting), key=lambda r: r.waiting.earliest_ms)
     if not waiting:
         return None
@@ -353,7 +395,8 @@ def nothing_cleanable(reports: list[StageReport], now_ms: int) -> str | None:
     return (f"nothing emitted: nothing is cleanable yet in {len(waiting)} partition(s). The first to become "
             f"eligible is {first.topic}-{first.partition} from offset {nc.offset}: from {_utc(nc.earliest_ms)}"
             f"{ratio} (its segment rolls by segment.ms / max.compaction.lag.ms, then min.compaction.lag.ms)"
-            f"{latest}. kcompact status shows each partition's time")
+            f"{latest}. kcompact status shows each partition's time"
+            f"{'' if drained else '; --drain (with --once) rolls the active segments now and cleans what they hold'}")
 
 
 def _utc(ms: int) -> str:

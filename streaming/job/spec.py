@@ -47,8 +47,8 @@ class JobMapping:
 
     def describe(self) -> str:
         what = ", ".join(self.selection["names"]) if "names" in self.selection else \
-            f"topics matching {self.selection['pattern']!r}"
-        return f"{what} on {self.source_bootstrap} -> {self.sink_template!r} on {self.sink_bootstrap}"
+            f"topics matching '{self.selection['pattern']}'"
+        return f"{what} on {self.source_bootstrap} -> '{self.sink_template}' on {self.sink_bootstrap}"
 
 
 @dataclass(frozen=True)

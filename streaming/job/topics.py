@@ -53,6 +53,7 @@ class SinkNaming:
     """--sink-topic-template with {topic}, or --sink-topic: one fixed name, for one named source topic."""
 
     template: str
+    given_as: str = "--sink-topic-template"  # the option that named it, for errors
 
     @classmethod
     def of(cls, sink_topic: str | None, template: str | None, selection: TopicSelection) -> "SinkNaming":
@@ -63,7 +64,8 @@ class SinkNaming:
         if sink_topic is not None and (selection.pattern is not None or len(selection.names) != 1):
             raise UsageError("--sink-topic names one sink for one --source-topic; with several source topics or "
                              "a pattern, give --sink-topic-template, e.g. '{topic}.compacted'")
-        naming = cls(template if template is not None else sink_topic.replace("{", "{{").replace("}", "}}"))
+        naming = cls(template, "--sink-topic-template") if template is not None else \
+            cls(sink_topic.replace("{", "{{").replace("}", "}}"), "--sink-topic")
         for topic in selection.names:
             naming.sink_of(topic)
         return naming
@@ -109,7 +111,7 @@ class TopicSync:
         sink = self.naming.sink_of(topic)
         if self.same_cluster and (sink in present or self.selection.matches(sink)):
             return (f"sink topic {sink!r} of source topic {topic!r} is itself a source of this job on the same "
-                    f"cluster: the job would emit into what it reads. Choose another --sink-topic-template, "
+                    f"cluster: the job would emit into what it reads. Choose another {self.naming.given_as}, "
                     f"narrow the source selection, or give --sink-bootstrap-servers of another cluster")
         return None
 

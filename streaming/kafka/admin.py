@@ -12,13 +12,14 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewPartitions, NewTopic,
                                   OffsetSpec)
 
 from streaming.errors import JobError
+from streaming.kafka.client_log import with_client_log
 from streaming.kafka.failures import REFUSED
 
 log = logging.getLogger(__name__)
@@ -29,21 +30,23 @@ class Cluster:
     role: str  # "source" or "sink": named in every error
     bootstrap_servers: str
     settings: dict[str, str] = field(default_factory=dict)
+    connect_timeout_s: float = 30.0  # how long a metadata call waits for the cluster to answer
     _refusals: list[KafkaError] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
-        self.admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **self.settings,
-                                  "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None})
+        self.admin = AdminClient(with_client_log({"bootstrap.servers": self.bootstrap_servers, **self.settings,
+                                  "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
 
-    def metadata(self, timeout_s: float = 30.0) -> ClusterMetadata:
+    def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
         """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
+        timeout_s = self.connect_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                return self.admin.list_topics(timeout=min(2.0, timeout_s))
+                return self.admin.list_topics(timeout=max(0.5, min(2.0, timeout_s)))
             except KafkaException as exc:
                 self.admin.poll(0)
                 if self._refusals:
@@ -79,6 +82,16 @@ class Cluster:
                                           request_timeout=timeout_s)
         return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
 
+    def offset_ranges(self, topic: str, partitions: Iterable[int], timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+        """Each partition's log start and high watermark: the offsets a reader can start from now."""
+        tps = [TopicPartition(topic, p) for p in partitions]
+        found: dict[int, list[int]] = {tp.partition: [] for tp in tps}
+        for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+            futures = self.admin.list_offsets({tp: spec for tp in tps}, request_timeout=timeout_s)
+            for tp, f in futures.items():
+                found[tp.partition].append(f.result(timeout_s).offset)
+        return {p: (low, high) for p, (low, high) in found.items()}
+
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str], what: str) -> None:
         """Create the topic when missing; give one that has fewer partitions than the source more (sink
         partition N receives source partition N)."""
@@ -113,7 +126,7 @@ def wait_for_metadata(bootstrap_servers: str, timeout_s: float = 60.0, alive: Ca
                       brokers: int = 1) -> None:
     """Block until a cluster that is starting answers a metadata request naming ``brokers`` brokers, or raise
     naming the address. ``alive`` is asked between tries: a broker process that exited is not waited for."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 2000})
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 2000}))
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -138,7 +151,7 @@ def create_topic(bootstrap_servers: str, name: str, partitions: int = 1,
                  client_config: Mapping[str, str] | None = None) -> str:
     """Create a topic with the cluster's default replication and wait until the broker confirms it; raise with
     the topic name on failure."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap_servers, **(client_config or {})}))
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))],
         operation_timeout=timeout_s, request_timeout=timeout_s)

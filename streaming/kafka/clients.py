@@ -9,6 +9,8 @@ from typing import Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
+from streaming.kafka.client_log import with_client_log
+
 
 @dataclass(frozen=True)
 class TopicRecord:
@@ -23,7 +25,7 @@ class RecordProducer:
 
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self._producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
+        self._producer = Producer(with_client_log({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True}))
 
     def send(self, topic: str, record: TopicRecord, partition: int | None = None) -> None:
         extra = {} if partition is None else {"partition": partition}
@@ -50,8 +52,8 @@ def committed_messages(client_config: Mapping[str, str], topic: str, partition: 
     poll: a slow fetch, or transaction markers that land a moment after their commit, would otherwise pass
     for the end."""
     tp = TopicPartition(topic, partition)
-    consumer = Consumer({**client_config, "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(with_client_log({**client_config, "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest"}))
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout_s
@@ -73,7 +75,7 @@ def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_
     settings = {"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader"}
     # The high watermark, not the last stable offset a read_committed client is told: that one can trail a
     # transaction committed a moment ago, whose records would then be missed.
-    marks = Consumer({**settings, "isolation.level": "read_uncommitted"})
+    marks = Consumer(with_client_log({**settings, "isolation.level": "read_uncommitted"}))
     try:
         highs = [marks.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
                  for p in range(partitions)]

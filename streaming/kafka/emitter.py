@@ -21,6 +21,7 @@ from typing import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from streaming.kafka.client_log import with_client_log
 from streaming.kafka.clients import committed_messages
 from streaming.kafka.failures import is_fatal
 from streaming.log.record import LogRecord
@@ -69,7 +70,7 @@ class PartitionEmitter:
         self.emitted_up_to = self._read_progress()
 
     def _new_producer(self) -> Producer:
-        producer = Producer(self.producer_config)
+        producer = Producer(with_client_log(self.producer_config))
         producer.init_transactions(TIMEOUT_S)
         return producer
 
@@ -83,7 +84,7 @@ class PartitionEmitter:
 
     def _read_progress(self) -> int:
         """The source offset of the last committed sink record of this partition, or -1."""
-        consumer = Consumer({**self._progress_config(), "isolation.level": "read_committed"})
+        consumer = Consumer(with_client_log({**self._progress_config(), "isolation.level": "read_committed"}))
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=TIMEOUT_S,
                                                        cached=False)

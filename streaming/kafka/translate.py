@@ -9,6 +9,7 @@ from typing import Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
+from streaming.kafka.client_log import with_client_log
 from streaming.kafka.clients import committed_messages
 from streaming.kafka.emitter import source_offset
 
@@ -29,7 +30,7 @@ class SinkReader:
         self.topic, self.partition = topic, partition
         self.config = {"bootstrap.servers": bootstrap_servers, **(client_config or {}),
                        "group.id": f"kcompact-translate-{topic}-{partition}"}
-        consumer = Consumer({**self.config, "isolation.level": "read_committed"})
+        consumer = Consumer(with_client_log({**self.config, "isolation.level": "read_committed"}))
         try:
             self.low, self.high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S,
                                                                  cached=False)

@@ -267,10 +267,12 @@ class PartitionLog:
             return True
         return False
 
-    def roll(self) -> None:
+    def roll(self) -> bool:
         """Seal the active segment (if it holds records) and start an empty one at the log end."""
-        if self.active.record_count:
-            self._commit([*self._segments, SegmentMeta.new(self.active.next_offset)], self._checkpoint)
+        if not self.active.record_count:
+            return False
+        self._commit([*self._segments, SegmentMeta.new(self.active.next_offset)], self._checkpoint)
+        return True
 
     def set_cleaner_checkpoint(self, offset: int) -> None:
         if offset != self._checkpoint:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from streaming.spark import jvm_log
 from streaming.spark.source.kafka_source import KafkaDataSource
 from streaming.spark.source.options import KafkaSourceOptions
 from streaming.spark.home import choose_spark_home
@@ -16,13 +18,16 @@ from streaming.spark.home import choose_spark_home
 # source reads per batch, so Spark passes the source's batches on whole instead of cutting each into five,
 # each with its own IPC message and Python-side handling. About 10 MB per batch for 150-byte records.
 ARROW_BATCH_ROWS = KafkaSourceOptions.records_per_batch
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def build_session(app_name: str = "kcompact", master: str | None = None, ui: bool = False,
-                  driver_memory: str = "1g", extra: dict[str, str] | None = None) -> SparkSession:
+                  driver_memory: str = "1g", extra: dict[str, str] | None = None,
+                  log_level: str = "INFO") -> SparkSession:
     """A session for the compactor. Executors run this interpreter unless told otherwise, so they import
     the same package. Under spark-submit, what was submitted (--master, --conf) wins over these defaults;
-    an explicit ``master`` (--spark-master) wins over everything."""
+    an explicit ``master`` (--spark-master) and ``extra`` (--spark-conf) win over everything. The JVM this
+    launches logs through Python logging (jvm_log)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     submitted = _submitted()
@@ -40,10 +45,14 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
             builder = builder.config(k, v)
     if master:
         builder = builder.master(master)
-    for k, v in (extra or {}).items():
+    extra = dict(extra or {})
+    if submitted is None:
+        given = extra.get(JAVA_OPTIONS, "")
+        extra[JAVA_OPTIONS] = f"{jvm_log.java_options(log_level)} {given}".strip()
+    for k, v in extra.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    with jvm_log.jvm_stderr_to_logging() if submitted is None else contextlib.nullcontext():
+        spark = builder.getOrCreate()
     spark.dataSource.register(KafkaDataSource)
     return spark
 

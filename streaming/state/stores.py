@@ -66,11 +66,38 @@ def open_state_dir(uri: str) -> StateDir:
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise StateStoreError(f"--state-dir {uri}: {exc}") from None
     state = StateDir(uri, ArrowStorage(filesystem, _put_if_absent(scheme, uri, filesystem)), root.rstrip("/"), False)
-    try:  # one listing now, so an unreachable store or a missing bucket is one clear line, not a traceback
+    bucket = root.split("/", 1)[0]
+    try:  # one look now, so an unreachable store or a missing bucket is one clear line, not a traceback
+        from pyarrow.fs import FileType  # noqa: PLC0415
+
+        if scheme in ("s3", "gs", "gcs") and filesystem.get_file_info(bucket).type == FileType.NotFound:
+            raise StateStoreError(f"--state-dir {uri}: bucket {bucket!r} does not exist; create it, or choose "
+                                  f"another --state-dir")
         state.storage.list(state.root)
     except OSError as exc:
-        raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0]}") from None
+        raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0]}. Check "
+                              f"the credentials in the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS) and "
+                              f"the address") from None
     return state
+
+
+def check_access(state: StateDir, write: bool) -> None:
+    """A local state dir the user cannot read (or, to run, write), or one on a read-only filesystem, is one
+    clear line before anything is read or created. A dir not yet there is judged by the dir it would go in."""
+    if not state.local:
+        return
+    existing = state.root
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if write and os.statvfs(existing).f_flag & os.ST_RDONLY:
+        raise StateStoreError(f"--state-dir {state.uri}: {existing} is on a read-only filesystem; choose a "
+                              f"--state-dir on a writable one")
+    # the state dir itself is read (and written); a dir it would be created in is entered (and written)
+    need = (os.R_OK if existing == state.root else 0) | os.X_OK | (os.W_OK if write else 0)
+    if not os.access(existing, need):
+        what = "read and write" if write else "read"
+        raise StateStoreError(f"--state-dir {state.uri}: permission denied on {existing} (kcompact needs to "
+                              f"{what} it); give this user access (chmod/chown), or choose another --state-dir")
 
 
 def _refuse_a_file_in_the_way(uri: str, path: str) -> None:

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
+from streaming.kafka.client_log import with_client_log
 from streaming.kafka.failures import TRANSIENT, retrying
 from streaming.logging_setup import configure_worker
 from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
@@ -68,9 +69,9 @@ class KafkaInputPartition(InputPartition):
 
 
 def _consumer(options: KafkaSourceOptions) -> Consumer:
-    return Consumer({**options.client_config, "group.id": f"kcompact-source-{uuid.uuid4().hex}",
+    return Consumer(with_client_log({**options.client_config, "group.id": f"kcompact-source-{uuid.uuid4().hex}",
                      "enable.auto.commit": False, "auto.offset.reset": "error",
-                     "enable.partition.eof": False})
+                     "enable.partition.eof": False}))
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

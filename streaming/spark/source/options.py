@@ -77,6 +77,9 @@ class KafkaSourceOptions:
                 if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
                     raise ValueError("expected {\"topic\": {\"partition\": offset}}")
                 starting = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
+                odd = sorted(f"{t}-{p}: {o}" for t, parts in starting.items() for p, o in parts.items() if o < -2)
+                if odd:
+                    raise ValueError(f"negative offsets other than -2 and -1 mean nothing ({', '.join(odd)})")
             except (ValueError, TypeError) as exc:
                 raise SourceOptionError(f"option 'startingOffsets' must be earliest, latest or JSON like "
                                         f"{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest): {exc}") from None

@@ -1,0 +1,99 @@
+"""The JVM's stderr, read by the driver and passed through Python logging.
+
+Spark's JVM writes its own lines (log4j, the JVM's module warnings) and those of the Python workers it
+starts to the stderr it inherits. The driver starts that JVM with stderr on a pipe it reads: log4j events
+arrive as JSON (log4j2.properties beside this file) and go to Python logging under ``spark.<class>``, in
+kcompact's format and level; lines already in kcompact's format (the workers' logs) pass as they are.
+What Spark says about failures kcompact reports itself (a query that stopped, a task that failed), and a
+few start-up notices that need no action, are DEBUG.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+          "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
+# Start-up notices and per-batch chatter that need no action.
+NOTICES = re.compile("|".join([
+    r"Using incubator modules", r"Using Spark's default log4j profile", r"resolves to a loopback address",
+    r"Set SPARK_LOCAL_IP if you need to bind", r"Unable to load native-hadoop library",
+    r"is not supported in streaming DataFrames/Datasets and will be disabled", r"Failed to cancel job group",
+    r"Current batch is falling behind", r"Setting default log level to", r"To adjust logging level use",
+    r"Interrupted while joining on",  # Hadoop's Shell, when a stopping query interrupts its thread
+]))
+# Loggers whose warnings and errors are about failures the job reports itself, in one line.
+FAILURES_REPORTED = ("org.apache.spark.sql.execution.streaming", "org.apache.spark.scheduler.TaskSetManager",
+                     "org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSchedulerImpl",
+                     "org.apache.spark.api.python", "org.apache.spark.sql.execution.python")
+OWN_LINE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ |\{"time": )')
+
+
+def java_options(level: str) -> str:
+    """The driver JVM's options that point log4j at our configuration."""
+    jvm_level = "info" if level == "DEBUG" else "warn"
+    return f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()} -Dkcompact.jvm.level={jvm_level}"
+
+
+def _event(doc: dict) -> tuple[str, int, str]:
+    name = doc.get("log.logger", "jvm")
+    level = LEVELS.get(str(doc.get("log.level", "INFO")).upper(), logging.INFO)
+    message = str(doc.get("message", ""))
+    if doc.get("error.message") or doc.get("error.type"):
+        message += f" ({doc.get('error.type', '')}: {str(doc.get('error.message', '')).splitlines()[0][:300]})"
+    if NOTICES.search(message) or name.startswith(FAILURES_REPORTED):
+        level = logging.DEBUG
+    return name, level, message
+
+
+def _pass_on(line: str, out: int) -> None:
+    if OWN_LINE.match(line):
+        os.write(out, (line + "\n").encode())
+        return
+    if line.startswith("{"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and "log.level" in doc:
+            name, level, message = _event(doc)
+            logging.getLogger(f"spark.{name.rsplit('.', 1)[-1]}").log(level, "%s", message)
+            return
+    if line.strip():
+        logging.getLogger("spark.stderr").debug("%s", line)
+
+
+def _pump(read_fd: int, out: int) -> None:
+    with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                _pass_on(line.rstrip("\n"), out)
+            except Exception:  # noqa: BLE001 (a line that cannot be passed on is not worth the JVM's stderr)
+                continue
+
+
+@contextlib.contextmanager
+def jvm_stderr_to_logging() -> Iterator[None]:
+    """Around the JVM's launch: the processes started inside inherit a stderr that this process reads."""
+    read_fd, write_fd = os.pipe()
+    real = os.dup(2)
+    threading.Thread(target=_pump, args=(read_fd, real), name="jvm-stderr", daemon=True).start()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
