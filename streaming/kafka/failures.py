@@ -24,6 +24,7 @@ TRANSIENT = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NETWORK_EXCEPTION, KafkaError.BROKER_NOT_AVAILABLE,
     KafkaError._DESTROY_BROKER,  # a request to a broker that left the metadata (killed, fenced): ask again
+    KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader whose high watermark has not caught up yet (retriable in Kafka)
 })
 REFUSED = frozenset({
     KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
