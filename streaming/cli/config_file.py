@@ -110,9 +110,8 @@ def render(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
         lines.append((key_of(dest), str(text)))
     for key_value in args.config:
         lines.append(tuple(key_value.split("=", 1)))
-    for dest, prefix in (("kafka", "kafka."), ("sink_kafka", "sink.kafka."), ("sink_topic_config", "sink.topic.config."),
-                         ("spark_conf", "")):
+    for prefix, dest, keep in PREFIXES:
         for key_value in getattr(args, dest):
             key, _, value = key_value.partition("=")
-            lines.append((prefix + key, value))
+            lines.append((key if keep else prefix + key, value))
     return javaproperties.dumps(dict(lines), timestamp=False, sort_keys=False)

@@ -86,9 +86,7 @@ def check_access(state: StateDir, write: bool) -> None:
     clear line before anything is read or created. A dir not yet there is judged by the dir it would go in."""
     if not state.local:
         return
-    existing = state.root
-    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
+    existing = _nearest_existing(state.root)
     if write and os.statvfs(existing).f_flag & os.ST_RDONLY:
         raise StateStoreError(f"--state-dir {state.uri}: {existing} is on a read-only filesystem; choose a "
                               f"--state-dir on a writable one")
@@ -102,12 +100,17 @@ def check_access(state: StateDir, write: bool) -> None:
 
 def _refuse_a_file_in_the_way(uri: str, path: str) -> None:
     """A state dir that is a file, or lies below one, is one clear line before anything is read or created."""
-    existing = path
-    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
+    existing = _nearest_existing(path)
     if not os.path.isdir(existing):
         where = "is a file" if existing == path else f"lies below {existing}, which is a file"
         raise StateStoreError(f"--state-dir {uri} {where}, not a directory")
+
+
+def _nearest_existing(path: str) -> str:
+    """The path itself when it exists, else the nearest ancestor that does (the one it would be created in)."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def _put_if_absent(scheme: str, uri: str, filesystem) -> Callable[[str, bytes], bool]:
