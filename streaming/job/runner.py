@@ -199,8 +199,9 @@ class CompactorJob:
         metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
         self.last_metrics = metrics
         ends = self._source_ends(reports)
-        lags = [e - r.log_end_offset for r in reports if (e := ends.get((r.topic, r.partition))) is not None]
-        self._ingest_lag = sum(max(0, lag) for lag in lags) if lags else self._ingest_lag
+        lags = [lag for r in reports
+                if (lag := job_metrics.ingest_lag(ends.get((r.topic, r.partition)), r.log_end_offset)) is not None]
+        self._ingest_lag = sum(lags) if lags else self._ingest_lag
         doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, ends,
                                     self.group_sync.totals.to_doc() if self.group_sync else None)
         job_metrics.write_doc(self.spec.state_dir, doc)
