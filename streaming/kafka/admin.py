@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewPartitions, NewTopic,
@@ -20,9 +20,11 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
 
 from streaming.errors import JobError
 from streaming.kafka.client_log import with_client_log
-from streaming.kafka.failures import REFUSED
+from streaming.kafka.failures import REFUSED, retrying
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -60,7 +62,13 @@ class Cluster:
     def cluster_id(self) -> str:
         """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree."""
         self.metadata()  # a refusal or an absent cluster is named first
-        return self.admin.describe_cluster(request_timeout=30).result(30).cluster_id
+        return self._answer(lambda: self.admin.describe_cluster(request_timeout=30).result(30).cluster_id,
+                            "cluster id")
+
+    def _answer(self, call: Callable[[], T], what: str) -> T:
+        """A start-up request, retried while the cluster passes through a restart (a broker going away
+        between the metadata answer and this request) for up to connect_timeout_s."""
+        return retrying(call, what, self.connect_timeout_s, side=self.role)
 
     def partition_count(self, topic: str) -> int:
         t = self.metadata().topics.get(topic)
@@ -70,8 +78,11 @@ class Cluster:
 
     def explicit_settings(self, topic: str) -> dict[str, str]:
         """What the topic itself sets (not broker or static defaults)."""
-        futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-        entries = next(iter(futures.values())).result(30)
+        def describe():
+            futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+            return next(iter(futures.values())).result(30)
+
+        entries = self._answer(describe, f"configs of topic {topic}")
         return {e.name: e.value for e in entries.values()
                 if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
 
@@ -87,9 +98,12 @@ class Cluster:
         tps = [TopicPartition(topic, p) for p in partitions]
         found: dict[int, list[int]] = {tp.partition: [] for tp in tps}
         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
-            futures = self.admin.list_offsets({tp: spec for tp in tps}, request_timeout=timeout_s)
-            for tp, f in futures.items():
-                found[tp.partition].append(f.result(timeout_s).offset)
+            def offsets(spec=spec):
+                futures = self.admin.list_offsets({tp: spec for tp in tps}, request_timeout=timeout_s)
+                return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
+
+            for p, offset in self._answer(offsets, f"offsets of topic {topic}").items():
+                found[p].append(offset)
         return {p: (low, high) for p, (low, high) in found.items()}
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str], what: str) -> None:
