@@ -69,7 +69,7 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
     stderr = proc.stderr.read()
     assert code == 0, stderr[-3000:]
     ours = [json.loads(line) for line in stderr.splitlines() if line.startswith('{"time"')]
-    assert any(d["logger"] == "streaming.job.runner" and d["message"].startswith("progress") for d in ours), \
+    assert any(d["logger"] == "streaming.job.runner" and d["message"].startswith("stopped:") for d in ours), \
         "the driver logs JSON lines"
     assert any(d["logger"] == "streaming.job.append" and d["level"] == "WARNING" and "timestamp" in d["message"]
                for d in ours), "so do Spark's Python workers"
