@@ -51,11 +51,14 @@ class S3Server:
             self.process.wait(10)
 
 
-def start_s3_server(timeout_s: float = 60.0) -> S3Server:
+def start_s3_server(timeout_s: float = 60.0, checks_credentials: bool = False) -> S3Server:
+    """``checks_credentials``: refuse every request not signed by a user moto knows, as S3 refuses unknown
+    keys (moto's INITIAL_NO_AUTH_ACTION_COUNT=0); the test credentials are then refused too."""
     os.environ.update(CREDENTIALS)
     port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"} if checks_credentials else None
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     server = S3Server(process, port)
     deadline = time.monotonic() + timeout_s
     while True:

@@ -269,8 +269,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"topic {args.topic!r} has partitions 0..{plan.partitions - 1}, not {args.partition}")
     if args.offset < 0:
         raise UsageError(f"--offset must be >= 0, got {args.offset}")
-    reader = SinkReader(saved["mapping"]["sink_bootstrap"], plan.sink, args.partition, sink_kafka)
-    position = translate(reader, args.offset)
+    with SinkReader(saved["mapping"]["sink_bootstrap"], plan.sink, args.partition, sink_kafka) as reader:
+        position = translate(reader, args.offset)
     doc = {"topic": args.topic, "partition": args.partition, "offset": args.offset, "sink_topic": plan.sink,
            "sink_offset": position.sink_offset, "sink_record_source_offset": position.source_offset}
     print(json.dumps(doc) if args.json else

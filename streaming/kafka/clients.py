@@ -43,31 +43,58 @@ class RecordProducer:
             raise RuntimeError(f"records not acknowledged by {self.bootstrap_servers} within {timeout_s:.0f}s")
 
 
-def committed_messages(client_config: Mapping[str, str], topic: str, partition: int, start: int, high: int,
-                       timeout_s: float, purpose: str = "") -> Iterator[Message]:
-    """The committed records of one partition from ``start`` up to ``high``, in offset order.
+class PartitionReader:
+    """One read_committed consumer of one partition, moved from read to read by seek.
 
-    Each read has a consumer of its own: one reassigned to another offset can still hand out records it
-    fetched for the old one. The read ends when the position passes ``high``, never at the first empty
-    poll: a slow fetch, or transaction markers that land a moment after their commit, would otherwise pass
-    for the end."""
-    tp = TopicPartition(topic, partition)
-    consumer = Consumer(with_client_log({**client_config, "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest"}))
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
+    librdkafka's seek purges what was fetched for the old position, so one consumer serves every read of a
+    binary search or a progress recovery without a connection each. A short fetch.wait.max.ms keeps a seek
+    from waiting out the broker's long poll (500 ms by default) that a fetch at the partition's end is in.
+    A read ends when the position passes ``high``, never at the first empty poll: a slow fetch, or
+    transaction markers that land a moment after their commit, would otherwise pass for the end."""
+
+    POLL_S = 0.1
+
+    def __init__(self, client_config: Mapping[str, str], topic: str, partition: int) -> None:
+        self.tp = TopicPartition(topic, partition)
+        self._consumer = Consumer(with_client_log({**client_config, "enable.auto.commit": False,
+                                                   "isolation.level": "read_committed",
+                                                   "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
+        self._assigned = False
+
+    def __enter__(self) -> "PartitionReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def watermarks(self, timeout_s: float) -> tuple[int, int]:
+        """The log start offset and the high watermark, asked of the leader now."""
+        return self._consumer.get_watermark_offsets(self.tp, timeout=timeout_s, cached=False)
+
+    def read(self, start: int, high: int, timeout_s: float, purpose: str = "", batch: int = 1000) -> Iterator[Message]:
+        """The committed records from ``start`` up to ``high``, in offset order; ``batch``: how many one poll
+        waits for (1 when the caller wants the first record as soon as it is there)."""
+        if start >= high:
+            return
+        at = TopicPartition(self.tp.topic, self.tp.partition, start)
+        if self._assigned:
+            self._consumer.seek(at)
+        else:
+            self._consumer.assign([at])
+            self._assigned = True
         deadline = time.monotonic() + timeout_s
-        while consumer.position([tp])[0].offset < high:
+        while self._consumer.position([self.tp])[0].offset < high:  # a negative position: not read since the seek
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}-{partition}: could not read [{start}, {high}) within {timeout_s:.0f}s"
-                                   f"{' ' + purpose if purpose else ''}")
-            for m in consumer.consume(max(1, min(high - start, 1000)), timeout=1.0):
+                raise TimeoutError(f"{self.tp.topic}-{self.tp.partition}: could not read [{start}, {high}) within "
+                                   f"{timeout_s:.0f}s{' ' + purpose if purpose else ''}")
+            for m in self._consumer.consume(max(1, min(high - start, batch)), timeout=self.POLL_S):
                 if m.error() is not None:
                     raise KafkaException(m.error())
                 if m.offset() < high:
                     yield m
-    finally:
-        consumer.close()
 
 
 def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> list[TopicRecord]:
@@ -81,6 +108,9 @@ def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_
                  for p in range(partitions)]
     finally:
         marks.close()
-    return [TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
-            for p, high in enumerate(highs) if high
-            for m in committed_messages(settings, topic, p, 0, high, timeout_s)]
+    records: list[TopicRecord] = []
+    for p, high in enumerate(highs):
+        with PartitionReader(settings, topic, p) as reader:
+            records.extend(TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
+                           for m in reader.read(0, high, timeout_s))
+    return records

@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from streaming.kafka.client_log import with_client_log
-from streaming.kafka.clients import committed_messages
+from streaming.kafka.clients import PartitionReader
 from streaming.kafka.failures import is_fatal
 from streaming.log.record import LogRecord
 
@@ -84,32 +84,19 @@ class PartitionEmitter:
 
     def _read_progress(self) -> int:
         """The source offset of the last committed sink record of this partition, or -1."""
-        consumer = Consumer(with_client_log({**self._progress_config(), "isolation.level": "read_committed"}))
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=TIMEOUT_S,
-                                                       cached=False)
-        finally:
-            consumer.close()
-        window = 64
-        while high > low:
-            start = max(low, high - window)
-            last = self._last_source_offset(start, high)
-            if last is not None:
-                return last
-            if start == low:
-                break
-            window *= 16  # only transaction markers or foreign records at the end: look further back
+        with PartitionReader(self._progress_config(), self.topic, self.partition) as reader:
+            low, high = reader.watermarks(TIMEOUT_S)
+            window = 64
+            while high > low:
+                start = max(low, high - window)
+                found = [offset for m in reader.read(start, high, TIMEOUT_S, "to recover progress")
+                         if (offset := source_offset(m.headers())) is not None]
+                if found:
+                    return found[-1]
+                if start == low:
+                    break
+                window *= 16  # only transaction markers or foreign records at the end: look further back
         return -1
-
-    def _last_source_offset(self, start: int, high: int) -> int | None:
-        """The last source offset in sink records [start, high)."""
-        last = None
-        for m in committed_messages(self._progress_config(), self.topic, self.partition, start, high, TIMEOUT_S,
-                                    "to recover progress"):
-            offset = source_offset(m.headers())
-            if offset is not None:
-                last = offset
-        return last
 
     def emit(self, records: Iterable[LogRecord]) -> int:
         """Produce records above the progress offset, in order, in transactions; return how many."""

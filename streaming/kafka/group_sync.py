@@ -143,21 +143,26 @@ class GroupOffsetSync:
         now_ms = int(time.time() * 1000)
         readers: dict[tuple[str, int], SinkReader] = {}
         rows: list[OffsetSync] = []
-        for group in self._groups():
-            committed = self._source_committed(group, by_source)
-            if not committed:
-                continue
-            active = self._active_on_sink(group)
-            on_sink = self._sink_committed(group, {(by_source[t].sink, p) for t, p in committed})
-            for (topic, partition), offset in sorted(committed.items()):
-                sink_topic = by_source[topic].sink
-                key = (sink_topic, partition)
-                if key not in readers:
-                    readers[key] = SinkReader(self.sink.bootstrap_servers, sink_topic, partition, self.sink.settings)
-                target = translate(readers[key], offset).sink_offset
-                current = on_sink.get(key)
-                rows.append(OffsetSync(group, topic, partition, offset, sink_topic, target, current,
-                                       self._change(active, target, current)))
+        try:
+            for group in self._groups():
+                committed = self._source_committed(group, by_source)
+                if not committed:
+                    continue
+                active = self._active_on_sink(group)
+                on_sink = self._sink_committed(group, {(by_source[t].sink, p) for t, p in committed})
+                for (topic, partition), offset in sorted(committed.items()):
+                    sink_topic = by_source[topic].sink
+                    key = (sink_topic, partition)
+                    if key not in readers:
+                        readers[key] = SinkReader(self.sink.bootstrap_servers, sink_topic, partition,
+                                                  self.sink.settings)
+                    target = translate(readers[key], offset).sink_offset
+                    current = on_sink.get(key)
+                    rows.append(OffsetSync(group, topic, partition, offset, sink_topic, target, current,
+                                           self._change(active, target, current)))
+        finally:
+            for reader in readers.values():
+                reader.close()
         return SyncRound(now_ms, rows)
 
     def _change(self, active: bool, target: int, current: int | None) -> Change:

@@ -7,10 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from confluent_kafka import Consumer, TopicPartition
-
-from streaming.kafka.client_log import with_client_log
-from streaming.kafka.clients import committed_messages
+from streaming.kafka.clients import PartitionReader
 from streaming.kafka.emitter import source_offset
 
 TIMEOUT_S = 30.0
@@ -23,23 +20,31 @@ class SinkPosition:
 
 
 class SinkReader:
-    """Reads single records of one sink partition (read_committed): the first at or after an offset."""
+    """Reads single records of one sink partition (read_committed): the first at or after an offset. One
+    consumer serves the whole search; close it (or use ``with``) when done."""
 
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
                  client_config: Mapping[str, str] | None = None) -> None:
-        self.topic, self.partition = topic, partition
-        self.config = {"bootstrap.servers": bootstrap_servers, **(client_config or {}),
-                       "group.id": f"kcompact-translate-{topic}-{partition}"}
-        consumer = Consumer(with_client_log({**self.config, "isolation.level": "read_committed"}))
+        self._reader = PartitionReader({"bootstrap.servers": bootstrap_servers, **(client_config or {}),
+                                        "group.id": f"kcompact-translate-{topic}-{partition}"}, topic, partition)
         try:
-            self.low, self.high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S,
-                                                                 cached=False)
-        finally:
-            consumer.close()
+            self.low, self.high = self._reader.watermarks(TIMEOUT_S)
+        except BaseException:
+            self._reader.close()
+            raise
+
+    def __enter__(self) -> "SinkReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._reader.close()
 
     def first_at_or_after(self, offset: int) -> SinkPosition | None:
         """The first compactor record at or after ``offset`` (records without a source offset are passed)."""
-        for m in committed_messages(self.config, self.topic, self.partition, offset, self.high, TIMEOUT_S):
+        for m in self._reader.read(offset, self.high, TIMEOUT_S, batch=1):
             src = source_offset(m.headers())
             if src is not None:
                 return SinkPosition(m.offset(), src)

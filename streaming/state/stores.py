@@ -75,7 +75,7 @@ def open_state_dir(uri: str) -> StateDir:
                                   f"another --state-dir")
         state.storage.list(state.root)
     except OSError as exc:
-        raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0]}. Check "
+        raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0].rstrip('.')}. Check "
                               f"the credentials in the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS) and "
                               f"the address") from None
     return state

@@ -208,6 +208,23 @@ def test_a_missing_bucket_is_one_line_before_the_sink_topic_is_made(bootstrap_se
     assert not topic_exists(bootstrap_servers, f"{src}.c")
 
 
+def test_a_store_that_refuses_the_credentials_is_one_line_in_status(tmp_path: Path) -> None:
+    from tests.s3_server import start_s3_server
+
+    server = start_s3_server(checks_credentials=True)
+    try:
+        uri = server.uri("some-bucket")
+        unknown_key = kcompact("status", "--state-dir", uri)
+        assert_one_error(unknown_key, uri, "the store cannot be read", "ACCESS_DENIED", "Check the credentials")
+        none = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        no_key = kcompact("status", "--state-dir", uri, env={**none, "AWS_EC2_METADATA_DISABLED": "true",
+                                                              "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                                                              "AWS_CONFIG_FILE": str(tmp_path / "none")})
+        assert_one_error(no_key, uri, "the store cannot be read", "Check the credentials")
+    finally:
+        server.stop()
+
+
 # ----- 5. dump ----------------------------------------------------------------------------------------------
 
 
@@ -259,6 +276,45 @@ def test_progress_is_a_log_line_at_each_interval_off_a_terminal(monkeypatch, cap
     shown = [r.getMessage() for r in caplog.records if r.name == "streaming.job.progress"]
     assert len(shown) >= 3 and "records ingested" in shown[-1] and "lag 77" in shown[-1] \
         and "1/4 tasks" in shown[-1], shown
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.mark.integration
+def test_progress_on_a_terminal_is_refreshed_in_place_and_gone_when_the_run_ends(bootstrap_servers: str, new_topic,
+                                                                                  tmp_path: Path) -> None:
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    src = new_topic(partitions=2)
+    produce_keyed(bootstrap_servers, src, [(b"k%d" % (i % 50), b"v%d" % i) for i in range(2000)], 2)
+    main_fd, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 240, 0, 0))  # wide enough not to wrap
+    proc = subprocess.Popen([*KCOMPACT, *run_args(bootstrap_servers, src, f"{src}.c", tmp_path / "state", "--once",
+                                                  "--drain")],
+                            stdout=subprocess.DEVNULL, stderr=terminal, env={**os.environ, "TERM": "xterm-256color"})
+    os.close(terminal)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # the terminal's other end closed: the run is over
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(main_fd)
+    assert proc.wait(300) == 0, screen[-3000:]
+    text = screen.decode(errors="replace")
+    shown = [line.strip() for line in ANSI.sub("", text).replace("\r", "\n").splitlines() if line.strip()]
+    assert any(line.startswith("progress: ") for line in shown), shown
+    assert "\x1b[2K" in text or "\x1b[1A" in text, "the display is redrawn in place, not appended"
+    ours = [line for line in shown if not line.startswith("progress: ")]
+    assert all(TEXT_LINE.match(line) for line in ours) and " done: 2000 records ingested" in ours[-1], ours
+    assert not FOREIGN.search(ANSI.sub("", text)), shown
 
 
 # ----- 9 and 10: --spark-conf, --config-file, --print-config ------------------------------------------------
