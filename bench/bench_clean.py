@@ -167,10 +167,10 @@ def _kafka_pass(cleaner_log: str, topic: str) -> tuple[float, int, int] | None:
 
 def _kafka_clean(broker, records: int, keys: int, value: bytes) -> tuple[float, int, int]:
     """Produce the records to a fresh topic, then let Kafka's cleaner clean all of it in one pass."""
-    from confluent_kafka import Producer  # noqa: PLC0415 (only this benchmark talks to Kafka)
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: PLC0415
+    from confluent_kafka import Producer  # only this benchmark talks to Kafka
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-    from streaming.kafka.admin import create_topic, unique_topic_name  # noqa: PLC0415
+    from streaming.kafka.admin import create_topic, unique_topic_name
 
     bs = broker.bootstrap_servers
     topic = create_topic(bs, unique_topic_name("bench-kafka-clean"), 1,
@@ -220,8 +220,8 @@ def bench_kafka(args: argparse.Namespace) -> None:
     broker's JVM compiles its cleaner's loops, and this process loads the compiled codec and map. Like a
     Kafka cleaner thread, which allocates its offset map once when it starts, one manager (holding one
     map) serves both of our passes; each pass still clears the map, as Kafka's does."""
-    from streaming.brokers.broker import BrokerKind  # noqa: PLC0415
-    from streaming.brokers.choice import acquire_broker  # noqa: PLC0415
+    from streaming.brokers.broker import BrokerKind
+    from streaming.brokers.choice import acquire_broker
 
     value = os.urandom(100)
     work = tempfile.mkdtemp(prefix="kcompact-bench-vs-kafka-")

@@ -203,7 +203,7 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
             for i in range(args.tombstones):
                 producer.produce(source, key=b"k%d" % i, value=b"alive", partition=0)
             producer.flush(30)
-            job_log = open(args.job_log, "w") if args.job_log else subprocess.DEVNULL
+            job_log = open(args.job_log, "w") if args.job_log else subprocess.DEVNULL  # noqa: SIM115 (the job's, to its end)
             proc = subprocess.Popen([sys.executable, "-m", "streaming", "--log-level", "INFO", "run",
                                      "--bootstrap-servers", bs, "--source-topic", source, "--sink-topic", sink,
                                      "--state-dir", work, "--trigger-interval", "1",

@@ -209,7 +209,7 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
                "--source-topic", src, "--sink-topic", sink, "--state-dir", str(state), "--trigger-interval", "1",
                "--config", "max.compaction.lag.ms=5000", "--config", "min.cleanable.dirty.ratio=0.2",
                "--config", "file.delete.delay.ms=10000", *SINK_CONFIG]
-    log = open(work / "job.log", "ab")
+    log = open(work / "job.log", "ab")  # noqa: SIM115 (every restarted job writes to it; closed after the last)
 
     def start_job() -> subprocess.Popen:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId  # noqa: E402
-from streaming.log import batch_from_records, make_record  # noqa: E402
-from streaming.state.layout import log_dir, open_partition_log  # noqa: E402
-from streaming.state.stores import open_state_dir  # noqa: E402
-from tests.s3_server import start_s3_server  # noqa: E402
+from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.log import batch_from_records, make_record
+from streaming.state.layout import log_dir, open_partition_log
+from streaming.state.stores import open_state_dir
+from tests.s3_server import start_s3_server
 
 CONFIG = CompactionConfig(segment_bytes=8 * 2**20, min_cleanable_dirty_ratio=0.0)
 

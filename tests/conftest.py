@@ -35,7 +35,7 @@ _session: dict = {"engine": None, "broker": None, "on_broker": 0}
 def docker_engine() -> Iterator[EngineSession]:
     """The session's Docker engine: this run's containers go at the end, and those of killed runs at the start;
     an engine the session started is stopped by its PID."""
-    from streaming.brokers.engine import RUN_ID, connected, remove_containers  # noqa: PLC0415
+    from streaming.brokers.engine import RUN_ID, connected, remove_containers
 
     engine = start_engine()
     _session["engine"] = engine
@@ -53,7 +53,7 @@ def docker_engine() -> Iterator[EngineSession]:
 
 def _built(docker_engine: EngineSession, build) -> str:
     """An image of the project's, built here when missing or out of date (no registry needed)."""
-    from streaming.brokers.engine import connected  # noqa: PLC0415
+    from streaming.brokers.engine import connected
 
     if not docker_engine.available:
         pytest.skip(f"no Docker engine: {docker_engine.how}")
@@ -64,7 +64,7 @@ def _built(docker_engine: EngineSession, build) -> str:
 @pytest.fixture(scope="session")
 def kafka_image(docker_engine: EngineSession) -> str:
     """The project's Kafka image."""
-    from streaming.brokers.images import build_kafka  # noqa: PLC0415
+    from streaming.brokers.images import build_kafka
 
     return _built(docker_engine, build_kafka)
 
@@ -72,7 +72,7 @@ def kafka_image(docker_engine: EngineSession) -> str:
 @pytest.fixture(scope="session")
 def kcompact_image(docker_engine: EngineSession) -> str:
     """The compactor's image of this checkout."""
-    from streaming.brokers.images import build_kcompact  # noqa: PLC0415
+    from streaming.brokers.images import build_kcompact
 
     return _built(docker_engine, build_kcompact)
 

@@ -48,7 +48,7 @@ def client(timeout_s: float = 10.0) -> Any:
         engine = docker.from_env(timeout=int(max(1, timeout_s)))
         engine.ping()
         return engine
-    except Exception as exc:  # docker raises a zoo of connection errors; any of them means "no engine"
+    except Exception as exc:  # noqa: BLE001 (docker raises a zoo of connection errors; any of them means "no engine")
         raise EngineMissing(f"no Docker engine answered ({str(exc).splitlines()[0][:200]})") from None
 
 

@@ -73,7 +73,8 @@ class CleanResult:
     _log: PartitionLog | None = field(default=None, repr=False)
 
     def survivors(self) -> Iterator[LogRecord]:
-        """The newly cleaned range's records that survived, in offset order: what reaches the sink."""
+        """The newly cleaned range's records that survived, in offset order. For tests: the job reads the log
+        from its emitter's progress instead (job.compact), which also covers a pass that died before emitting."""
         assert self._log is not None
         for r in self._log.read(self.start_offset):
             if r["offset"] >= self.end_offset:
@@ -188,11 +189,11 @@ class Cleaner:
                 if keep.all() and not horizon.any():
                     unchanged += 1
                     continue
-                survivors = itertools.chain(
+                rewritten = itertools.chain(
                     itertools.islice(self._read_group(plog, group, checked), unchanged),
                     [self._apply(batch, keep, horizon, result)],
                     (self._apply(b, k, h, result) for b, k, h in decisions))
-                new = plog.replace(group, survivors, clean=group[-1].next_offset <= result.end_offset)
+                new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset)
                 result.bytes_written += new.size_bytes
                 throttler.maybe_throttle(new.size_bytes)
                 break

@@ -151,7 +151,7 @@ class CompactionConfig:
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, segment_ms=self.segment_ms,
                          segment_jitter_ms=self.segment_jitter_ms, max_compaction_lag_ms=self.max_compaction_lag_ms,
-                         compact=True, timestamp_after_max_ms=self.message_timestamp_after_max_ms,
+                         timestamp_after_max_ms=self.message_timestamp_after_max_ms,
                          file_delete_delay_ms=self.file_delete_delay_ms)
 
 

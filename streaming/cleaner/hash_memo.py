@@ -1,7 +1,7 @@
 """The key hashes of a pass's dirty records, kept from mapping to recopy so each is computed once.
 
 Kafka's cleaner hashes every dirty key twice: once to build the offset map, once more to decide each
-record's fate in the recopy. Hashing is the largest cost of a pass here, so the hashes computed for the map
+record's fate in the recopy. Hashing is second only to decoding in a pass here, so the hashes computed for the map
 are kept (offset, two hash words: 24 bytes a record) up to a fixed budget; the recopy takes them from here
 and hashes only what the memo does not hold (the clean section, and any dirty records past the budget).
 """

@@ -31,10 +31,10 @@ class LogCleanerManager:
         return log_to_clean(plog.segments, pid, plog.cleaner_checkpoint, self.config, now_ms)
 
     def clean_partition(self, pid: PartitionId, plog: PartitionLog, now_ms: int,
-                        target: LogToClean | None = None, dead_letter: DeadLetterSink | None = None) -> PartitionOutcome:
+                        dead_letter: DeadLetterSink | None = None) -> PartitionOutcome:
         """Clean one partition if it is eligible and not backing off; never raises for a failed pass."""
         state = PartitionCleanerState.load(plog.storage, plog.dir)
-        target = target or self.select(plog, pid, now_ms)
+        target = self.select(plog, pid, now_ms)
         if state.in_backoff(now_ms):
             return PartitionOutcome(target, state, skipped_backoff=True)
         if plog.damaged:  # found on open: no pass can read it, whatever the dirty ratio
@@ -47,7 +47,7 @@ class LogCleanerManager:
             result = self.cleaner.clean(plog, target, now_ms, dead_letter)
         except LogFencedError:
             raise
-        except Exception as exc:  # any other failure: mark this partition, keep the others going
+        except Exception as exc:  # noqa: BLE001 (any other failure: mark this partition, keep the others going)
             return self._uncleanable(pid, plog, target, state, now_ms, exc)
         state.passes += 1
         state.last_clean_ms = now_ms

@@ -483,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `kcompact dump | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception:  # unexpected: the whole story, but never a credential
+    except Exception:  # noqa: BLE001 (unexpected: the whole story, but never a credential)
         print(redaction.mask(traceback.format_exc()), file=sys.stderr)
         return 1
 

@@ -113,8 +113,8 @@ def render_table(status: dict) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
     lines = [f"{status['mapping']}  ({status['state_dir']})",
              *(f"  {t} -> {d['sink']} ({d['partitions']} partitions)" for t, d in status["topics"].items()),
-             "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+             "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     for p in status["partitions"]:
         if p["uncleanable_error"]:
             lines.append(f"{p['topic']}-{p['partition']}: {p['uncleanable_error']}")

@@ -94,7 +94,7 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
         lines = []
         rows = batch.filter(pa.array(~ok))
         micros = rows.column("timestamp").cast(pa.int64()).to_pylist()
-        for row, us, why in zip(rows.to_pylist(), micros, [reasons[i] for i in np.flatnonzero(~ok)]):
+        for row, us, why in zip(rows.to_pylist(), micros, [reasons[i] for i in np.flatnonzero(~ok)], strict=True):
             log.error("%s: record at offset %s cannot be stored and was set aside in %s/: %s",
                       where, row["offset"], REJECTED, why)
             lines.append(json.dumps({"offset": row["offset"], "reason": why, "key": _b64(row["key"]),
@@ -140,7 +140,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             log.warning("%s; reopening it to append again", exc)
             logs[tp] = open_partition_log(state, directory, *tp, config_of(tp[0]))
             counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
-        stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts)]
+        stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts, strict=True)]
 
     for batch in batches:
         if batch.num_rows == 0:

@@ -160,12 +160,12 @@ def _compact_partition(state: StateDir, item: tuple[str, int, str], spec: JobSpe
         return report
     try:
         emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic)
-    except Exception as exc:  # sink unreachable: nothing is cleaned unseen; the next trigger tries again
+    except Exception as exc:  # noqa: BLE001 (sink unreachable: nothing is cleaned unseen; the next trigger tries again)
         report.error = TaskError.of(exc, ErrorKind.SINK_UNREACHABLE)
         return report
     try:
         _clean_and_emit(plog, emitter, spec, config, now_ms, report)
-    except Exception as exc:  # a pass or an emission failed mid-way: the sink's own progress says where to resume
+    except Exception as exc:  # noqa: BLE001 (a pass or an emission failed mid-way: the sink's own progress says where to resume)
         report.error = TaskError.of(exc)
     finally:
         report.emitted_up_to = emitter.emitted_up_to

@@ -122,7 +122,7 @@ def records_from_batch(batch: pa.RecordBatch) -> list[LogRecord]:
     cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
     return [{"offset": o, "timestamp": t, "timestamp_type": tt, "key": k, "value": v,
              "headers": [] if h == NO_HEADERS else decode_headers(h), "delete_horizon_ms": d}
-            for o, t, tt, k, v, h, d in zip(*cols)]
+            for o, t, tt, k, v, h, d in zip(*cols, strict=True)]
 
 
 def iter_records(batches: Iterable[pa.RecordBatch]) -> Iterable[LogRecord]:

@@ -13,7 +13,6 @@ class LogConfig:
     segment_ms: int = 604_800_000             # segment.ms
     segment_jitter_ms: int = 0                # segment.jitter.ms
     max_compaction_lag_ms: int = LONG_MAX     # max.compaction.lag.ms
-    compact: bool = True                      # cleanup.policy contains "compact"
     fsync: bool = True                        # make every append durable before it returns
     timestamp_after_max_ms: int = 3_600_000   # message.timestamp.after.max.ms (see columns.lag_timestamps)
     file_delete_delay_ms: int = 60_000        # file.delete.delay.ms: how long an object no manifest needs is kept
@@ -30,4 +29,4 @@ class LogConfig:
     @property
     def roll_ms(self) -> int:
         """Kafka rolls compacted logs at min(segment.ms, max.compaction.lag.ms)."""
-        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compact else self.segment_ms
+        return min(self.segment_ms, self.max_compaction_lag_ms)

@@ -84,10 +84,6 @@ class SegmentMeta:
         return self.record_count == 0
 
     @property
-    def object_bytes(self) -> int:
-        return sum(c.bytes for c in self.chunks)
-
-    @property
     def sync_marker(self) -> bytes:
         return bytes.fromhex(self.sync)
 
@@ -156,7 +152,7 @@ def read_header(f: BinaryIO) -> tuple[dict[str, bytes], bytes, int]:
     """Avro header metadata, sync marker and the position where blocks start."""
     f.seek(0)
     reader = fastavro.reader(f)
-    header = reader._header  # fastavro exposes no public accessor for the raw header
+    header = reader._header  # noqa: SLF001 (fastavro exposes no public accessor for the raw header)
     return header["meta"], header["sync"], f.tell()
 
 

@@ -84,7 +84,7 @@ class LocalStorage:
             return f.read()
 
     def open_read(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return open(path, "rb")  # noqa: SIM115 (returned as a context manager)
+        return open(path, "rb")
 
     @contextlib.contextmanager
     def _staged(self, path: str) -> Iterator[tuple[BinaryIO, str]]:

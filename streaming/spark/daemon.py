@@ -22,16 +22,17 @@ import os
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # set, not defaulted: a forking process can have no helper threads
 os.environ["JE_ARROW_MALLOC_CONF"] = "background_thread:false"
 
-import sys  # noqa: E402 (after the settings the libraries read when they load)
-import tempfile  # noqa: E402
-import threading  # noqa: E402
+# Everything below is imported after those settings, which the libraries read when they load.
+import sys
+import tempfile
+import threading
 
-from pyspark import daemon  # noqa: E402
+from pyspark import daemon
 
-from streaming.job import append, compact  # noqa: E402,F401 (what every task imports)
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId  # noqa: E402
-from streaming.log import PartitionLog, batch_from_records, make_record  # noqa: E402
-from streaming.spark.source import kafka_source  # noqa: E402,F401
+from streaming.job import append, compact  # noqa: F401 (what every task imports)
+from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.log import PartitionLog, batch_from_records, make_record
+from streaming.spark.source import kafka_source  # noqa: F401
 
 TASK_WORKER = "pyspark.worker"  # the worker module that runs tasks (Spark passes the module to the daemon)
 

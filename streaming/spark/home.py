@@ -36,7 +36,7 @@ def pyspark_dir() -> str:
 
 def _complete(home: str, source: str, entries: list[str]) -> bool:
     links = [os.path.join(home, e) for e in entries]
-    return all(os.path.islink(link) and os.readlink(link) == os.path.join(source, e) for link, e in zip(links, entries))
+    return all(os.path.islink(link) and os.readlink(link) == os.path.join(source, e) for link, e in zip(links, entries, strict=True))
 
 
 def home_without_zips(source: str | None = None, cache_root: str | None = None) -> str:

@@ -16,7 +16,7 @@ from streaming.spark.home import choose_spark_home
 
 # Rows per Arrow batch that Spark hands the appender's mapInArrow (Spark's default is 10,000): as many as the
 # source reads per batch, so Spark passes the source's batches on whole instead of cutting each into five,
-# each with its own IPC message and Python-side handling. About 10 MB per batch for 150-byte records.
+# each with its own IPC message and Python-side handling.
 ARROW_BATCH_ROWS = KafkaSourceOptions.records_per_batch
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
@@ -61,5 +61,5 @@ def _submitted() -> SparkConf | None:
     """The settings spark-submit launched this driver with; None when this process launches Spark itself."""
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         return None
-    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, so SparkConf reads what it was given
+    SparkContext._ensure_initialized()  # noqa: SLF001 (connects to spark-submit's JVM, so SparkConf reads what it was given)
     return SparkConf()

@@ -1,1 +1,1 @@
-"""The state directory: its layout (every name in it), JSON documents written whole, and locks."""
+"""The state directory: its layout (every name in it), the stores it can live on, and its locks."""

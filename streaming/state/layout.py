@@ -79,6 +79,6 @@ def list_log_dirs(state: StateDir) -> list[tuple[str, int, str]]:
 def open_partition_log(state: StateDir, directory: str, topic: str, partition: int,
                        config: LogConfig) -> PartitionLog:
     """Every task opens a partition log this way, so its segment.jitter.ms draw is the same wherever the
-    task runs: the seed is the topic-partition, not the path or the process. A local log syncs as its
-    config says (log.fsync); a remote one is durable when the store acknowledges."""
+    task runs: the seed is the topic-partition, not the path or the process. A local log fsyncs each object
+    before an append returns (LogConfig.fsync); a remote one is durable when the store acknowledges."""
     return PartitionLog(directory, config, None if state.local else state.storage, jitter_seed=f"{topic}-{partition}")

@@ -109,7 +109,7 @@ def test_a_missing_docker_library_says_what_to_install_in_one_line(monkeypatch: 
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     """A user who runs the compactor needs neither testcontainers nor docker; `kcompact demo` and `kcompact
     broker` on a host with an engine name the extra that gives them."""
-    import builtins  # noqa: PLC0415
+    import builtins
 
     real_import = builtins.__import__
 

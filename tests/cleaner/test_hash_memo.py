@@ -23,7 +23,7 @@ def test_held_and_missing_hashes_equal_computed_ones() -> None:
     keys, off = _batch(range(15, 40, 2))  # part held, part not
     want = hash_keys(keys)
     got = memo.hashes(keys, off)
-    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
 
 
 def test_clear_restores_the_budget() -> None:

@@ -32,10 +32,10 @@ def test_winners_match_a_dict(entries, versioned: bool, chunks: int) -> None:
     ref: dict[bytes, tuple[int, int]] = {}
     keys = [b"k%d" % k for k, _ in entries]
     vers = [v if versioned else 0 for _, v in entries]
-    for i, (k, v) in enumerate(zip(keys, vers)):
+    for i, (k, v) in enumerate(zip(keys, vers, strict=True)):
         ref[k] = max(ref.get(k, (v, i)), (v, i))
     bounds = np.linspace(0, len(keys), chunks + 1).astype(int)
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
         h1, h2 = hash_keys(pa.array(keys[lo:hi], pa.binary()))
         off = np.arange(lo, hi, dtype=np.int64)
         ver = np.array(vers[lo:hi], dtype=np.int64) if versioned else None

@@ -349,7 +349,7 @@ def test_config_file_holds_options_and_topic_configs_and_the_command_line_wins(t
 
 
 def test_run_help_shows_every_default_and_a_bad_number_is_one_line() -> None:
-    run = build_parser()._subparsers._group_actions[0].choices["run"]  # noqa: SLF001
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
     text = run.format_help()
     assert "(default: 5.0)" in text and "records read per micro-batch" in text and "(default: earliest)" in text
     assert_one_error(kcompact(*run_args("h:1", "t", "s", Path("/tmp/x"), "--config", "segment.ms=soon"), timeout=60),

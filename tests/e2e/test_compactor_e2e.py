@@ -44,7 +44,7 @@ def test_dedupe_many_keys_several_writes_several_partitions(spark, bootstrap_ser
         expected = winners([s for s in sent if s.partition == p])
         assert len(expected) == 20
         assert sink_view(got[p]) == sent_view(expected)
-        for rec, s in zip(got[p], expected):
+        for rec, s in zip(got[p], expected, strict=True):
             assert rec["timestamp"] == s.timestamp
             assert rec["headers"] == s.headers + [(OFFSET_HEADER, str(s.offset).encode())]
 

@@ -52,7 +52,8 @@ def _children(pid: int) -> list[int]:
 def _wait_gone(pids: list[int], timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]]
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
+                 "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]]
         if not alive:
             return
         time.sleep(0.2)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -54,7 +55,7 @@ def _sealed_segment(state_dir: str, topic: str, partition: int) -> tuple[str, Se
 
 
 def _damage(path: str, how: str) -> None:
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     if how == "truncate":
         data = data[:-25]
     else:
@@ -209,7 +210,7 @@ def test_broker_crashes_during_ingest_and_emit_are_ridden_out(crashing_broker, t
         try:
             mark = JobProgress(0, 0)
             for down_s in (3.0, 45.0, 4.0):
-                mark = wait_for(lambda: progress_beyond(mark), 180, "the job ingests and emits (again, after the "
+                mark = wait_for(lambda mark=mark: progress_beyond(mark), 180, "the job ingests and emits (again, after the "
                                                                      "broker came back)")
                 crashing_broker.crash()
                 time.sleep(down_s)  # the outage
@@ -242,8 +243,8 @@ def _in_thread(fn) -> tuple[threading.Thread, dict]:
 
 
 def test_partition_read_waits_out_a_broker_crash(crashing_broker) -> None:
-    from streaming.spark.source.kafka_source import read_partition  # noqa: PLC0415
-    from streaming.spark.source.options import KafkaSourceOptions  # noqa: PLC0415
+    from streaming.spark.source.kafka_source import read_partition
+    from streaming.spark.source.options import KafkaSourceOptions
 
     bs = crashing_broker.bootstrap_servers
     topic = create_topic(bs, unique_topic_name("read-bounce"), 1, {"retention.ms": "-1"})  # old timestamps
@@ -272,8 +273,8 @@ def test_partition_read_waits_out_a_broker_crash(crashing_broker) -> None:
 def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     """Emits 100k records in a thread, holding them back at source offset ``hold_at``, once all before it
     are acknowledged, until the broker has been killed; starts the broker again 5 s later."""
-    from streaming.log import make_record  # noqa: PLC0415
-    from streaming.kafka.emitter import PartitionEmitter  # noqa: PLC0415
+    from streaming.log import make_record
+    from streaming.kafka.emitter import PartitionEmitter
 
     sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-crash"), 1,
                         {"retention.ms": "-1"})  # the records' timestamps are from 1970
@@ -305,7 +306,7 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     """The broker is killed with SIGKILL while a transaction is open (Kafka keeps it in
     __transaction_state and the producer commits it whole after the restart), or between two: every
     record reaches the sink exactly once, and a new emitter reads that progress back from the sink."""
-    from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter  # noqa: PLC0415
+    from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter
 
     hold_at = TRANSACTION_RECORDS + 10_000 if where == "inside a transaction" else TRANSACTION_RECORDS
     sink, records, emitter, out = _emit_across_a_crash(crashing_broker, hold_at)

@@ -210,7 +210,7 @@ class LogMachine(RuleBasedStateMachine):
         assert got == self.model
         assert self.log.log_end_offset == self.end
         segs = self.log.segments
-        for a, b in zip(segs, segs[1:]):
+        for a, b in zip(segs, segs[1:], strict=False):
             assert a.next_offset <= b.base_offset
         for s in segs:
             assert s.record_count == sum(1 for r in self.model if s.base_offset <= r["offset"] < s.next_offset)

@@ -46,10 +46,9 @@ def test_a_partition_writer_waits_for_the_one_before_it(tmp_path) -> None:
         order.append("first")
     t.join(10)
     assert order == ["first", "second"]
-    with partition_lock(state, str(tmp_path)):
-        with pytest.raises(TimeoutError, match="still locked"):
-            with partition_lock(state, str(tmp_path), timeout_s=0.2):
-                pass
+    with partition_lock(state, str(tmp_path)), pytest.raises(TimeoutError, match="still locked"), \
+            partition_lock(state, str(tmp_path), timeout_s=0.2):
+        pass
 
 
 def test_a_state_dir_is_a_local_path_or_a_uri_of_a_pyarrow_filesystem(tmp_path, s3_server) -> None:

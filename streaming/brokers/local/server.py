@@ -215,7 +215,7 @@ class LocalKafka:
         with open(self.data_dir / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(self._java("kafka.Kafka", str(properties)), stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent)  # noqa: PLW1509 (setsid + pdeathsig)
+                                         preexec_fn=_die_with_parent)  # setsid + pdeathsig
 
     def wait_started(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -309,7 +309,7 @@ class _Columns:
 
     def take(self) -> pa.RecordBatch:
         n = len(self.offsets)
-        kinds, millis = zip(*self.timestamps)
+        kinds, millis = zip(*self.timestamps, strict=True)
         types = _TIMESTAMP_TYPE_IDS[np.array(kinds, dtype=np.int64)]
         headers = (pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
                                             pa.array([], HEADER_TYPE.value_type), type=HEADER_TYPE)
