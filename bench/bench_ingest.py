@@ -19,6 +19,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streaming.brokers.choice import acquire_broker
 from streaming.job.append import LogAppender
+from streaming.job.engine import QueryPlan, SourceRead
+from streaming.kafka.subscription import Subscribe
+from streaming.spark.driver import SparkEngine
 from streaming.log import LogConfig, PartitionLog, make_record
 from streaming.spark.session import build_session
 from streaming.kafka.admin import create_topic, unique_topic_name
@@ -69,11 +72,8 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, state_dir: str, c
 def spark_ingest(spark, bootstrap: str, topic: str, state_dir: str, config: LogConfig) -> float:
     appender = LogAppender(state_dir, {topic: config})
     t = time.perf_counter()
-    query = (spark.readStream.format("kcompact-kafka").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).load().writeStream.foreachBatch(appender)
-             .option("checkpointLocation", os.path.join(state_dir, "checkpoint"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
+    plan = QueryPlan(SourceRead(bootstrap, Subscribe((topic,))), os.path.join(state_dir, "checkpoint"), once=True)
+    SparkEngine(spark).start_query(plan, appender).await_termination()
     return time.perf_counter() - t
 
 

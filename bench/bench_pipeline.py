@@ -39,6 +39,8 @@ from streaming.kafka.admin import Cluster
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.job.runner import CompactorJob
 from streaming.spark.session import build_session
+from streaming.spark.driver import SparkEngine
+from streaming.kafka.subscription import Subscribe
 from streaming.kafka.admin import create_topic, unique_topic_name
 
 HOUR = 3_600_000
@@ -114,11 +116,11 @@ def new_sink(bootstrap: str, partitions: int) -> str:
 
 
 def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str) -> tuple[float, CompactorJob]:
-    mapping = JobMapping(bootstrap, {"names": [source]}, bootstrap, sink)
+    mapping = JobMapping(bootstrap, Subscribe((source,)), bootstrap, sink)
     partitions = Cluster("source", bootstrap).partition_count(source)
     plan = TopicPlan(source, sink, CompactionConfig(max_compaction_lag_ms=60_000), partitions)
     spec = JobSpec(mapping, state_dir, {source: plan})
-    job = CompactorJob(spark, spec, once=True)
+    job = CompactorJob(SparkEngine(spark), spec, once=True)
     t = time.perf_counter()
     assert job.run() == 0
     return time.perf_counter() - t, job
@@ -147,7 +149,7 @@ def _measure_size(spark, broker, args: argparse.Namespace, records: int, work: s
                 seconds, job = run_job(spark, bs, source, new_sink(bs, args.partitions),
                                        os.path.join(work, f"measured-{records}-{i}"))
                 expected = (records, min(args.keys, records))
-                assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.counters()
+                assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.to_doc()
                 shutil.rmtree(os.path.join(work, f"measured-{records}-{i}"), ignore_errors=True)
             else:
                 mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
 from streaming.log import batch_from_records, make_record
-from streaming.state.layout import log_dir, open_partition_log
+from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.stores import open_state_dir
 from tests.s3_server import start_s3_server
 
@@ -33,8 +33,8 @@ CONFIG = CompactionConfig(segment_bytes=8 * 2**20, min_cleanable_dirty_ratio=0.0
 
 def run(uri: str, args: argparse.Namespace) -> dict[str, float]:
     state = open_state_dir(uri)
-    directory = log_dir(state, "bench", 0)
-    plog = open_partition_log(state, directory, "bench", 0, CONFIG.log_config)
+    where = LogDir.of(state, PartitionId("bench", 0))
+    plog = open_partition_log(state, where, CONFIG.log_config)
     value = os.urandom(100)
     batches = [batch_from_records([make_record(i, b"key-%011d" % (i % args.keys), value, 1_700_000_000_000 + i)
                                    for i in range(start, min(args.records, start + args.batch))])
@@ -49,7 +49,7 @@ def run(uri: str, args: argparse.Namespace) -> dict[str, float]:
     figures["clean"] = time.perf_counter() - t
     assert outcome.result is not None, outcome.error
     t = time.perf_counter()
-    reopened = open_partition_log(state, directory, "bench", 0, CONFIG.log_config)
+    reopened = open_partition_log(state, where, CONFIG.log_config)
     survivors = sum(b.num_rows for b in reopened.read_batches())
     figures["open+read"] = time.perf_counter() - t
     assert survivors == args.keys, survivors

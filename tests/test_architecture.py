@@ -57,3 +57,18 @@ def test_only_the_state_package_names_files_of_the_state_dir() -> None:
     for path in import_graph.PACKAGE.rglob("*.py"):
         if path.parent.name != "state":
             assert not [n for n in names if f'"{n}"' in path.read_text()], path
+
+
+SPARK_ATTRIBUTES = ("readStream", "writeStream", "parallelize", "mapInArrow", "foreachBatch", "sparkContext",
+                    "statusTracker", "createDataFrame")
+
+
+def test_only_the_spark_package_touches_spark_objects() -> None:
+    """job/ drives Spark through streaming.job.engine's types; Spark's own calls live in spark/ alone."""
+    import ast
+
+    for path in import_graph.PACKAGE.rglob("*.py"):
+        if "spark" in path.relative_to(import_graph.PACKAGE).parts[:1]:
+            continue
+        used = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+        assert not used & set(SPARK_ATTRIBUTES), (path, sorted(used & set(SPARK_ATTRIBUTES)))

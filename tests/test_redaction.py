@@ -10,6 +10,7 @@ import pytest
 
 from streaming import logging_setup, redaction
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
+from streaming.kafka.subscription import Subscribe
 from streaming.cleaner import CompactionConfig
 
 SECRET = "pa55-w0rd-xyz"
@@ -39,7 +40,7 @@ def test_registered_values_and_secret_pairs_are_masked_in_any_text() -> None:
 
 
 def test_job_spec_repr_leaves_client_settings_out() -> None:
-    mapping = JobMapping("b:1", {"names": ["s"]}, "b:1", "t")
+    mapping = JobMapping("b:1", Subscribe(("s",)), "b:1", "t")
     spec = JobSpec(mapping, "/tmp/x", {"s": TopicPlan("s", "t", CompactionConfig(), 1)}, {"sasl.password": SECRET})
     assert SECRET not in repr(spec)
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timezone
 from typing import Iterator
 
 from streaming.errors import UsageError
-from streaming.job.spec import load_saved, plans_of
+from streaming.job.spec import load_saved
 from streaming.log.columns import iter_records
 from streaming.log.manifest import load_newest
 from streaming.log.partition_log import read_segment
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import StateDir, check_access, open_state_dir
+from streaming.utc import utc_text
 
 
 def text(b: bytes | None) -> str | dict | None:
@@ -35,7 +35,7 @@ def dump_records(state_dir: str, partition: int | None = None, topic: str | None
     A state dir, topic or partition the job does not have is an error here, before the first record."""
     state = open_state_dir(state_dir)
     check_access(state, write=False)
-    plans = plans_of(load_saved(state_dir))
+    plans = load_saved(state_dir).topics
     if topic is not None and topic not in plans:
         raise UsageError(f"topic {topic!r} is not mirrored by the job of {state_dir}; it mirrors "
                          f"{', '.join(sorted(plans)) or 'nothing yet'}")
@@ -48,7 +48,8 @@ def dump_records(state_dir: str, partition: int | None = None, topic: str | None
 
 
 def _records(state: StateDir, partition: int | None, topic: str | None) -> Iterator[dict]:
-    for t, p, directory in list_log_dirs(state):
+    for log_dir in list_log_dirs(state):
+        (t, p), directory = (log_dir.pid.topic, log_dir.pid.partition), log_dir.directory
         if (partition is not None and p != partition) or (topic is not None and t != topic):
             continue
         manifest = load_newest(state.storage, directory).manifest
@@ -65,7 +66,7 @@ def render_jsonl(rec: dict) -> str:
 
 
 def render_row(rec: dict) -> str:
-    when = datetime.fromtimestamp(rec["timestamp"] / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    when = utc_text(rec["timestamp"], millis=True)
 
     def short(v) -> str:
         s = "null" if v is None else json.dumps(v, ensure_ascii=False) if isinstance(v, dict) else v

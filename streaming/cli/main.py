@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from streaming import __version__, logging_setup, redaction
 from streaming.errors import USER_ERRORS, UsageError
+from streaming.kafka.subscription import Subscription, subscription_of
 
 if TYPE_CHECKING:  # the type only: --help, status and dump import no Kafka client
     from streaming.kafka.admin import Cluster
@@ -105,18 +106,19 @@ def _start(args: argparse.Namespace, overrides: dict, source_kafka: dict, sink_k
     from streaming.job.progress import ProgressDisplay  # noqa: PLC0415
     from streaming.job.runner import CompactorJob  # noqa: PLC0415
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
-    from streaming.job.topics import SinkNaming, TopicSelection, TopicSync  # noqa: PLC0415
+    from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.spark.driver import SparkEngine  # noqa: PLC0415
     from streaming.spark.session import build_session  # noqa: PLC0415
     from streaming.state.locks import StateDirLock  # noqa: PLC0415
     from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
 
     sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
-    selection = TopicSelection(tuple(args.source_topic), args.source_topic_pattern)
-    naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, selection)
-    starting = _starting_offsets(args, selection)
+    subscription = subscription_of(args.source_topic, args.source_topic_pattern)
+    naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, subscription)
+    starting = _starting_offsets(args, subscription)
     group_pattern = _group_sync_pattern(args)
-    mapping = JobMapping(args.bootstrap_servers, selection.to_doc(), sink_bootstrap, naming.template)
+    mapping = JobMapping(args.bootstrap_servers, subscription, sink_bootstrap, naming.template)
     state = open_state_dir(args.state_dir)
     check_access(state, write=True)
     check_state_dir_mapping(args.state_dir, mapping)
@@ -124,15 +126,15 @@ def _start(args: argparse.Namespace, overrides: dict, source_kafka: dict, sink_k
     wait = min(CONNECT_TIMEOUT_S, args.retry_timeout)
     source = Cluster("source", args.bootstrap_servers, source_kafka, connect_timeout_s=wait)
     sink = Cluster("sink", sink_bootstrap, sink_kafka, connect_timeout_s=wait)
-    sync = TopicSync(source, sink, selection, naming, overrides, sink_topic_config, args.dead_letter_topic)
+    sync = TopicSync(source, sink, subscription, naming, overrides, sink_topic_config, args.dead_letter_topic)
     group_sync = None if group_pattern is None else _group_sync_schedule(args, group_pattern, source, sink)
     present = sync.present()
     if not present:
         if args.once:
             raise UsageError(f"no topic on the source cluster matches --source-topic-pattern "
-                             f"'{selection.pattern}'; nothing to do")
+                             f"'{subscription.pattern}'; nothing to do")
         log.warning("no topic on the source cluster matches --source-topic-pattern '%s' yet; waiting for one",
-                    selection.pattern)
+                    subscription.pattern)
     sync.refuse_sinks(present)
     _check_starting_offsets(starting, present, source)
     lock = StateDirLock(state)
@@ -143,7 +145,7 @@ def _start(args: argparse.Namespace, overrides: dict, source_kafka: dict, sink_k
         spec.save()
         spark = build_session("kcompact", master=args.spark_master, log_level=args.log_level,
                               extra={**logging_setup.for_workers(args.log_level, args.log_format), **spark_conf})
-        job = CompactorJob(spark, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
+        job = CompactorJob(SparkEngine(spark), spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
                            starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout,
@@ -184,15 +186,14 @@ def _group_sync_schedule(args: argparse.Namespace, pattern: re.Pattern[str], sou
     return GroupSyncSchedule(syncer, args.sync_group_offsets_interval, GroupSyncTotals())
 
 
-def _starting_offsets(args: argparse.Namespace, selection) -> str | dict:
+def _starting_offsets(args: argparse.Namespace, subscription: Subscription) -> str | dict:
     """--starting-offsets as the source will read it, refused here in one line when it is not valid."""
-    from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError  # noqa: PLC0415 (no Spark)
+    from streaming.job.engine import SourceRead  # noqa: PLC0415
+    from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError, spark_options  # noqa: PLC0415 (no Spark)
 
-    subscription = {"subscribePattern": selection.pattern} if selection.pattern is not None else \
-        {"subscribe": ",".join(selection.names)}
     try:
-        options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": args.bootstrap_servers, **subscription,
-                                            "startingOffsets": args.starting_offsets})
+        options = KafkaSourceOptions.parse(spark_options(SourceRead(args.bootstrap_servers, subscription,
+                                                                    args.starting_offsets)))
     except SourceOptionError as exc:
         raise UsageError(str(exc).replace("option 'startingOffsets'", "--starting-offsets")) from None
     return options.starting_offsets
@@ -237,7 +238,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from streaming.cli.status import collect_status, render_table  # noqa: PLC0415
 
     status = collect_status(args.state_dir, int(time.time() * 1000))
-    print(json.dumps(status, indent=2) if args.json else render_table(status))
+    print(json.dumps(status.to_doc(), indent=2) if args.json else render_table(status))
     return 0
 
 
@@ -254,13 +255,13 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from streaming.job.spec import load_saved, plans_of  # noqa: PLC0415
+    from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.kafka.translate import SinkReader, translate  # noqa: PLC0415
 
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([sink_kafka])
     saved = load_saved(args.state_dir)
-    plans = plans_of(saved)
+    plans = saved.topics
     plan = plans.get(args.topic)
     if plan is None:
         raise UsageError(f"topic {args.topic!r} is not mirrored by the job of {args.state_dir}; it mirrors "
@@ -269,7 +270,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"topic {args.topic!r} has partitions 0..{plan.partitions - 1}, not {args.partition}")
     if args.offset < 0:
         raise UsageError(f"--offset must be >= 0, got {args.offset}")
-    with SinkReader(saved["mapping"]["sink_bootstrap"], plan.sink, args.partition, sink_kafka) as reader:
+    with SinkReader(saved.mapping.sink_bootstrap, plan.sink, args.partition, sink_kafka) as reader:
         position = translate(reader, args.offset)
     doc = {"topic": args.topic, "partition": args.partition, "offset": args.offset, "sink_topic": plan.sink,
            "sink_offset": position.sink_offset, "sink_record_source_offset": position.source_offset}
@@ -281,7 +282,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 def _cmd_sync_groups(args: argparse.Namespace) -> int:
     from streaming.job.group_sync import mirrored  # noqa: PLC0415
-    from streaming.job.spec import load_saved, plans_of  # noqa: PLC0415
+    from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
 
@@ -290,9 +291,9 @@ def _cmd_sync_groups(args: argparse.Namespace) -> int:
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([source_kafka, sink_kafka])
     saved = load_saved(args.state_dir)
-    plans = plans_of(saved)
-    syncer = GroupOffsetSync(Cluster("source", saved["mapping"]["source_bootstrap"], source_kafka),
-                             Cluster("sink", saved["mapping"]["sink_bootstrap"], sink_kafka), pattern, args.allow_rewind)
+    plans = saved.topics
+    syncer = GroupOffsetSync(Cluster("source", saved.mapping.source_bootstrap, source_kafka),
+                             Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), pattern, args.allow_rewind)
     done = syncer.sync(mirrored(plans), dry_run=args.dry_run)
     if args.json:
         print(json.dumps({"dry_run": args.dry_run, "offsets": [r.to_doc() for r in done.rows]}))

@@ -6,126 +6,165 @@ beside a running job and works when the job is down.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from dataclasses import asdict, dataclass, field
 
-from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean,
+from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, log_to_clean,
                                next_clean)
-from streaming.job.spec import JobMapping, load_saved, plans_of
+from streaming.job.spec import JobMapping, TopicPlan, load_saved
 from streaming.log.manifest import load_newest, objects_dir
 from streaming.log.segment import object_damage
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
 from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
+from streaming.utc import utc_text
 
 
 NOT_INGESTED = "not ingested yet"
 
 
-def collect_status(state_dir: str, now_ms: int) -> dict:
+@dataclass
+class PartitionStatus:
+    """One source partition of the mapping as its files say. A partition not ingested yet has no log: its
+    log figures are None."""
+
+    topic: str
+    partition: int
+    sink_topic: str
+    state: str  # ok, UNCLEANABLE or NOT_INGESTED
+    source_end_offset: int | None = None
+    uncleanable: bool = False
+    uncleanable_error: str | None = None
+    damaged_segments: dict[str, str] = field(default_factory=dict)
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    segments: int | None = None
+    records: int | None = None
+    clean_bytes: int | None = None
+    dirty_bytes: int | None = None
+    dirty_ratio: float | None = None
+    first_dirty_offset: int | None = None
+    first_uncleanable_offset: int | None = None
+    last_clean_ms: int | None = None
+    compaction_delay_ms: int | None = None
+    tombstones_due: int | None = None
+    passes: int | None = None
+    next_clean_ms: int | None = None
+    next_clean_latest_ms: int | None = None
+    emitted_up_to: int | None = None
+    ingest_lag: int | None = None
+    emit_lag: int | None = None
+    keyless_records: int | None = None
+    tombstones_removed: int | None = None
+
+
+@dataclass
+class JobStatus:
+    state_dir: str
+    mapping: JobMapping
+    topics: dict[str, TopicPlan]
+    at_ms: int
+    partitions: list[PartitionStatus]
+    metrics: dict  # Kafka's cleaner metric names
+    job: dict  # the job's counters at its last trigger (metrics.json)
+    group_sync: dict | None
+
+    def to_doc(self) -> dict:
+        """The JSON `status --json` prints."""
+        return {"state_dir": self.state_dir, "mapping": self.mapping.describe(),
+                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())}, "at_ms": self.at_ms,
+                "partitions": [asdict(p) for p in self.partitions], "metrics": self.metrics, "job": self.job,
+                "group_sync": self.group_sync}
+
+
+def collect_status(state_dir: str, now_ms: int) -> JobStatus:
     state = open_state_dir(state_dir)
     check_access(state, write=False)
     saved = load_saved(state_dir)
-    plans = plans_of(saved)
+    plans = saved.topics
     storage = state.storage
     last = read_doc(state_dir)
     source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
     partitions = []
     figures = []
-    for topic, partition, directory in list_log_dirs(state):
-        loaded = load_newest(storage, directory)
+    for log_dir in list_log_dirs(state):
+        topic, partition = log_dir.pid.topic, log_dir.pid.partition
+        loaded = load_newest(storage, log_dir.directory)
         if loaded.manifest is None or topic not in plans:
             continue
         segments = loaded.manifest.segments
         config = plans[topic].compaction
-        cleaner = PartitionCleanerState.load(storage, directory)
-        target = log_to_clean(segments, PartitionId(topic, partition), loaded.manifest.cleaner_checkpoint, config, now_ms)
+        cleaner = PartitionCleanerState.load(storage, log_dir.directory)
+        target = log_to_clean(segments, log_dir.pid, loaded.manifest.cleaner_checkpoint, config, now_ms)
         waiting = next_clean(segments, target, config)
-        damaged = object_damage(segments, {i.name: i.size for i in storage.list(objects_dir(directory))})
+        damaged = object_damage(segments, {i.name: i.size for i in storage.list(objects_dir(log_dir.directory))})
         uncleanable = cleaner.uncleanable or bool(damaged)
         figures.append(PartitionFigures().observed(target, cleaner, uncleanable))
-        emitted = read_json(storage, emitted_file(directory)) or {}
+        emitted_up_to = (read_json(storage, emitted_file(log_dir.directory)) or {}).get("emitted_up_to")
         log_end = segments[-1].next_offset
         source_end = source_ends.get((topic, partition))
-        emitted_up_to = emitted.get("emitted_up_to")
-        partitions.append({
-            "topic": topic, "partition": partition, "sink_topic": plans[topic].sink,
-            "log_start_offset": target.log_start_offset, "log_end_offset": log_end,
-            "segments": len(segments), "records": sum(s.record_count for s in segments),
-            "clean_bytes": target.clean_bytes, "dirty_bytes": target.cleanable_bytes,
-            "dirty_ratio": round(target.cleanable_ratio, 4),
-            "first_dirty_offset": target.first_dirty_offset,
-            "first_uncleanable_offset": target.first_uncleanable_offset,
-            "last_clean_ms": cleaner.last_clean_ms, "compaction_delay_ms": target.compaction_delay_ms,
-            "tombstones_due": target.tombstones_due, "passes": cleaner.passes,
-            "next_clean_ms": waiting.earliest_ms if waiting else None,
-            "next_clean_latest_ms": waiting.latest_ms if waiting else None,
-            "state": "UNCLEANABLE" if uncleanable else "ok",
-            "uncleanable": uncleanable, "uncleanable_error": cleaner.uncleanable_error,
-            "damaged_segments": damaged,
-            "emitted_up_to": emitted_up_to,
-            "source_end_offset": source_end,
-            "ingest_lag": ingest_lag(source_end, log_end), "emit_lag": emit_lag(log_end, emitted_up_to),
-            "keyless_records": cleaner.keyless_records, "tombstones_removed": cleaner.tombstones_removed})
-    partitions += _not_ingested(plans, {(p["topic"], p["partition"]) for p in partitions}, source_ends)
-    partitions.sort(key=lambda p: (p["topic"], p["partition"]))
+        partitions.append(PartitionStatus(
+            topic, partition, plans[topic].sink, "UNCLEANABLE" if uncleanable else "ok", source_end, uncleanable,
+            cleaner.uncleanable_error, damaged, log_start_offset=target.log_start_offset, log_end_offset=log_end,
+            segments=len(segments), records=sum(s.record_count for s in segments),
+            clean_bytes=target.clean_bytes, dirty_bytes=target.cleanable_bytes,
+            dirty_ratio=round(target.cleanable_ratio, 4), first_dirty_offset=target.first_dirty_offset,
+            first_uncleanable_offset=target.first_uncleanable_offset, last_clean_ms=cleaner.last_clean_ms,
+            compaction_delay_ms=target.compaction_delay_ms, tombstones_due=target.tombstones_due,
+            passes=cleaner.passes, next_clean_ms=waiting.earliest_ms if waiting else None,
+            next_clean_latest_ms=waiting.latest_ms if waiting else None, emitted_up_to=emitted_up_to,
+            ingest_lag=ingest_lag(source_end, log_end), emit_lag=emit_lag(log_end, emitted_up_to),
+            keyless_records=cleaner.keyless_records, tombstones_removed=cleaner.tombstones_removed))
+    seen = {(p.topic, p.partition) for p in partitions}
+    partitions += [PartitionStatus(t, p, plan.sink, NOT_INGESTED, source_ends.get((t, p)))
+                   for t, plan in sorted(plans.items()) for p in range(plan.partitions) if (t, p) not in seen]
+    partitions.sort(key=lambda p: (p.topic, p.partition))
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
     metrics = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
-    return {"state_dir": state_dir, "mapping": JobMapping(**saved["mapping"]).describe(),
-            "topics": {t: {"sink": p.sink, "partitions": p.partitions, "config": p.compaction.to_kafka()}
-                       for t, p in sorted(plans.items())},
-            "at_ms": now_ms, "partitions": partitions, "metrics": metrics, "job": last.get("job", {}),
-            "group_sync": last.get("group_sync")}
-
-
-def _not_ingested(plans: dict, seen: set[tuple[str, int]], source_ends: dict) -> list[dict]:
-    """The mapping's source partitions that have no log yet: listed, so none is left out silently."""
-    return [{"topic": t, "partition": p, "sink_topic": plan.sink, "state": NOT_INGESTED,
-             "source_end_offset": source_ends.get((t, p)), "uncleanable": False, "uncleanable_error": None,
-             "damaged_segments": {}}
-            for t, plan in sorted(plans.items()) for p in range(plan.partitions) if (t, p) not in seen]
+    return JobStatus(state_dir, saved.mapping, plans, now_ms, partitions, metrics, last.get("job", {}),
+                     last.get("group_sync"))
 
 
 def _when(ms: int | None) -> str:
-    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return "-" if ms is None else utc_text(ms)
 
 
-def render_table(status: dict) -> str:
-    cols = [("partition", lambda p: f"{p['topic']}-{p['partition']}"), ("start", lambda p: p["log_start_offset"]),
-            ("end", lambda p: p["log_end_offset"]), ("segs", lambda p: p["segments"]),
-            ("records", lambda p: p["records"]), ("clean B", lambda p: p["clean_bytes"]),
-            ("dirty B", lambda p: p["dirty_bytes"]), ("dirty %", lambda p: f"{100 * p['dirty_ratio']:.1f}"),
-            ("uncleanable@", lambda p: p["first_uncleanable_offset"]),
-            ("last clean (UTC)", lambda p: _when(p["last_clean_ms"])),
-            ("delay s", lambda p: f"{p['compaction_delay_ms'] / 1000:.1f}"),
-            ("next clean (UTC)", lambda p: _when(p["next_clean_ms"])),
-            ("emitted<=", lambda p: p["emitted_up_to"]), ("ingest lag", lambda p: p["ingest_lag"]),
-            ("emit lag", lambda p: p["emit_lag"]), ("state", lambda p: p["state"])]
+def render_table(status: JobStatus) -> str:
+    cols = [("partition", lambda p: f"{p.topic}-{p.partition}"), ("start", lambda p: p.log_start_offset),
+            ("end", lambda p: p.log_end_offset), ("segs", lambda p: p.segments),
+            ("records", lambda p: p.records), ("clean B", lambda p: p.clean_bytes),
+            ("dirty B", lambda p: p.dirty_bytes), ("dirty %", lambda p: f"{100 * p.dirty_ratio:.1f}"),
+            ("uncleanable@", lambda p: p.first_uncleanable_offset),
+            ("last clean (UTC)", lambda p: _when(p.last_clean_ms)),
+            ("delay s", lambda p: f"{p.compaction_delay_ms / 1000:.1f}"),
+            ("next clean (UTC)", lambda p: _when(p.next_clean_ms)),
+            ("emitted<=", lambda p: p.emitted_up_to), ("ingest lag", lambda p: p.ingest_lag),
+            ("emit lag", lambda p: p.emit_lag), ("state", lambda p: p.state)]
 
-    def cell(f, p: dict) -> str:
+    def cell(f, p: PartitionStatus) -> str:
         try:
             value = f(p)
-        except (KeyError, TypeError):  # a partition not ingested yet has no log figures
+        except TypeError:  # a partition not ingested yet has no log figures
             return "-"
         return "-" if value is None else str(value)
 
-    rows = [[cell(f, p) for _, f in cols] for p in status["partitions"]]
+    rows = [[cell(f, p) for _, f in cols] for p in status.partitions]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
-    lines = [f"{status['mapping']}  ({status['state_dir']})",
-             *(f"  {t} -> {d['sink']} ({d['partitions']} partitions)" for t, d in status["topics"].items()),
+    lines = [f"{status.mapping.describe()}  ({status.state_dir})",
+             *(f"  {t} -> {plan.sink} ({plan.partitions} partitions)" for t, plan in sorted(status.topics.items())),
              "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    for p in status["partitions"]:
-        if p["uncleanable_error"]:
-            lines.append(f"{p['topic']}-{p['partition']}: {p['uncleanable_error']}")
-        for name, what in sorted(p["damaged_segments"].items()):
-            lines.append(f"{p['topic']}-{p['partition']}: damaged segment {name}: {what}")
+    for p in status.partitions:
+        if p.uncleanable_error:
+            lines.append(f"{p.topic}-{p.partition}: {p.uncleanable_error}")
+        for name, what in sorted(p.damaged_segments.items()):
+            lines.append(f"{p.topic}-{p.partition}: damaged segment {name}: {what}")
     lines.append("")
-    lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status["metrics"].items())))
-    if status["job"]:
-        lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status["job"].items())))
-    if status["group_sync"]:
-        sync = status["group_sync"]
+    lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status.metrics.items())))
+    if status.job:
+        lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status.job.items())))
+    if status.group_sync:
+        sync = status.group_sync
         last = "never" if sync["last-sync-ms"] is None else _when(sync["last-sync-ms"]) + " UTC"
         lines.append(f"consumer group offset sync: last {last}, {sync['groups-synced']} groups synced, "
                      f"{sync['groups-skipped-active']} skipped as active on the sink, "

@@ -16,23 +16,41 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, fields
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.cleaner import PartitionId
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
 from streaming.state.locks import partition_lock
-from streaming.state.layout import REJECTED, log_dir, open_partition_log, rejected_file
+from streaming.state.layout import REJECTED, LogDir, open_partition_log, rejected_file
 from streaming.state.stores import StateDir, open_state_dir
+from streaming.job.engine import MicroBatch
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
 
-COUNTS = ("appended", "skipped", "rolled", "rejected", "odd_timestamps")
+
+
+@dataclass
+class AppendCounts:
+    """What appending did to one partition log, or, summed, to all a micro-batch touched."""
+
+    appended: int = 0
+    skipped: int = 0  # replayed: already in the log
+    rolled: int = 0
+    rejected: int = 0  # set aside in rejected/
+    odd_timestamps: int = 0  # stored, but timed by their append for rolls and lags
+
+    def __add__(self, other: "AppendCounts") -> "AppendCounts":
+        return AppendCounts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+COUNTS = tuple(f.name for f in fields(AppendCounts))
 STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COUNTS) + ", log_end_offset long"
 STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
                           ("log_end_offset", pa.int64())])
@@ -85,9 +103,9 @@ def log_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         _headers(batch.column("headers")), pa.nulls(batch.num_rows, pa.int64())], schema=LOG_BATCH_SCHEMA)
 
 
-def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int) -> tuple[int, ...]:
+def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int) -> AppendCounts:
     """Append every row the log can take; a row it cannot is set aside in rejected/ beside the log and
-    named in the job's log output. Returns the COUNTS."""
+    named in the job's log output."""
     ok, reasons = _storable(batch)
     rejected = int(len(ok) - ok.sum())
     if rejected:
@@ -108,7 +126,7 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
         log.warning("%s: %d records have a negative timestamp or one more than message.timestamp.after.max.ms "
                     "ahead; they keep it, but their append time drives segment rolls and compaction lags",
                     where, res.odd_timestamps)
-    return res.appended, res.skipped, res.rolled, rejected, res.odd_timestamps
+    return AppendCounts(res.appended, res.skipped, res.rolled, rejected, res.odd_timestamps)
 
 
 def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs: Mapping[str, LogConfig],
@@ -118,7 +136,7 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs
     cluster was away) is kept under ``default``, so nothing the source read is lost."""
     prepare_task()
     logs: dict[tuple[str, int], PartitionLog] = {}
-    stats: dict[tuple[str, int], list[int]] = {}
+    stats: dict[tuple[str, int], AppendCounts] = {}
     with contextlib.ExitStack() as locks:
         yield from _append_locked(batches, open_state_dir(state_dir), lambda topic: configs.get(topic, default),
                                   now_ms, logs, stats, locks)
@@ -129,18 +147,18 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
     pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
 
     def flush(tp: tuple[str, int]) -> None:
-        directory = log_dir(state, *tp)
+        where = LogDir.of(state, PartitionId(*tp))
         if tp not in logs:
-            locks.enter_context(partition_lock(state, directory))
-            logs[tp] = open_partition_log(state, directory, *tp, config_of(tp[0]))
+            locks.enter_context(partition_lock(state, where.directory))
+            logs[tp] = open_partition_log(state, where, config_of(tp[0]))
         rows = pa.Table.from_batches(pending.pop(tp)).combine_chunks().to_batches()[0]
         try:
             counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
         except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
             log.warning("%s; reopening it to append again", exc)
-            logs[tp] = open_partition_log(state, directory, *tp, config_of(tp[0]))
+            logs[tp] = open_partition_log(state, where, config_of(tp[0]))
             counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
-        stats[tp] = [a + b for a, b in zip(stats.get(tp, [0] * len(COUNTS)), counts, strict=True)]
+        stats[tp] = stats.get(tp, AppendCounts()) + counts
 
     for batch in batches:
         if batch.num_rows == 0:
@@ -157,24 +175,19 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
         flush(tp)
     for tp, plog in logs.items():
         if plog.maybe_roll(now_ms):
-            stats[tp][2] += 1
+            stats[tp].rolled += 1
     if stats:
         tps = list(stats)
         yield pa.RecordBatch.from_arrays(
             [pa.array([t for t, _ in tps], pa.string()), pa.array([p for _, p in tps], pa.int32()),
-             *(pa.array([stats[tp][i] for tp in tps], pa.int64()) for i in range(len(COUNTS))),
+             *(pa.array([getattr(stats[tp], c) for tp in tps], pa.int64()) for c in COUNTS),
              pa.array([logs[tp].log_end_offset for tp in tps], pa.int64())], schema=STATS_SCHEMA)
 
 
 @dataclass
-class BatchStats:
-    batch_id: int
+class BatchStats(AppendCounts):
+    batch_id: int = -1
     partitions: int = 0
-    appended: int = 0
-    skipped: int = 0
-    rolled: int = 0
-    rejected: int = 0
-    odd_timestamps: int = 0
 
 
 @dataclass
@@ -189,14 +202,14 @@ class LogAppender:
     last_batch: BatchStats | None = None
     batches: int = 0
 
-    def __call__(self, df, batch_id: int) -> None:
+    def __call__(self, batch: MicroBatch, batch_id: int) -> None:
         now_ms = int(self.clock() * 1000)
         task = functools.partial(append_partitions, state_dir=self.state_dir, configs=dict(self.configs),
                                  now_ms=now_ms, default=self.default)
         with self.lock:
             log.debug("phase: append batch %d", batch_id)
-            rows = df.mapInArrow(task, STATS_DDL).collect()
-        stats = BatchStats(batch_id, len(rows), *(sum(getattr(r, c) for r in rows) for c in COUNTS))
+            rows = batch.map_arrow(task, STATS_DDL)
+        stats = BatchStats(*(sum(r[c] for r in rows) for c in COUNTS), batch_id=batch_id, partitions=len(rows))
         self.last_batch = stats
         self.batches += 1
         log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected, "

@@ -22,7 +22,7 @@ from streaming.log import PartitionLog
 from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
 from streaming.log.storage import read_json, write_json
-from streaming.state.layout import emitted_file, open_partition_log
+from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import StateDir, open_state_dir
 from streaming.job.task import prepare_task
 
@@ -136,24 +136,24 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 
 
-def compact_partition(item: tuple[str, int, str], spec: JobSpec, now_ms: int,
-                      sink_read: frozenset[tuple[str, int]], drain: bool = False) -> StageReport:
+def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: frozenset[PartitionId],
+                      drain: bool = False) -> StageReport:
     """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
     sink even when the local note says nothing is owed, so a sink emptied or re-created while the job was
     down is filled again."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = open_state_dir(spec.state_dir)
-    with partition_lock(state, item[2]):
-        return _compact_partition(state, item, spec, now_ms, item[:2] in sink_read, drain)
+    with partition_lock(state, log_dir.directory):
+        return _compact_partition(state, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
 
 
-def _compact_partition(state: StateDir, item: tuple[str, int, str], spec: JobSpec, now_ms: int,
-                       trust_local: bool, drain: bool) -> StageReport:
-    topic, partition, directory = item
+def _compact_partition(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,
+                       drain: bool) -> StageReport:
+    topic, partition = log_dir.pid.topic, log_dir.pid.partition
     report = StageReport(topic, partition)
     plan = spec.topics[topic]
     config = plan.compaction
-    plog = open_partition_log(state, directory, topic, partition, config.log_config)
+    plog = open_partition_log(state, log_dir, config.log_config)
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if trust_local and _idle(plog, config, now_ms, report):
@@ -170,5 +170,5 @@ def _compact_partition(state: StateDir, item: tuple[str, int, str], spec: JobSpe
     finally:
         report.emitted_up_to = emitter.emitted_up_to
         emitter.close()
-    write_json(plog.storage, emitted_file(directory), {"emitted_up_to": report.emitted_up_to, "at_ms": now_ms})
+    write_json(plog.storage, emitted_file(log_dir.directory), {"emitted_up_to": report.emitted_up_to, "at_ms": now_ms})
     return report

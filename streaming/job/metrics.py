@@ -9,6 +9,7 @@ underscores); the rest says how far ingest and emission are behind, per partitio
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -36,12 +37,32 @@ KAFKA_MBEANS = {
     "max-buffer-utilization-percent": "kafka.log:type=LogCleaner,name=max-buffer-utilization-percent",
 }
 CLEANER_COUNTERS = {"keyless-records", "dead-letter-records", "invalid-version-headers"}
-JOB_COUNTERS = {"batches": "micro-batches appended", "records-ingested": "records appended to the logs",
-                "records-rejected": "records the log could not store (see rejected.jsonl)",
-                "records-timestamp-out-of-range": "records timestamped below 0 or beyond "
-                                                  "message.timestamp.after.max.ms: their append time is used for lags",
-                "stages": "compaction stages run", "passes": "cleaning passes",
-                "records-emitted": "records produced to the sink"}
+
+
+def _counter(name: str, help_text: str):
+    return field(default=0, metadata={"name": name, "help": help_text})
+
+
+@dataclass
+class JobCounters:
+    """The job's running totals since it started: metrics.json's "job" section and a Prometheus counter
+    each, named and explained here once."""
+
+    batches: int = _counter("batches", "micro-batches appended")
+    ingested: int = _counter("records-ingested", "records appended to the logs")
+    rejected: int = _counter("records-rejected", "records the log could not store (see rejected.jsonl)")
+    odd_timestamps: int = _counter("records-timestamp-out-of-range",
+                                   "records timestamped below 0 or beyond message.timestamp.after.max.ms: their "
+                                   "append time is used for lags")
+    stages: int = _counter("stages", "compaction stages run")
+    passes: int = _counter("passes", "cleaning passes")
+    emitted: int = _counter("records-emitted", "records produced to the sink")
+
+    def to_doc(self) -> dict[str, int]:
+        return {f.metadata["name"]: getattr(self, f.name) for f in fields(self)}
+
+
+JOB_COUNTERS = {f.metadata["name"]: f.metadata["help"] for f in fields(JobCounters)}
 GROUP_SYNC = {  # --sync-group-offsets (streaming.kafka.group_sync)
     "rounds": ("counter", "consumer group offset sync rounds done"),
     "offsets-committed": ("counter", "group offsets committed on the sink cluster"),
@@ -138,11 +159,11 @@ class JobMetricsCollector(Collector):
                 kind, help_text = GROUP_SYNC[name]
                 family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
                 yield family(_name(f"group-sync-{name}"), help_text, value=value)
-        for field, help_text in PARTITION_GAUGES.items():
-            family = GaugeMetricFamily(_name(f"partition-{field}"), help_text, labels=["topic", "partition"])
+        for gauge, help_text in PARTITION_GAUGES.items():
+            family = GaugeMetricFamily(_name(f"partition-{gauge}"), help_text, labels=["topic", "partition"])
             for p in doc["partitions"]:
-                if p[field] is not None:
-                    family.add_metric([p["topic"], str(p["partition"])], p[field])
+                if p[gauge] is not None:
+                    family.add_metric([p["topic"], str(p["partition"])], p[gauge])
             yield family
 
 

@@ -18,14 +18,14 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import Callable
 
-from streaming.cleaner import CleanerMetrics, CompactionConfig
+from streaming.cleaner import CleanerMetrics, CompactionConfig, PartitionId
 from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport, compact_partition
+from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
 from streaming.errors import JobError
@@ -37,6 +37,7 @@ from streaming.kafka.failures import is_refused, is_transient
 from streaming.state.layout import list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
+from streaming.utc import utc_text
 
 log = logging.getLogger(__name__)
 
@@ -71,36 +72,19 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     return None
 
 
-@dataclass
-class JobTotals:
-    batches: int = 0
-    ingested: int = 0
-    rejected: int = 0
-    odd_timestamps: int = 0
-    passes: int = 0
-    emitted: int = 0
-    stages: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def counters(self) -> dict[str, int]:
-        return {"batches": self.batches, "records-ingested": self.ingested, "records-rejected": self.rejected,
-                "records-timestamp-out-of-range": self.odd_timestamps,
-                "stages": self.stages, "passes": self.passes, "records-emitted": self.emitted}
-
-
 class StopRequested(RuntimeError):
     """Raised by a micro-batch that starts while the job stops: Spark records no commit for it, so the next
     start reads it again."""
 
 
 class CompactorJob:
-    def __init__(self, spark, spec: JobSpec, sync: TopicSync | None = None, trigger_interval_s: float = 5.0,
+    def __init__(self, engine: Engine, spec: JobSpec, sync: TopicSync | None = None, trigger_interval_s: float = 5.0,
                  once: bool = False,
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
                  starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
                  retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None,
                  drain: bool = False, allow_data_loss: bool = False, live_progress: bool = False) -> None:
-        self.spark = spark
+        self.engine = engine
         self.spec = spec
         self.sync = sync  # None: the topics are the spec's, fixed
         self.trigger_interval_s = trigger_interval_s
@@ -118,7 +102,8 @@ class CompactorJob:
         default = CompactionConfig.from_mapping(sync.overrides) if sync else CompactionConfig()
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
                                     lock=self.lock)
-        self.totals = JobTotals()
+        self.totals = job_metrics.JobCounters()
+        self.started = time.monotonic()
         self.last_reports: list[StageReport] = []
         self.last_run_ms: int | None = None
         self.last_metrics: CleanerMetrics | None = None
@@ -128,7 +113,7 @@ class CompactorJob:
         self._phase = "starting"
         self._ingest_lag: int | None = None
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
-        self._sink_read: set[tuple[str, int]] = set()  # partitions whose progress this run read from the sink
+        self._sink_read: set[PartitionId] = set()  # partitions whose progress this run read from the sink
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
         self.collector = job_metrics.JobMetricsCollector()
 
@@ -152,14 +137,14 @@ class CompactorJob:
             self.spec.save()
             self.appender.configs = self._log_configs()
 
-    def on_batch(self, df, batch_id: int) -> None:
+    def on_batch(self, batch: MicroBatch, batch_id: int) -> None:
         with self.lock:
             if self._closing:
                 raise StopRequested(f"batch {batch_id} is read again on the next start")
             self._phase = f"ingesting batch {batch_id}"
             self._stage_after_batch = False
             self.sync_topics()
-            self.appender(df, batch_id)
+            self.appender(batch, batch_id)
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
             self.totals.rejected += self.appender.last_batch.rejected
@@ -170,7 +155,7 @@ class CompactorJob:
         """Roll, clean and emit every partition log of the mirrored topics, one Spark task each; ``drain``
         rolls every active segment first (--drain)."""
         with self.lock:
-            items = [i for i in list_log_dirs(open_state_dir(self.spec.state_dir)) if i[0] in self.spec.topics]
+            items = [d for d in list_log_dirs(open_state_dir(self.spec.state_dir)) if d.pid.topic in self.spec.topics]
             if not items:
                 return []
             now_ms = int(self.clock() * 1000)
@@ -178,10 +163,10 @@ class CompactorJob:
                                      sink_read=frozenset(self._sink_read), drain=drain)
             log.debug("phase: compaction stage of %d partitions", len(items))
             self._phase = f"cleaning and emitting {len(items)} partitions"
-            reports = self.spark.sparkContext.parallelize(items, len(items)).map(task).collect()
+            reports = self.engine.run_tasks(task, items)
             self._phase = IDLE
             log.debug("phase: idle")
-            self._sink_read.update((r.topic, r.partition) for r in reports
+            self._sink_read.update(PartitionId(r.topic, r.partition) for r in reports
                                    if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
             self.last_reports = reports
             self.totals.stages += 1
@@ -202,7 +187,7 @@ class CompactorJob:
         lags = [lag for r in reports
                 if (lag := job_metrics.ingest_lag(ends.get((r.topic, r.partition)), r.log_end_offset)) is not None]
         self._ingest_lag = sum(lags) if lags else self._ingest_lag
-        doc = job_metrics.build_doc(now_ms, metrics, self.totals.counters(), reports, ends,
+        doc = job_metrics.build_doc(now_ms, metrics, self.totals.to_doc(), reports, ends,
                                     self.group_sync.totals.to_doc() if self.group_sync else None)
         job_metrics.write_doc(self.spec.state_dir, doc)
         self.collector.update(doc)
@@ -223,34 +208,18 @@ class CompactorJob:
         """The figures the progress display shows; the phase counts the Spark tasks done in a long stage."""
         t = self.totals
         phase = self._phase
-        tracker = self.spark.sparkContext.statusTracker()
-        stages = [s for s in map(tracker.getStageInfo, tracker.getActiveStageIds()) if s is not None]
-        if stages and phase != IDLE:
-            phase += f": {sum(s.numCompletedTasks for s in stages)}/{sum(s.numTasks for s in stages)} tasks"
-        return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - t.started)
+        done = self.engine.tasks_done()
+        if done and phase != IDLE:
+            phase += f": {done[0]}/{done[1]} tasks"
+        return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - self.started)
 
     # ----- running ----------------------------------------------------------------------------------------
 
-    def _query(self):
-        reader = (self.spark.readStream.format("kcompact-kafka")
-                  .option("kafka.bootstrap.servers", self.spec.source_bootstrap)
-                  .option(*self._subscription())
-                  .option("startingOffsets", self.starting_offsets)
-                  .option("failOnDataLoss", str(not self.allow_data_loss).lower()))
-        if self.max_offsets_per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
-        for k, v in self.spec.source_kafka.items():
-            reader = reader.option(f"kafka.{k}", v)
-        writer = (reader.load().writeStream.foreachBatch(self.on_batch)
-                  .option("checkpointLocation", self.checkpoint_location))
-        writer = writer.trigger(availableNow=True) if self.once else \
-            writer.trigger(processingTime=f"{self.trigger_interval_s} seconds")
-        return writer.start()
-
-    def _subscription(self) -> tuple[str, str]:
-        selection = self.spec.mapping.selection
-        return ("subscribePattern", selection["pattern"]) if "pattern" in selection else \
-            ("subscribe", ",".join(selection["names"]))
+    def _query(self) -> RunningQuery:
+        read = SourceRead(self.spec.source_bootstrap, self.spec.mapping.subscription, self.starting_offsets,
+                          not self.allow_data_loss, self.max_offsets_per_trigger, self.spec.source_kafka)
+        return self.engine.start_query(QueryPlan(read, self.checkpoint_location, self.once, self.trigger_interval_s),
+                                       self.on_batch)
 
     def stop(self, signum: int | None = None, _frame=None) -> None:
         """SIGTERM, or the first Ctrl-C: finish the batch in flight, then stop. A second Ctrl-C stops at once:
@@ -292,19 +261,19 @@ class CompactorJob:
         t = self.totals
         log.info("%s: %d records ingested, %d passes, %d records emitted in %.0fs",
                  "stopped" if self._stop.is_set() else "done", t.ingested, t.passes, t.emitted,
-                 time.monotonic() - t.started)
+                 time.monotonic() - self.started)
         return 130 if self._stop_signal == signal.SIGINT else code
 
     def collect_garbage(self) -> None:
         """At the end of every run, each log drops what its manifests no longer need (past file.delete.delay.ms):
         opening a log collects it, so a run of a few commits leaves no more behind than a long one."""
         state = open_state_dir(self.spec.state_dir)
-        for topic, partition, directory in list_log_dirs(state):
-            plan = self.spec.topics.get(topic)
+        for log_dir in list_log_dirs(state):
+            plan = self.spec.topics.get(log_dir.pid.topic)
             if plan is None:
                 continue
-            with partition_lock(state, directory):
-                open_partition_log(state, directory, topic, partition, plan.compaction.log_config)
+            with partition_lock(state, log_dir.directory):
+                open_partition_log(state, log_dir, plan.compaction.log_config)
 
     def _run_query(self) -> None:
         """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
@@ -333,10 +302,10 @@ class CompactorJob:
             if self._stop.wait(pause):
                 return
 
-    def _watch(self, query) -> None:
+    def _watch(self, query: RunningQuery) -> None:
         """Wait while the query runs; on idle triggers (no micro-batch) run the compaction stage here."""
         seen = -1
-        while query.isActive and not self._stop.wait(0.05 if self.once else self.trigger_interval_s):
+        while query.is_active and not self._stop.wait(0.05 if self.once else self.trigger_interval_s):
             if not self.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
                 try:
                     self.sync_topics()
@@ -391,17 +360,13 @@ def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = F
         return None
     first = waiting[0]
     nc = first.waiting
-    latest = "" if nc.latest_ms is None else f", at the latest from {_utc(nc.latest_ms)} (max.compaction.lag.ms)"
+    latest = "" if nc.latest_ms is None else f", at the latest from {utc_text(nc.latest_ms)} UTC (max.compaction.lag.ms)"
     ratio = " once the dirty ratio passes min.cleanable.dirty.ratio" if nc.earliest_ms <= now_ms else ""
     return (f"nothing emitted: nothing is cleanable yet in {len(waiting)} partition(s). The first to become "
-            f"eligible is {first.topic}-{first.partition} from offset {nc.offset}: from {_utc(nc.earliest_ms)}"
+            f"eligible is {first.topic}-{first.partition} from offset {nc.offset}: from {utc_text(nc.earliest_ms)} UTC"
             f"{ratio} (its segment rolls by segment.ms / max.compaction.lag.ms, then min.compaction.lag.ms)"
             f"{latest}. kcompact status shows each partition's time"
             f"{'' if drained else '; --drain (with --once) rolls the active segments now and cleans what they hold'}")
-
-
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _first_line(exc: BaseException) -> str:

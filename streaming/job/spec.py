@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError
+from streaming.kafka.subscription import Subscription, subscription_from_doc
 from streaming.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
@@ -41,14 +42,22 @@ class JobMapping:
     """What a state dir belongs to: its logs and its emission progress mean nothing for another mapping."""
 
     source_bootstrap: str
-    selection: dict  # {"names": [...]} or {"pattern": "..."}
+    subscription: Subscription
     sink_bootstrap: str
     sink_template: str
 
     def describe(self) -> str:
-        what = ", ".join(self.selection["names"]) if "names" in self.selection else \
-            f"topics matching '{self.selection['pattern']}'"
-        return f"{what} on {self.source_bootstrap} -> '{self.sink_template}' on {self.sink_bootstrap}"
+        return (f"{self.subscription.describe()} on {self.source_bootstrap} -> '{self.sink_template}' on "
+                f"{self.sink_bootstrap}")
+
+    def to_doc(self) -> dict:
+        return {"source_bootstrap": self.source_bootstrap, "selection": self.subscription.to_doc(),
+                "sink_bootstrap": self.sink_bootstrap, "sink_template": self.sink_template}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "JobMapping":
+        return cls(doc["source_bootstrap"], subscription_from_doc(doc["selection"]), doc["sink_bootstrap"],
+                   doc["sink_template"])
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class JobSpec:
 
     def save(self) -> None:
         """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
-        doc = {"mapping": asdict(self.mapping), "dead_letter_topic": self.dead_letter_topic,
+        doc = {"mapping": self.mapping.to_doc(), "dead_letter_topic": self.dead_letter_topic,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
         state = open_state_dir(self.state_dir)
@@ -83,7 +92,22 @@ def _saved_doc(state_dir: str) -> dict | None:
     return read_json(state.storage, job_file(state))
 
 
-def load_saved(state_dir: str) -> dict:
+@dataclass(frozen=True)
+class SavedJob:
+    """What a state dir says of its job (kcompact.json): enough for status, dump, translate and sync-groups
+    to work while the job is down. The clusters' credentials are never in it."""
+
+    mapping: JobMapping
+    topics: dict[str, TopicPlan]  # by source topic
+    dead_letter_topic: str | None = None
+
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "SavedJob":
+        return cls(JobMapping.from_doc(doc["mapping"]), {t: TopicPlan.from_doc(t, d) for t, d in doc["topics"].items()},
+                   doc.get("dead_letter_topic"))
+
+
+def load_saved(state_dir: str) -> SavedJob:
     doc = _saved_doc(state_dir)
     if doc is None:
         raise FileNotFoundError(f"{state_dir} holds no compactor state ({JOB_FILE} missing); "
@@ -91,19 +115,14 @@ def load_saved(state_dir: str) -> dict:
     if "mapping" not in doc:
         raise JobError(f"{state_dir} was written by an older kcompact (one topic per state dir); "
                        f"choose a new --state-dir")
-    return doc
-
-
-def plans_of(saved: Mapping) -> dict[str, TopicPlan]:
-    """The topic plans of a saved spec (load_saved)."""
-    return {t: TopicPlan.from_doc(t, d) for t, d in saved["topics"].items()}
+    return SavedJob.from_doc(doc)
 
 
 def check_state_dir_mapping(state_dir: str, mapping: JobMapping) -> None:
     """Refuse a state dir that holds another mapping's logs, before anything in it is written."""
     if _saved_doc(state_dir) is None:
         return
-    saved = JobMapping(**load_saved(state_dir)["mapping"])
+    saved = load_saved(state_dir).mapping
     if saved != mapping:
         raise JobError(f"state dir {state_dir} belongs to another mapping ({saved.describe()}), not "
                        f"{mapping.describe()}; its logs and emission progress are that mapping's. Choose "

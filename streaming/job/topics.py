@@ -17,35 +17,12 @@ from streaming.cleaner import CompactionConfig
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
-from streaming.kafka.topic_names import matches_pattern
+from streaming.kafka.subscription import Subscription, SubscribePattern
 
 log = logging.getLogger(__name__)
 
 TOPIC_FIELD = "{topic}"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-@dataclass(frozen=True)
-class TopicSelection:
-    """Named topics (--source-topic, repeatable), or every topic a pattern matches whole, as they appear."""
-
-    names: tuple[str, ...] = ()
-    pattern: str | None = None
-
-    def __post_init__(self) -> None:
-        if bool(self.names) == (self.pattern is not None):
-            raise UsageError("give --source-topic (repeatable) or --source-topic-pattern, not both and not neither")
-        if self.pattern is not None:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise UsageError(f"--source-topic-pattern {self.pattern!r} is not a regular expression: {exc}") from None
-
-    def matches(self, topic: str) -> bool:
-        return topic in self.names if self.pattern is None else matches_pattern(self.pattern, topic)
-
-    def to_doc(self) -> dict:
-        return {"names": sorted(set(self.names))} if self.pattern is None else {"pattern": self.pattern}
 
 
 @dataclass(frozen=True)
@@ -56,17 +33,17 @@ class SinkNaming:
     given_as: str = "--sink-topic-template"  # the option that named it, for errors
 
     @classmethod
-    def of(cls, sink_topic: str | None, template: str | None, selection: TopicSelection) -> "SinkNaming":
+    def of(cls, sink_topic: str | None, template: str | None, subscription: Subscription) -> "SinkNaming":
         if (sink_topic is None) == (template is None):
             raise UsageError("give --sink-topic (one source topic) or --sink-topic-template (with {topic})")
         if template is not None and TOPIC_FIELD not in template:
             raise UsageError(f"--sink-topic-template must contain {TOPIC_FIELD}, got {template!r}")
-        if sink_topic is not None and (selection.pattern is not None or len(selection.names) != 1):
+        if sink_topic is not None and (isinstance(subscription, SubscribePattern) or len(subscription.names) != 1):
             raise UsageError("--sink-topic names one sink for one --source-topic; with several source topics or "
                              "a pattern, give --sink-topic-template, e.g. '{topic}.compacted'")
         naming = cls(template, "--sink-topic-template") if template is not None else \
             cls(sink_topic.replace("{", "{{").replace("}", "}}"), "--sink-topic")
-        for topic in selection.names:
+        for topic in subscription.names:
             naming.sink_of(topic)
         return naming
 
@@ -86,7 +63,7 @@ class SinkIsSourceError(JobError):
 class TopicSync:
     source: Cluster
     sink: Cluster
-    selection: TopicSelection
+    subscription: Subscription
     naming: SinkNaming
     overrides: Mapping[str, str]
     sink_topic_config: Mapping[str, str]
@@ -100,8 +77,8 @@ class TopicSync:
         """The selected source topics that exist now, with their partition counts."""
         topics = self.source.metadata().topics
         found = {name: len(t.partitions) for name, t in topics.items()
-                 if self.selection.matches(name) and t.error is None and t.partitions}
-        missing = [n for n in self.selection.names if n not in found]
+                 if self.subscription.matches(name) and t.error is None and t.partitions}
+        missing = [n for n in self.subscription.names if n not in found]
         if missing:
             raise JobError(f"source topic {missing[0]!r} does not exist on the source cluster")
         return found
@@ -109,7 +86,7 @@ class TopicSync:
     def refusal(self, topic: str, present: Mapping[str, int]) -> str | None:
         """Why the topic's sink may not be used: it is a source of this job on the same cluster."""
         sink = self.naming.sink_of(topic)
-        if self.same_cluster and (sink in present or self.selection.matches(sink)):
+        if self.same_cluster and (sink in present or self.subscription.matches(sink)):
             return (f"sink topic {sink!r} of source topic {topic!r} is itself a source of this job on the same "
                     f"cluster: the job would emit into what it reads. Choose another {self.naming.given_as}, "
                     f"narrow the source selection, or give --sink-bootstrap-servers of another cluster")

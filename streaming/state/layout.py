@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from streaming.cleaner import PartitionId
 from streaming.log import LogConfig, PartitionLog
 from streaming.state.stores import StateDir
 
@@ -53,6 +55,18 @@ def log_dir(state: StateDir, topic: str, partition: int) -> str:
     return state.path(LOGS, f"{topic}-{partition}")
 
 
+@dataclass(frozen=True)
+class LogDir:
+    """One partition log of the state dir: the source partition it holds and the directory it lives in."""
+
+    pid: PartitionId
+    directory: str
+
+    @classmethod
+    def of(cls, state: StateDir, pid: PartitionId) -> "LogDir":
+        return cls(pid, log_dir(state, pid.topic, pid.partition))
+
+
 def emitted_file(directory: str) -> str:
     return posixpath.join(directory, "emitted.json")
 
@@ -66,19 +80,19 @@ def writer_lock_file(directory: str) -> str:
     return posixpath.join(directory, ".writer.lock")
 
 
-def list_log_dirs(state: StateDir) -> list[tuple[str, int, str]]:
-    """(topic, partition, directory) of every partition log under the state directory."""
+def list_log_dirs(state: StateDir) -> list[LogDir]:
+    """Every partition log under the state directory."""
     out = []
     for name in state.storage.subdirs(state.path(LOGS)):
         m = _LOG_DIR.match(name)
         if m:
-            out.append((m["topic"], int(m["partition"]), state.path(LOGS, name)))
+            out.append(LogDir(PartitionId(m["topic"], int(m["partition"])), state.path(LOGS, name)))
     return out
 
 
-def open_partition_log(state: StateDir, directory: str, topic: str, partition: int,
-                       config: LogConfig) -> PartitionLog:
+def open_partition_log(state: StateDir, log_dir: LogDir, config: LogConfig) -> PartitionLog:
     """Every task opens a partition log this way, so its segment.jitter.ms draw is the same wherever the
     task runs: the seed is the topic-partition, not the path or the process. A local log fsyncs each object
     before an append returns (LogConfig.fsync); a remote one is durable when the store acknowledges."""
-    return PartitionLog(directory, config, None if state.local else state.storage, jitter_seed=f"{topic}-{partition}")
+    return PartitionLog(log_dir.directory, config, None if state.local else state.storage,
+                        jitter_seed=str(log_dir.pid))

@@ -19,6 +19,7 @@ import pytest
 from streaming.cli.main import build_parser
 from streaming.job.runner import explain_failure
 from streaming.job.spec import JobMapping
+from streaming.kafka.subscription import SubscribePattern
 from tests.cli.test_status import write_state_dir
 from tests.kafka_helpers import Sent, produce
 
@@ -368,5 +369,5 @@ def test_sink_refusal_names_the_option_given_and_a_pattern_that_matches_nothing_
 
 
 def test_a_pattern_reads_as_given_in_status() -> None:
-    mapping = JobMapping("h:1", {"pattern": r"orders\..*"}, "h:1", "{topic}.c")
+    mapping = JobMapping("h:1", SubscribePattern(r"orders\..*"), "h:1", "{topic}.c")
     assert r"topics matching 'orders\..*'" in mapping.describe()

@@ -11,9 +11,10 @@ from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status, render_table
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
+from streaming.kafka.subscription import Subscribe
 from streaming.log import make_record
 from streaming.log.storage import write_json
-from streaming.state.layout import emitted_file, log_dir, open_partition_log
+from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import open_state_dir
 
 NOW = 1_800_000_000_000
@@ -27,14 +28,14 @@ def write_state_dir(uri: str) -> str:
     """A job's state dir: its saved spec, one cleaned partition log with an emission note, one dirty one."""
     state = open_state_dir(uri)
     config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0"})
-    mapping = JobMapping("127.0.0.1:1", {"names": ["orders"]}, "127.0.0.1:1", "orders.compacted")
+    mapping = JobMapping("127.0.0.1:1", Subscribe(("orders",)), "127.0.0.1:1", "orders.compacted")
     JobSpec(mapping, uri, {"orders": TopicPlan("orders", "orders.compacted", config, 2)},
             source_kafka={"sasl.password": "hunter2"}).save()
     for partition in (0, 1):
-        plog = open_partition_log(state, log_dir(state, "orders", partition), "orders", partition, config.log_config)
+        plog = open_partition_log(state, LogDir.of(state, PartitionId("orders", partition)), config.log_config)
         plog.append([make_record(o, b"k%d" % (o % 2), b"v%d" % o, NOW - 10_000) for o in range(6)], now_ms=NOW)
         plog.roll()
-    cleaned = open_partition_log(state, log_dir(state, "orders", 0), "orders", 0, config.log_config)
+    cleaned = open_partition_log(state, LogDir.of(state, PartitionId("orders", 0)), config.log_config)
     LogCleanerManager(config).clean_partition(PartitionId("orders", 0), cleaned, NOW)
     write_json(state.storage, emitted_file(cleaned.dir), {"emitted_up_to": 5, "at_ms": NOW})
     return uri
@@ -42,15 +43,14 @@ def write_state_dir(uri: str) -> str:
 
 def test_status_reports_each_partition_from_its_files(tmp_path) -> None:
     status = collect_status(_state_dir(tmp_path), NOW)
-    p0, p1 = status["partitions"]
-    assert status["topics"]["orders"]["sink"] == "orders.compacted" and p0["sink_topic"] == "orders.compacted"
-    assert (p0["partition"], p0["records"], p0["dirty_bytes"], p0["passes"], p0["emitted_up_to"], p0["emit_lag"]) == \
-        (0, 2, 0, 1, 5, 0)
-    assert (p1["records"], p1["dirty_ratio"], p1["passes"], p1["emitted_up_to"]) == (6, 1.0, 0, None)
-    assert status["metrics"]["max-dirty-percent"] == 100.0 and status["metrics"]["uncleanable-partitions-count"] == 0
+    p0, p1 = status.partitions
+    assert status.topics["orders"].sink == "orders.compacted" and p0.sink_topic == "orders.compacted"
+    assert (p0.partition, p0.records, p0.dirty_bytes, p0.passes, p0.emitted_up_to, p0.emit_lag) == (0, 2, 0, 1, 5, 0)
+    assert (p1.records, p1.dirty_ratio, p1.passes, p1.emitted_up_to) == (6, 1.0, 0, None)
+    assert status.metrics["max-dirty-percent"] == 100.0 and status.metrics["uncleanable-partitions-count"] == 0
     table = render_table(status)
     assert table.splitlines()[1] == "  orders -> orders.compacted (2 partitions)" and "orders-1" in table
-    assert "hunter2" not in json.dumps(status) + (tmp_path / "kcompact.json").read_text()
+    assert "hunter2" not in json.dumps(status.to_doc()) + (tmp_path / "kcompact.json").read_text()
 
 
 def test_dump_prints_what_the_logs_hold(tmp_path) -> None:

@@ -11,6 +11,9 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from streaming.job.append import LogAppender, append_partitions
+from streaming.job.engine import QueryPlan, SourceRead
+from streaming.kafka.subscription import Subscribe
+from streaming.spark.driver import SparkEngine, SparkQuery
 from streaming.log import LogConfig
 from streaming.spark.source.kafka_source import ARROW_SCHEMA
 from streaming.state.layout import REJECTED, log_dir
@@ -21,16 +24,13 @@ pytestmark = pytest.mark.integration
 
 
 def run_available_now(spark, bootstrap: str, topic: str, state_dir: str, appender: LogAppender | None = None,
-                      **options: str):
+                      **read: object) -> tuple[LogAppender, SparkQuery]:
+    """The job's query (SparkEngine) with ``read``: SourceRead's fields other than the cluster and topic."""
     appender = appender or LogAppender(state_dir, {topic: LogConfig(fsync=False)})
-    reader = (spark.readStream.format("kcompact-kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    query = (reader.load().writeStream.foreachBatch(appender)
-             .option("checkpointLocation", os.path.join(state_dir, "checkpoint"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination(300)
+    plan = QueryPlan(SourceRead(bootstrap, Subscribe((topic,)), **read), os.path.join(state_dir, "checkpoint"),
+                     once=True)
+    query = SparkEngine(spark).start_query(plan, appender)
+    query.await_termination(300)
     assert query.exception() is None, query.exception()
     return appender, query
 
@@ -94,10 +94,10 @@ def test_aborted_transactions_never_arrive(spark, bootstrap_servers, new_topic, 
 def test_starting_offsets_latest_then_new_records(spark, bootstrap_servers, new_topic, tmp_path) -> None:
     topic = new_topic(partitions=1)
     produce(bootstrap_servers, topic, mixed_records(5, 1))
-    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), startingOffsets="latest")
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), starting_offsets="latest")
     assert log_contents(str(tmp_path), topic, 0) == []
     later = produce(bootstrap_servers, topic, mixed_records(3, 1))
-    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), startingOffsets="latest")
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), starting_offsets="latest")
     assert log_contents(str(tmp_path), topic, 0) == [s.as_log() for s in later]
 
 
@@ -105,7 +105,7 @@ def test_starting_offsets_json(spark, bootstrap_servers, new_topic, tmp_path) ->
     topic = new_topic(partitions=2)
     sent = produce(bootstrap_servers, topic, mixed_records(20, 2))
     run_available_now(spark, bootstrap_servers, topic, str(tmp_path),
-                      startingOffsets=json.dumps({topic: {"0": 3, "1": -2}}))
+                      starting_offsets=json.dumps({topic: {"0": 3, "1": -2}}))
     assert log_contents(str(tmp_path), topic, 0) == by_partition(sent, 0)[3:]
     assert log_contents(str(tmp_path), topic, 1) == by_partition(sent, 1)
 
@@ -113,8 +113,8 @@ def test_starting_offsets_json(spark, bootstrap_servers, new_topic, tmp_path) ->
 def test_max_offsets_per_trigger_bounds_every_batch(spark, bootstrap_servers, new_topic, tmp_path) -> None:
     topic = new_topic(partitions=2)
     produce(bootstrap_servers, topic, mixed_records(35, 2))
-    appender, query = run_available_now(spark, bootstrap_servers, topic, str(tmp_path), maxOffsetsPerTrigger="10")
-    rows = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    appender, query = run_available_now(spark, bootstrap_servers, topic, str(tmp_path), max_offsets_per_trigger=10)
+    rows = [p["numInputRows"] for p in query.query.recentProgress if p["numInputRows"]]
     assert rows and max(rows) <= 10 and sum(rows) == 35
     assert appender.batches == len(rows) == 4
 
@@ -145,7 +145,7 @@ def test_deleted_source_offsets_are_reported_per_fail_on_data_loss(spark, bootst
         with pytest.raises(Exception, match="failOnDataLoss"):
             run_available_now(spark, bootstrap_servers, topic, str(tmp_path))
     else:
-        run_available_now(spark, bootstrap_servers, topic, str(tmp_path), failOnDataLoss="false")
+        run_available_now(spark, bootstrap_servers, topic, str(tmp_path), fail_on_data_loss=False)
         assert [o for o, *_ in log_contents(str(tmp_path), topic, 0)] == [0, 1, 2, 3] + [s.offset for s in rest[4:]]
 
 

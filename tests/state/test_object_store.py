@@ -11,7 +11,7 @@ from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status
 from streaming.log import LogFencedError, PartitionLog, make_record
 from streaming.log.manifest import MANIFESTS, OBJECTS
-from streaming.state.layout import log_dir, open_partition_log
+from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.stores import open_state_dir
 from tests.log.objects import PatchedStorage
 from tests.cli.test_status import NOW, write_state_dir
@@ -25,7 +25,7 @@ def state(s3_server):
 
 
 def _log(state) -> PartitionLog:
-    return open_partition_log(state, log_dir(state, "t", 0), "t", 0, CONFIG.log_config)
+    return open_partition_log(state, LogDir.of(state, PartitionId("t", 0)), CONFIG.log_config)
 
 
 def _records(start: int, n: int, keys: int = 7) -> list[dict]:
@@ -100,5 +100,5 @@ def test_a_zombie_writer_is_refused(state) -> None:
 def test_status_and_dump_read_a_state_dir_on_s3(s3_server) -> None:
     uri = write_state_dir(s3_server.uri(s3_server.new_bucket(), "jobs/orders"))
     status = collect_status(uri, NOW)
-    assert [(p["partition"], p["records"], p["emitted_up_to"]) for p in status["partitions"]] == [(0, 2, 5), (1, 6, None)]
+    assert [(p.partition, p.records, p.emitted_up_to) for p in status.partitions] == [(0, 2, 5), (1, 6, None)]
     assert [(r["offset"], r["value"]) for r in dump_records(uri, partition=0)] == [(4, "v4"), (5, "v5")]

@@ -19,7 +19,8 @@ def test_log_dirs_are_listed_with_their_topic_and_partition_even_when_the_topic_
     for topic, p in (("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)):
         os.makedirs(log_dir(open_state_dir(str(tmp_path)), topic, p))
     os.makedirs(os.path.join(tmp_path, "logs", "not-a-partition"))
-    assert [(t, p) for t, p, _ in list_log_dirs(open_state_dir(str(tmp_path)))] == [("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)]
+    assert [(d.pid.topic, d.pid.partition) for d in list_log_dirs(open_state_dir(str(tmp_path)))] == \
+        [("orders-eu-2", 0), ("orders-eu-2", 11), ("x", 3)]
 
 
 def test_a_second_compactor_is_refused_naming_the_holder(tmp_path) -> None:

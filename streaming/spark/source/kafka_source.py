@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.failures import TRANSIENT, retrying
+from streaming.kafka.subscription import Subscribe, SubscribePattern
 from streaming.logging_setup import configure_worker
 from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
@@ -101,13 +102,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         md = self._retrying(lambda: self._metadata().list_topics(timeout=METADATA_TIMEOUT_S),
                             f"metadata from {self.options.bootstrap_servers}")
         out = []
-        if self.options.pattern is not None:  # topics created later that match are picked up here
+        subscription = self.options.subscription
+        if isinstance(subscription, SubscribePattern):  # topics created later that match are picked up here
             for topic in sorted(md.topics):
                 t = md.topics[topic]
-                if self.options.subscribed(topic) and t.error is None:
+                if subscription.matches(topic) and t.error is None:
                     out.extend((topic, p) for p in sorted(t.partitions))
             return out
-        for topic in self.options.topics:
+        for topic in subscription.names:
             t = md.topics.get(topic)
             if t is None or t.error is not None:
                 reason = t.error.str() if t is not None and t.error is not None else "not in cluster metadata"
@@ -132,7 +134,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == "latest":
             return nest({tp: marks[tp][1] for tp in tps})
         given = flatten(start)
-        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in given and (self.options.pattern is None or t in start)]
+        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in given and (isinstance(self.options.subscription, Subscribe) or t in start)]
         if missing:
             raise SourceOptionError(f"option 'startingOffsets' must give every partition of the subscribed "
                                     f"topics; missing {missing}")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from streaming.errors import UserError
-from streaming.kafka.topic_names import matches_pattern
+from streaming.errors import UsageError, UserError
+from streaming.job.engine import SourceRead
+from streaming.kafka.subscription import Subscription, SubscribePattern, subscription_of
 
 
 KAFKA_PREFIX = "kafka."
@@ -21,9 +21,8 @@ class SourceOptionError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class KafkaSourceOptions:
-    topics: tuple[str, ...]                # subscribe; empty with a pattern
+    subscription: Subscription             # subscribe or subscribePattern
     client_config: dict[str, str]          # librdkafka settings from kafka.* options
-    pattern: str | None = None             # subscribePattern: every topic it matches whole, as they appear
     starting_offsets: str | dict[str, dict[str, int]] = "earliest"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
@@ -34,9 +33,6 @@ class KafkaSourceOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.client_config["bootstrap.servers"]
-
-    def subscribed(self, topic: str) -> bool:
-        return topic in self.topics if self.pattern is None else matches_pattern(self.pattern, topic)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSourceOptions":
@@ -55,20 +51,13 @@ class KafkaSourceOptions:
                 raise SourceOptionError(f"option 'kafka.{forbidden}' is not supported: offsets live in Spark's "
                                         f"checkpoint (use startingOffsets)")
         client = {"isolation.level": "read_committed", **client}
-        subscribe, pattern = get("subscribe"), get("subscribePattern")
-        if (subscribe is None) == (pattern is None):
-            raise SourceOptionError("give exactly one of the options 'subscribe' (topics, comma-separated) and "
-                                    "'subscribePattern' (a regular expression)")
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise SourceOptionError(f"option 'subscribePattern' is not a regular expression: {exc}") from None
-            topics: tuple[str, ...] = ()
-        elif not [t for t in subscribe.split(",") if t.strip()]:
-            raise SourceOptionError("option 'subscribe' must name one or more topics (comma-separated)")
-        else:
-            topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
+        subscribe = get("subscribe")
+        try:
+            subscription = subscription_of([] if subscribe is None else subscribe.split(","), get("subscribePattern"),
+                                           "option 'subscribe' (topics, comma-separated)",
+                                           "option 'subscribePattern' (a regular expression)")
+        except UsageError as exc:
+            raise SourceOptionError(str(exc)) from None
 
         starting: str | dict = (get("startingOffsets") or "earliest").strip()
         if starting not in ("earliest", "latest"):
@@ -83,7 +72,7 @@ class KafkaSourceOptions:
             except (ValueError, TypeError) as exc:
                 raise SourceOptionError(f"option 'startingOffsets' must be earliest, latest or JSON like "
                                         f"{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest): {exc}") from None
-            unknown = sorted(t for t in starting if not (t in topics if pattern is None else matches_pattern(pattern, t)))
+            unknown = sorted(t for t in starting if not subscription.matches(t))
             if unknown:
                 raise SourceOptionError(f"option 'startingOffsets' names topics not subscribed: {unknown}")
 
@@ -103,6 +92,19 @@ class KafkaSourceOptions:
         if fail not in ("true", "false"):
             raise SourceOptionError(f"option 'failOnDataLoss' must be true or false, got {fail!r}")
         poll = get("kafkaConsumer.pollTimeoutMs")
-        return cls(topics=topics, client_config=client, pattern=pattern, starting_offsets=starting,
+        return cls(subscription=subscription, client_config=client, starting_offsets=starting,
                    max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail == "true",
                    poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS)
+
+
+def spark_options(read: SourceRead) -> dict[str, str]:
+    """The source's options for what the job reads, under Spark's names; parse() reads them back."""
+    subscription = read.subscription
+    options = {"kafka.bootstrap.servers": read.bootstrap_servers,
+               **({"subscribePattern": subscription.pattern} if isinstance(subscription, SubscribePattern)
+                  else {"subscribe": ",".join(subscription.names)}),
+               "startingOffsets": read.starting_offsets, "failOnDataLoss": str(read.fail_on_data_loss).lower(),
+               **{f"{KAFKA_PREFIX}{k}": v for k, v in read.kafka.items()}}
+    if read.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(read.max_offsets_per_trigger)
+    return options

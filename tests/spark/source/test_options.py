@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming.kafka.subscription import Subscribe, SubscribePattern
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
 from streaming.spark.source.kafka_source import KafkaStreamReader
 from streaming.spark.source.offsets import rate_limit
@@ -13,7 +14,7 @@ def test_kafka_options_reach_librdkafka_and_read_committed_is_the_default() -> N
     o = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "a, b",
                                   "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
                                   "kafka.sasl.username": "u", "kafka.sasl.password": "p"})
-    assert o.topics == ("a", "b")
+    assert o.subscription == Subscribe(("a", "b"))
     assert o.client_config == {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL",
                                "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p",
                                "isolation.level": "read_committed"}
@@ -40,9 +41,10 @@ def test_invalid_options_are_named(options: dict, named: str) -> None:
 def test_a_pattern_subscribes_whole_matches_and_no_internal_topic() -> None:
     o = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": "orders-.*",
                                   "startingOffsets": '{"orders-eu": {"0": 5}}'})
-    assert o.topics == () and o.starting_offsets == {"orders-eu": {"0": 5}}
-    assert o.subscribed("orders-eu") and not o.subscribed("old-orders-eu") and not o.subscribed("users")
-    assert not KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": ".*"}).subscribed(
+    assert o.subscription == SubscribePattern("orders-.*") and o.starting_offsets == {"orders-eu": {"0": 5}}
+    matches = o.subscription.matches
+    assert matches("orders-eu") and not matches("old-orders-eu") and not matches("users")
+    assert not KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": ".*"}).subscription.matches(
         "__consumer_offsets")
 
 

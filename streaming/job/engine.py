@@ -1,0 +1,64 @@
+"""What the job asks of the engine that runs it: a streaming query over the source, stages of tasks, and
+how far a stage has got. Spark answers it (streaming.spark.driver); job/ only sees these types, so its
+stages are plain functions of typed arguments and never touch a Spark object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
+
+import pyarrow as pa
+
+from streaming.kafka.subscription import Subscription
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What the query reads: the source cluster, its topics and where to start, under kcompact's own terms."""
+
+    bootstrap_servers: str
+    subscription: Subscription
+    starting_offsets: str = "earliest"  # earliest, latest or the JSON --starting-offsets takes
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = None
+    kafka: Mapping[str, str] = field(default_factory=dict, repr=False)  # librdkafka settings; may hold secrets
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    source: SourceRead
+    checkpoint_location: str
+    once: bool  # read what is there now, then end (Spark's availableNow); else a trigger every interval
+    trigger_interval_s: float = 5.0
+
+
+class MicroBatch(Protocol):
+    """One micro-batch of source records, still on the executors."""
+
+    def map_arrow(self, task: ArrowTask, schema: str) -> list[dict]:
+        """Run ``task`` over each source partition's Arrow batches where they are; collect its rows."""
+
+
+class RunningQuery(Protocol):
+    @property
+    def is_active(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+    def exception(self) -> BaseException | None: ...
+
+
+class Engine(Protocol):
+    def start_query(self, plan: QueryPlan, on_batch: Callable[[MicroBatch, int], None]) -> RunningQuery:
+        """Start the query; ``on_batch`` runs on the driver for each micro-batch, with its id."""
+
+    def run_tasks(self, task: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """One task per item, run on the executors; their results in the items' order."""
+
+    def tasks_done(self) -> tuple[int, int] | None:
+        """(tasks done, tasks) of the stages running now; None when none runs."""

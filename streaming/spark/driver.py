@@ -1,0 +1,69 @@
+"""The job's engine on Spark (streaming.job.engine): the one place that builds the streaming query, runs
+stages of tasks and reads Spark's progress, so job/ hands over typed values and plain functions only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from streaming.job.engine import ArrowTask, MicroBatch, QueryPlan
+from streaming.spark.source.kafka_source import SOURCE_NAME
+from streaming.spark.source.options import spark_options
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SparkMicroBatch:
+    df: DataFrame
+
+    def map_arrow(self, task: ArrowTask, schema: str) -> list[dict]:
+        return [row.asDict() for row in self.df.mapInArrow(task, schema).collect()]
+
+
+@dataclass(frozen=True)
+class SparkQuery:
+    query: StreamingQuery
+
+    @property
+    def is_active(self) -> bool:
+        return self.query.isActive
+
+    def stop(self) -> None:
+        self.query.stop()
+
+    def exception(self) -> BaseException | None:
+        return self.query.exception()
+
+    def await_termination(self, timeout_s: float | None = None) -> None:
+        self.query.awaitTermination(timeout_s)
+
+
+@dataclass(frozen=True)
+class SparkEngine:
+    spark: SparkSession
+
+    def start_query(self, plan: QueryPlan, on_batch: Callable[[MicroBatch, int], None]) -> SparkQuery:
+        reader = self.spark.readStream.format(SOURCE_NAME)
+        for key, value in spark_options(plan.source).items():
+            reader = reader.option(key, value)
+        writer = (reader.load().writeStream
+                  .foreachBatch(lambda df, batch_id: on_batch(SparkMicroBatch(df), batch_id))
+                  .option("checkpointLocation", plan.checkpoint_location))
+        writer = writer.trigger(availableNow=True) if plan.once else \
+            writer.trigger(processingTime=f"{plan.trigger_interval_s} seconds")
+        return SparkQuery(writer.start())
+
+    def run_tasks(self, task: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return self.spark.sparkContext.parallelize(list(items), len(items)).map(task).collect()
+
+    def tasks_done(self) -> tuple[int, int] | None:
+        tracker = self.spark.sparkContext.statusTracker()
+        stages = [s for s in map(tracker.getStageInfo, tracker.getActiveStageIds()) if s is not None]
+        if not stages:
+            return None
+        return sum(s.numCompletedTasks for s in stages), sum(s.numTasks for s in stages)
