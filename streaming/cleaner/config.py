@@ -7,12 +7,13 @@ from command lines and topic configs where a typo must not silently fall back to
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from streaming.log.config import LONG_MAX, LogConfig
 from streaming.errors import UserError
+from streaming.log.config import LogConfig
+from streaming.settings import SETTINGS, Scope, setting_field as _setting
 
 log = logging.getLogger(__name__)
 
@@ -38,81 +39,33 @@ class KeylessPolicy(str, Enum):
 
 
 @dataclass(frozen=True)
-class _Key:
-    name: str
-    attr: str
-    parse: Callable[[str], Any]
-
-
-def _long(text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ValueError("not a whole number") from None
-
-
-def _ratio(text: str) -> float:
-    try:
-        return float(text.strip())
-    except ValueError:
-        raise ValueError("not a number") from None
-
-
-def _policy(text: str) -> str:
-    return ",".join(sorted(p.strip() for p in text.split(",") if p.strip()))
-
-
-@dataclass(frozen=True)
 class CompactionConfig:
-    cleanup_policy: str = "compact"
-    segment_bytes: int = 1_073_741_824
-    segment_ms: int = 604_800_000
-    segment_jitter_ms: int = 0
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    delete_retention_ms: int = 86_400_000
-    compaction_strategy: Strategy = Strategy.OFFSET
-    compaction_strategy_header: str | None = None
-    keyless_policy: KeylessPolicy = KeylessPolicy.DROP
-    dedupe_buffer_size: int = 134_217_728
-    io_buffer_load_factor: float = 0.9
-    io_max_bytes_per_second: float = float("inf")
-    backoff_ms: int = 15_000
-    message_timestamp_after_max_ms: int = 3_600_000
-    file_delete_delay_ms: int = 60_000
+    cleanup_policy: str = _setting("cleanup.policy")
+    segment_bytes: int = _setting("segment.bytes")
+    segment_ms: int = _setting("segment.ms")
+    segment_jitter_ms: int = _setting("segment.jitter.ms")
+    min_cleanable_dirty_ratio: float = _setting("min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: int = _setting("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _setting("max.compaction.lag.ms")
+    delete_retention_ms: int = _setting("delete.retention.ms")
+    compaction_strategy: Strategy = _setting("compaction.strategy")
+    compaction_strategy_header: str | None = _setting("compaction.strategy.header")
+    keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
+    dedupe_buffer_size: int = _setting("log.cleaner.dedupe.buffer.size")
+    io_buffer_load_factor: float = _setting("log.cleaner.io.buffer.load.factor")
+    io_max_bytes_per_second: float = _setting("log.cleaner.io.max.bytes.per.second")
+    backoff_ms: int = _setting("log.cleaner.backoff.ms")
+    message_timestamp_after_max_ms: int = _setting("message.timestamp.after.max.ms")
+    file_delete_delay_ms: int = _setting("file.delete.delay.ms")
 
     def __post_init__(self) -> None:
-        for attr, enum, key in (("compaction_strategy", Strategy, "compaction.strategy"),
-                                ("keyless_policy", KeylessPolicy, "compaction.keyless.policy")):
-            try:
-                object.__setattr__(self, attr, enum(getattr(self, attr)))
-            except ValueError:
-                raise ConfigError(key, f"unknown value {getattr(self, attr)!r}; one of "
-                                       f"{', '.join(e.value for e in enum)}") from None
-        policies = set(self.cleanup_policy.split(","))
-        if not policies <= {"compact", "delete"} or "compact" not in policies:
-            raise ConfigError("cleanup.policy", f"must be 'compact' or 'compact,delete' for a compactor, "
-                                                f"got {self.cleanup_policy!r}")
-        for key, value, low in (("segment.bytes", self.segment_bytes, 14),
-                                ("segment.ms", self.segment_ms, 1),
-                                ("segment.jitter.ms", self.segment_jitter_ms, 0),
-                                ("min.compaction.lag.ms", self.min_compaction_lag_ms, 0),
-                                ("max.compaction.lag.ms", self.max_compaction_lag_ms, 1),
-                                ("delete.retention.ms", self.delete_retention_ms, 0),
-                                ("log.cleaner.dedupe.buffer.size", self.dedupe_buffer_size, 48),
-                                ("log.cleaner.backoff.ms", self.backoff_ms, 0),
-                                ("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0),
-                                ("file.delete.delay.ms", self.file_delete_delay_ms, 0)):
-            if value < low:
-                raise ConfigError(key, f"must be >= {low}, got {value}")
-        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
-            raise ConfigError("min.cleanable.dirty.ratio", f"must be in [0, 1], got {self.min_cleanable_dirty_ratio}")
-        if not 0.0 < self.io_buffer_load_factor < 1.0:
-            raise ConfigError("log.cleaner.io.buffer.load.factor",
-                              f"must be in (0, 1), got {self.io_buffer_load_factor}")
-        if not self.io_max_bytes_per_second > 0:
-            raise ConfigError("log.cleaner.io.max.bytes.per.second", f"must be > 0, got {self.io_max_bytes_per_second}")
+        for attr, name in _ATTRS.items():
+            value = getattr(self, attr)
+            problem = SETTINGS[name].problem(value.value if isinstance(value, Enum) else value)
+            if problem:
+                raise ConfigError(name, problem)
+        object.__setattr__(self, "compaction_strategy", Strategy(self.compaction_strategy))
+        object.__setattr__(self, "keyless_policy", KeylessPolicy(self.keyless_policy))
         if self.max_compaction_lag_ms < self.min_compaction_lag_ms:
             raise ConfigError("max.compaction.lag.ms", f"({self.max_compaction_lag_ms}) must not be less than "
                                                        f"min.compaction.lag.ms ({self.min_compaction_lag_ms})")
@@ -128,24 +81,11 @@ class CompactionConfig:
     @classmethod
     def from_mapping(cls, values: Mapping[str, str], base: "CompactionConfig | None" = None) -> "CompactionConfig":
         """Build from Kafka-named settings over ``base``; an unknown key is an error naming it."""
-        current = {f.name: getattr(base or cls(), f.name) for f in fields(cls)}
-        for name, text in values.items():
-            key = KEYS.get(name.strip())
-            if key is None:
-                raise ConfigError(name, f"unknown setting; known: {', '.join(sorted(KEYS))}")
-            try:
-                current[key.attr] = key.parse(text)
-            except ValueError as exc:
-                raise ConfigError(key.name, f"invalid value {text!r} ({exc})") from None
-        return cls(**current)
+        return replace(base or cls(), **_parse(values))
 
     def to_kafka(self) -> dict[str, str]:
-        """The effective settings under Kafka's names, as printed at start-up."""
-        out = {}
-        for key in KEYS.values():
-            value = getattr(self, key.attr)
-            out[key.name] = value.value if isinstance(value, Enum) else ("" if value is None else str(value))
-        return out
+        """The effective settings under Kafka's names: what the saved spec holds and start-up prints."""
+        return {name: SETTINGS[name].render(getattr(self, attr)) for attr, name in _ATTRS.items()}
 
     @property
     def log_config(self) -> LogConfig:
@@ -155,28 +95,39 @@ class CompactionConfig:
                          file_delete_delay_ms=self.file_delete_delay_ms)
 
 
-KEYS: dict[str, _Key] = {k.name: k for k in (
-    _Key("cleanup.policy", "cleanup_policy", _policy),
-    _Key("segment.bytes", "segment_bytes", _long),
-    _Key("segment.ms", "segment_ms", _long),
-    _Key("segment.jitter.ms", "segment_jitter_ms", _long),
-    _Key("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", _ratio),
-    _Key("min.compaction.lag.ms", "min_compaction_lag_ms", _long),
-    _Key("max.compaction.lag.ms", "max_compaction_lag_ms", _long),
-    _Key("delete.retention.ms", "delete_retention_ms", _long),
-    _Key("compaction.strategy", "compaction_strategy", lambda t: t.strip().lower()),
-    _Key("compaction.strategy.header", "compaction_strategy_header", lambda t: t.strip() or None),
-    _Key("compaction.keyless.policy", "keyless_policy", lambda t: t.strip().lower()),
-    _Key("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", _long),
-    _Key("log.cleaner.io.buffer.load.factor", "io_buffer_load_factor", _ratio),
-    _Key("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", _ratio),
-    _Key("log.cleaner.backoff.ms", "backoff_ms", _long),
-    _Key("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", _long),
-    _Key("file.delete.delay.ms", "file_delete_delay_ms", _long),
-)}
+_ATTRS = {f.name: f.metadata["setting"] for f in fields(CompactionConfig)}  # field -> setting name
+_FIELDS = {name: attr for attr, name in _ATTRS.items()}
+
+
+def _parse(values: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka-named settings as CompactionConfig's typed fields; an unknown key or bad text names the key."""
+    out = {}
+    for name, text in values.items():
+        setting = SETTINGS.get(name.strip())
+        if setting is None:
+            raise ConfigError(name, f"unknown setting; known: {', '.join(sorted(SETTINGS))}")
+        try:
+            out[_FIELDS[setting.name]] = setting.parse(text)
+        except ValueError as exc:
+            raise ConfigError(setting.name, f"invalid value {text!r} ({exc})") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Settings given on the command line: parsed and checked once, at the edge, then laid over each topic's
+    own settings (which come from the cluster as text, and are parsed where they are read)."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)  # CompactionConfig field -> typed value
+
+    @classmethod
+    def parse(cls, text: Mapping[str, str]) -> "Overrides":
+        values = _parse(text)
+        CompactionConfig(**values)  # every value and combination is checked now, before anything runs
+        return cls(values)
+
+    def over(self, base: CompactionConfig) -> CompactionConfig:
+        return replace(base, **self.values)
 
 # Settings a Kafka topic can carry; the others are the compactor's own (command line only).
-KEYS_SET_BY_TOPIC = frozenset({"cleanup.policy", "segment.bytes", "segment.ms", "segment.jitter.ms",
-                               "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
-                               "delete.retention.ms", "compaction.strategy", "compaction.strategy.header",
-                               "message.timestamp.after.max.ms", "file.delete.delay.ms"})
+KEYS_SET_BY_TOPIC = frozenset(s.name for s in SETTINGS.values() if s.scope is Scope.TOPIC)

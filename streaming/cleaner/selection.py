@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from streaming.cleaner.partition_id import PartitionId
 from streaming.cleaner.config import CompactionConfig
-from streaming.log.config import LONG_MAX
+from streaming.settings import LONG_MAX
 from streaming.log.segment import SegmentMeta
 
 

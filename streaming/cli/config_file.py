@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import javaproperties
 
-from streaming.cleaner.config import KEYS as TOPIC_CONFIGS
+from streaming.settings import SETTINGS
 from streaming.errors import UsageError
 
 # Prefixed keys -> the repeatable KEY=VALUE option they feed, and whether the prefix stays in the key.
@@ -56,7 +56,7 @@ def read(path: str, parser: argparse.ArgumentParser) -> FileSettings:
         action = by_key.get(key)
         if action is not None:
             options[action.dest] = _value(path, key, text, action)
-        elif key in TOPIC_CONFIGS:
+        elif key in SETTINGS:
             pairs["config"].append(f"{key}={text}")
         else:
             prefixed = next((p for p in PREFIXES if key.startswith(p[0])), None)

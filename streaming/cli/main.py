@@ -19,7 +19,8 @@ from streaming import __version__, logging_setup, redaction
 from streaming.errors import USER_ERRORS, UsageError
 from streaming.kafka.subscription import Subscription, subscription_of
 
-if TYPE_CHECKING:  # the type only: --help, status and dump import no Kafka client
+if TYPE_CHECKING:  # types only: --help, status and dump load neither a Kafka client nor the cleaner
+    from streaming.cleaner import Overrides
     from streaming.kafka.admin import Cluster
 
 log = logging.getLogger("kcompact")
@@ -67,14 +68,13 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.cli import config_file  # noqa: PLC0415
-    from streaming.cleaner import CompactionConfig, KeylessPolicy  # noqa: PLC0415
+    from streaming.cleaner import KeylessPolicy, Overrides  # noqa: PLC0415
 
     for dest in REQUIRED_TO_RUN:
         if not getattr(args, dest):
             raise UsageError(f"--{dest.replace('_', '-')} is required (or {config_file.key_of(dest)} in --config-file)")
-    overrides = parse_pairs(args.config, "--config")
-    if CompactionConfig.from_mapping(overrides).keyless_policy is KeylessPolicy.DEAD_LETTER \
-            and not args.dead_letter_topic:  # bad keys are refused here too, before any cluster is contacted
+    overrides = Overrides.parse(parse_pairs(args.config, "--config"))  # before any cluster is contacted
+    if overrides.values.get("keyless_policy") == KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
@@ -98,7 +98,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 REQUIRED_TO_RUN = ("bootstrap_servers", "state_dir")
 
 
-def _start(args: argparse.Namespace, overrides: dict, source_kafka: dict, sink_kafka: dict, sink_topic_config: dict,
+def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, sink_kafka: dict, sink_topic_config: dict,
            spark_conf: dict) -> int:
     """Checks that read (the state dir, then the clusters) before anything is created anywhere; then the
     sink topics, the state dir and the Spark session."""

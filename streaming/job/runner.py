@@ -99,7 +99,7 @@ class CompactorJob:
         self.allow_data_loss = allow_data_loss
         self.live_progress = live_progress
         self.lock = threading.RLock()
-        default = CompactionConfig.from_mapping(sync.overrides) if sync else CompactionConfig()
+        default = sync.overrides.over(CompactionConfig()) if sync else CompactionConfig()
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
                                     lock=self.lock)
         self.totals = job_metrics.JobCounters()

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC
+from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC, Overrides
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError
 from streaming.kafka.subscription import Subscription, subscription_from_doc
@@ -153,11 +153,11 @@ def topic_settings(explicit: Mapping[str, str], topic: str) -> dict[str, str]:
 
 
 def resolve_compaction_config(explicit: Mapping[str, str], topic: str,
-                              overrides: Mapping[str, str]) -> CompactionConfig:
+                              overrides: Overrides) -> CompactionConfig:
     """Kafka's defaults, then what the source topic sets (``explicit``), then the command line."""
     from_topic = topic_settings(explicit, topic)
     try:
         base = CompactionConfig.from_mapping(from_topic)
     except ConfigError as exc:
         raise ConfigError(exc.key, f"as set on source topic {topic!r}: {exc}") from None
-    return CompactionConfig.from_mapping(overrides, base)
+    return overrides.over(base)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from streaming.cleaner import CompactionConfig
+from streaming.cleaner import CompactionConfig, Overrides
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
@@ -65,7 +65,7 @@ class TopicSync:
     sink: Cluster
     subscription: Subscription
     naming: SinkNaming
-    overrides: Mapping[str, str]
+    overrides: Overrides
     sink_topic_config: Mapping[str, str]
     dead_letter_topic: str | None = None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.cleaner import ConfigError, Strategy
+from streaming.cleaner import ConfigError, Overrides, Strategy
 from streaming.errors import JobError
 from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
                                 resolve_compaction_config, sink_topic_settings)
@@ -13,25 +13,26 @@ from streaming.kafka.subscription import Subscribe, SubscribePattern
 
 def test_the_command_line_wins_over_the_topic_which_wins_over_kafkas_defaults() -> None:
     topic = {"min.compaction.lag.ms": "5000", "segment.ms": "60000", "retention.ms": "-1"}
-    c = resolve_compaction_config(topic, "orders", {"segment.ms": "1000", "compaction.strategy": "timestamp"})
+    c = resolve_compaction_config(topic, "orders",
+                                  Overrides.parse({"segment.ms": "1000", "compaction.strategy": "timestamp"}))
     assert (c.min_compaction_lag_ms, c.segment_ms, c.compaction_strategy) == (5000, 1000, Strategy.TIMESTAMP)
     assert c.delete_retention_ms == 86_400_000, "what neither sets keeps Kafka's default"
 
 
 def test_a_source_topic_that_is_not_compacted_is_compacted_all_the_same() -> None:
-    c = resolve_compaction_config({"cleanup.policy": "delete", "segment.ms": "7"}, "events", {})
+    c = resolve_compaction_config({"cleanup.policy": "delete", "segment.ms": "7"}, "events", Overrides.parse({}))
     assert c.cleanup_policy == "compact" and c.segment_ms == 7
 
 
 def test_a_bad_value_on_the_topic_is_named_with_the_topic() -> None:
     with pytest.raises(ConfigError) as err:
-        resolve_compaction_config({"min.cleanable.dirty.ratio": "2"}, "orders", {})
+        resolve_compaction_config({"min.cleanable.dirty.ratio": "2"}, "orders", Overrides.parse({}))
     assert err.value.key == "min.cleanable.dirty.ratio" and "as set on source topic 'orders'" in str(err.value)
 
 
 def test_a_bad_command_line_value_is_named() -> None:
     with pytest.raises(ConfigError) as err:
-        resolve_compaction_config({}, "orders", {"segment.ms": "soon"})
+        resolve_compaction_config({}, "orders", Overrides.parse({"segment.ms": "soon"}))
     assert err.value.key == "segment.ms"
 
 
@@ -47,8 +48,8 @@ MAPPING = JobMapping("b:1", SubscribePattern("orders.*"), "b:2", "{topic}.c")
 
 
 def test_the_saved_spec_gives_back_each_topics_plan_without_secrets(tmp_path) -> None:
-    config = resolve_compaction_config({"segment.ms": "100"}, "orders", {"compaction.strategy": "header",
-                                                                         "compaction.strategy.header": "v"})
+    config = resolve_compaction_config({"segment.ms": "100"}, "orders", Overrides.parse(
+        {"compaction.strategy": "header", "compaction.strategy.header": "v"}))
     plans = {"orders": TopicPlan("orders", "orders.c", config, 3)}
     JobSpec(MAPPING, str(tmp_path), plans, sink_kafka={"sasl.password": "s3cret"}).save()
     saved = load_saved(str(tmp_path))

@@ -1,0 +1,49 @@
+"""The one table of settings: README lists exactly it, and every config class takes its defaults and limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from streaming.cleaner import CompactionConfig, ConfigError
+from streaming.log import LogConfig
+from streaming.settings import SETTINGS, Scope, markdown_table
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_lists_the_settings_table_as_it_is() -> None:
+    block = re.search(r"<!-- settings table: python -m streaming.settings -->\n(.*?)\n<!-- end of settings table -->",
+                      README.read_text(), re.S)
+    assert block and block[1] == markdown_table(), "run python -m streaming.settings and paste it into README.md"
+
+
+def test_each_config_field_is_a_setting_with_the_tables_default() -> None:
+    for config in (CompactionConfig(), LogConfig()):
+        for f in fields(config):
+            name = f.metadata.get("setting")
+            if name is not None:
+                value = getattr(config, f.name)
+                assert getattr(value, "value", value) == SETTINGS[name].default, name
+    named = {f.metadata["setting"] for f in fields(CompactionConfig)}
+    assert named == set(SETTINGS), "every setting has a place in the cleaner's config"
+
+
+@pytest.mark.parametrize("name,text", [("segment.bytes", "13"), ("segment.ms", "0"), ("file.delete.delay.ms", "-1")])
+def test_the_log_and_the_cleaner_refuse_the_same_values(name: str, text: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(name)):
+        CompactionConfig.from_mapping({name: text})
+    attr = next(f.name for f in fields(LogConfig) if f.metadata.get("setting") == name)
+    with pytest.raises(ValueError, match=re.escape(name)):
+        LogConfig(**{attr: int(text)})
+    assert SETTINGS[name].problem(int(text)), "the limit is the table's"
+
+
+def test_topic_settings_are_the_ones_a_kafka_topic_carries() -> None:
+    topic = {s.name for s in SETTINGS.values() if s.scope is Scope.TOPIC}
+    assert not {n for n in topic if n.startswith("log.cleaner.")}
+    assert {"segment.bytes", "max.compaction.lag.ms", "compaction.strategy"} <= topic
+    assert SETTINGS["compaction.keyless.policy"].scope is Scope.JOB
