@@ -62,16 +62,11 @@ def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
     """Emits the log below ``end``. A transaction the emitter abandoned (a sink outage, a fatal producer
     error) is emitted again from the committed progress, a few times, before the failure is left to the
     next trigger."""
-    def pending():
-        for r in plog.read(emitter.emitted_up_to + 1):
-            if r["offset"] >= end:
-                return
-            yield r
     before = emitter.committed_records
     attempt = 1
     while True:
         try:
-            emitter.emit(pending())
+            emitter.emit(plog.read(emitter.emitted_up_to + 1, end))
             return emitter.committed_records - before
         except TransactionInterrupted as exc:
             if attempt == EMIT_ATTEMPTS:

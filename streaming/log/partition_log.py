@@ -35,6 +35,7 @@ from streaming.log.segment import (Chunk, SegmentMeta, encode_blocks, object_dam
                                    read_batches, read_header,
                                    read_keys_checked, read_verified, segment_name)
 from streaming.log.storage import LocalStorage, Storage
+from streaming.settings import LONG_MAX
 
 log = logging.getLogger(__name__)
 
@@ -300,23 +301,31 @@ class PartitionLog:
 
     # ----- read ---------------------------------------------------------------------------------------------
 
-    def read(self, from_offset: int = 0) -> Iterator[LogRecord]:
-        """Records with offset >= from_offset; an offset removed by cleaning starts at the next present one."""
-        return iter_records(self.read_batches(from_offset))
+    def read(self, from_offset: int = 0, to_offset: int | None = None) -> Iterator[LogRecord]:
+        """Records with from_offset <= offset < to_offset (to the end when None); an offset removed by cleaning
+        starts at the next present one."""
+        return iter_records(self.read_batches(from_offset, to_offset))
 
-    def read_batches(self, from_offset: int = 0) -> Iterator[pa.RecordBatch]:
+    def read_batches(self, from_offset: int = 0, to_offset: int | None = None) -> Iterator[pa.RecordBatch]:
         """read() as batches of LOG_BATCH_SCHEMA."""
+        end = LONG_MAX if to_offset is None else to_offset
         bases = [s.base_offset for s in self._segments]
         first = max(0, bisect.bisect_right(bases, from_offset) - 1)
         for seg in self._segments[first:]:
+            if seg.base_offset >= end:
+                return
             if seg.last_offset is None or seg.last_offset < from_offset:
                 continue
             for batch in self.segment_batches(seg):
                 off = offsets_of(batch)
                 if off[-1] < from_offset:
                     continue
-                if off[0] < from_offset:
-                    batch = batch.slice(int(np.searchsorted(off, from_offset)))
+                if off[0] >= end:
+                    return
+                lo = int(np.searchsorted(off, from_offset)) if off[0] < from_offset else 0
+                hi = int(np.searchsorted(off, end)) if off[-1] >= end else len(off)
+                if lo or hi < len(off):
+                    batch = batch.slice(lo, hi - lo)
                 if batch.num_rows:
                     yield batch
 

@@ -208,6 +208,10 @@ class LogMachine(RuleBasedStateMachine):
         got = list(self.log.read(0))
         assert [r["offset"] for r in got] == [r["offset"] for r in self.model]
         assert got == self.model
+        if self.model:  # a range read, its ends on records and between them
+            lo, hi = self.model[len(self.model) // 3]["offset"], self.model[2 * len(self.model) // 3]["offset"]
+            for a, b in ((lo, hi), (lo + 1, hi + 1), (lo, lo)):
+                assert list(self.log.read(a, b)) == [r for r in self.model if a <= r["offset"] < b], (a, b)
         assert self.log.log_end_offset == self.end
         segs = self.log.segments
         for a, b in zip(segs, segs[1:], strict=False):
