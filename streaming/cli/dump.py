@@ -35,7 +35,7 @@ def dump_records(state_dir: str, partition: int | None = None, topic: str | None
     A state dir, topic or partition the job does not have is an error here, before the first record."""
     state = open_state_dir(state_dir)
     check_access(state, write=False)
-    plans = load_saved(state_dir).topics
+    plans = load_saved(state).topics
     if topic is not None and topic not in plans:
         raise UsageError(f"topic {topic!r} is not mirrored by the job of {state_dir}; it mirrors "
                          f"{', '.join(sorted(plans)) or 'nothing yet'}")

@@ -121,7 +121,7 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     mapping = JobMapping(args.bootstrap_servers, subscription, sink_bootstrap, naming.template)
     state = open_state_dir(args.state_dir)
     check_access(state, write=True)
-    check_state_dir_mapping(args.state_dir, mapping)
+    check_state_dir_mapping(state, mapping)
 
     wait = min(CONNECT_TIMEOUT_S, args.retry_timeout)
     source = Cluster("source", args.bootstrap_servers, source_kafka, connect_timeout_s=wait)
@@ -142,7 +142,7 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
         spec = JobSpec(mapping, args.state_dir, sync.sync({}), source_kafka=source_kafka,
                        sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic)
         _print_plans(spec, source_kafka, sink_kafka)
-        spec.save()
+        spec.save(state)
         spark = build_session("kcompact", master=args.spark_master, log_level=args.log_level,
                               extra={**logging_setup.for_workers(args.log_level, args.log_format), **spark_conf})
         job = CompactorJob(SparkEngine(spark), spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
@@ -256,11 +256,12 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 def _cmd_translate(args: argparse.Namespace) -> int:
     from streaming.job.spec import load_saved  # noqa: PLC0415
+    from streaming.state.stores import open_state_dir  # noqa: PLC0415
     from streaming.kafka.translate import SinkReader, translate  # noqa: PLC0415
 
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([sink_kafka])
-    saved = load_saved(args.state_dir)
+    saved = load_saved(open_state_dir(args.state_dir))
     plans = saved.topics
     plan = plans.get(args.topic)
     if plan is None:
@@ -283,6 +284,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 def _cmd_sync_groups(args: argparse.Namespace) -> int:
     from streaming.job.group_sync import mirrored  # noqa: PLC0415
     from streaming.job.spec import load_saved  # noqa: PLC0415
+    from streaming.state.stores import open_state_dir  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
 
@@ -290,7 +292,7 @@ def _cmd_sync_groups(args: argparse.Namespace) -> int:
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([source_kafka, sink_kafka])
-    saved = load_saved(args.state_dir)
+    saved = load_saved(open_state_dir(args.state_dir))
     plans = saved.topics
     syncer = GroupOffsetSync(Cluster("source", saved.mapping.source_bootstrap, source_kafka),
                              Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), pattern, args.allow_rewind)

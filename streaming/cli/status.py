@@ -80,10 +80,10 @@ class JobStatus:
 def collect_status(state_dir: str, now_ms: int) -> JobStatus:
     state = open_state_dir(state_dir)
     check_access(state, write=False)
-    saved = load_saved(state_dir)
+    saved = load_saved(state)
     plans = saved.topics
     storage = state.storage
-    last = read_doc(state_dir)
+    last = read_doc(state)
     source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
     partitions = []
     figures = []

@@ -19,7 +19,7 @@ from streaming.cleaner import CleanerMetrics
 from streaming.errors import JobError
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import metrics_file
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import StateDir
 
 if TYPE_CHECKING:  # the report type only: status reads these documents without the stage's Kafka imports
     from streaming.job.compact import StageReport
@@ -111,18 +111,16 @@ def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], repo
     return doc
 
 
-def write_doc(state_dir: str, doc: dict) -> None:
-    state = open_state_dir(state_dir)
+def write_doc(state: StateDir, doc: dict) -> None:
     write_json(state.storage, metrics_file(state), doc)
 
 
-def update_group_sync(state_dir: str, group_sync: Mapping[str, int | None]) -> None:
+def update_group_sync(state: StateDir, group_sync: Mapping[str, int | None]) -> None:
     """A group sync round that ran after the last trigger's document (--once) goes into it."""
-    write_doc(state_dir, {**read_doc(state_dir), "group_sync": dict(group_sync)})
+    write_doc(state, {**read_doc(state), "group_sync": dict(group_sync)})
 
 
-def read_doc(state_dir: str) -> dict:
-    state = open_state_dir(state_dir)
+def read_doc(state: StateDir) -> dict:
     return read_json(state.storage, metrics_file(state)) or {}
 
 

@@ -89,7 +89,8 @@ class CompactorJob:
         self.sync = sync  # None: the topics are the spec's, fixed
         self.trigger_interval_s = trigger_interval_s
         self.once = once
-        self.checkpoint_location = checkpoint_location or spark_checkpoint(open_state_dir(spec.state_dir))
+        self.state = open_state_dir(spec.state_dir)  # the driver's; tasks open theirs from spec.state_dir
+        self.checkpoint_location = checkpoint_location or spark_checkpoint(self.state)
         self.max_offsets_per_trigger = max_offsets_per_trigger
         self.starting_offsets = starting_offsets
         self.clock = clock
@@ -134,7 +135,7 @@ class CompactorJob:
             return
         if plans != self.spec.topics:
             self.spec = dataclasses.replace(self.spec, topics=plans)
-            self.spec.save()
+            self.spec.save(self.state)
             self.appender.configs = self._log_configs()
 
     def on_batch(self, batch: MicroBatch, batch_id: int) -> None:
@@ -155,7 +156,7 @@ class CompactorJob:
         """Roll, clean and emit every partition log of the mirrored topics, one Spark task each; ``drain``
         rolls every active segment first (--drain)."""
         with self.lock:
-            items = [d for d in list_log_dirs(open_state_dir(self.spec.state_dir)) if d.pid.topic in self.spec.topics]
+            items = [d for d in list_log_dirs(self.state) if d.pid.topic in self.spec.topics]
             if not items:
                 return []
             now_ms = int(self.clock() * 1000)
@@ -189,7 +190,7 @@ class CompactorJob:
         self._ingest_lag = sum(lags) if lags else self._ingest_lag
         doc = job_metrics.build_doc(now_ms, metrics, self.totals.to_doc(), reports, ends,
                                     self.group_sync.totals.to_doc() if self.group_sync else None)
-        job_metrics.write_doc(self.spec.state_dir, doc)
+        job_metrics.write_doc(self.state, doc)
         self.collector.update(doc)
 
     def _source_ends(self, reports: list[StageReport]) -> dict[tuple[str, int], int]:
@@ -256,7 +257,7 @@ class CompactorJob:
                 signal.signal(s, handler)
         if self.group_sync and self.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
-            job_metrics.update_group_sync(self.spec.state_dir, self.group_sync.totals.to_doc())
+            job_metrics.update_group_sync(self.state, self.group_sync.totals.to_doc())
         self.collect_garbage()
         t = self.totals
         log.info("%s: %d records ingested, %d passes, %d records emitted in %.0fs",
@@ -267,7 +268,7 @@ class CompactorJob:
     def collect_garbage(self) -> None:
         """At the end of every run, each log drops what its manifests no longer need (past file.delete.delay.ms):
         opening a log collects it, so a run of a few commits leaves no more behind than a long one."""
-        state = open_state_dir(self.spec.state_dir)
+        state = self.state
         for log_dir in list_log_dirs(state):
             plan = self.spec.topics.get(log_dir.pid.topic)
             if plan is None:

@@ -13,7 +13,7 @@ from streaming.kafka.subscription import Subscription, subscription_from_doc
 from streaming.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import StateDir
 
 log = logging.getLogger(__name__)
 
@@ -78,18 +78,12 @@ class JobSpec:
     def sink_bootstrap(self) -> str:
         return self.mapping.sink_bootstrap
 
-    def save(self) -> None:
+    def save(self, state: StateDir) -> None:
         """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
         doc = {"mapping": self.mapping.to_doc(), "dead_letter_topic": self.dead_letter_topic,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
-        state = open_state_dir(self.state_dir)
         write_json(state.storage, job_file(state), doc, indent=2)
-
-
-def _saved_doc(state_dir: str) -> dict | None:
-    state = open_state_dir(state_dir)
-    return read_json(state.storage, job_file(state))
 
 
 @dataclass(frozen=True)
@@ -107,24 +101,34 @@ class SavedJob:
                    doc.get("dead_letter_topic"))
 
 
-def load_saved(state_dir: str) -> SavedJob:
-    doc = _saved_doc(state_dir)
+def find_saved(state: StateDir) -> SavedJob | None:
+    """The saved job, or None in a state dir no job has used yet."""
+    doc = read_json(state.storage, job_file(state))
     if doc is None:
-        raise FileNotFoundError(f"{state_dir} holds no compactor state ({JOB_FILE} missing); "
-                                f"is it the --state-dir of a kcompact run?")
+        return None
     if "mapping" not in doc:
-        raise JobError(f"{state_dir} was written by an older kcompact (one topic per state dir); "
+        raise JobError(f"{state.uri} was written by an older kcompact (one topic per state dir); "
                        f"choose a new --state-dir")
     return SavedJob.from_doc(doc)
 
 
-def check_state_dir_mapping(state_dir: str, mapping: JobMapping) -> None:
+def load_saved(state: StateDir) -> SavedJob:
+    """The saved job of a state dir a job has used; any other dir is an error that says so."""
+    saved = find_saved(state)
+    if saved is None:
+        raise FileNotFoundError(f"{state.uri} holds no compactor state ({JOB_FILE} missing); "
+                                f"is it the --state-dir of a kcompact run?")
+    return saved
+
+
+def check_state_dir_mapping(state: StateDir, mapping: JobMapping) -> None:
     """Refuse a state dir that holds another mapping's logs, before anything in it is written."""
-    if _saved_doc(state_dir) is None:
+    found = find_saved(state)
+    if found is None:
         return
-    saved = load_saved(state_dir).mapping
+    saved = found.mapping
     if saved != mapping:
-        raise JobError(f"state dir {state_dir} belongs to another mapping ({saved.describe()}), not "
+        raise JobError(f"state dir {state.uri} belongs to another mapping ({saved.describe()}), not "
                        f"{mapping.describe()}; its logs and emission progress are that mapping's. Choose "
                        f"another --state-dir")
 

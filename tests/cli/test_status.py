@@ -30,7 +30,7 @@ def write_state_dir(uri: str) -> str:
     config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0"})
     mapping = JobMapping("127.0.0.1:1", Subscribe(("orders",)), "127.0.0.1:1", "orders.compacted")
     JobSpec(mapping, uri, {"orders": TopicPlan("orders", "orders.compacted", config, 2)},
-            source_kafka={"sasl.password": "hunter2"}).save()
+            source_kafka={"sasl.password": "hunter2"}).save(state)
     for partition in (0, 1):
         plog = open_partition_log(state, LogDir.of(state, PartitionId("orders", partition)), config.log_config)
         plog.append([make_record(o, b"k%d" % (o % 2), b"v%d" % o, NOW - 10_000) for o in range(6)], now_ms=NOW)

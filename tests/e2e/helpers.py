@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from streaming.cli.main import main
 from streaming.job.metrics import read_doc
+from streaming.state.stores import open_state_dir
 from streaming.kafka.emitter import OFFSET_HEADER, source_offset
 from tests.cleaner.reference_model import rank
 
@@ -85,7 +86,7 @@ class JobProgress:
 
     @classmethod
     def of(cls, state_dir: str) -> "JobProgress":
-        parts = read_doc(state_dir).get("partitions", [])
+        parts = read_doc(open_state_dir(state_dir)).get("partitions", [])
         return cls(sum(p["log_end_offset"] for p in parts),
                    sum(p["emitted_up_to"] + 1 for p in parts if p["emitted_up_to"] is not None))
 

@@ -9,6 +9,7 @@ from streaming.errors import JobError
 from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
                                 resolve_compaction_config, sink_topic_settings)
 from streaming.kafka.subscription import Subscribe, SubscribePattern
+from streaming.state.stores import open_state_dir
 
 
 def test_the_command_line_wins_over_the_topic_which_wins_over_kafkas_defaults() -> None:
@@ -51,16 +52,18 @@ def test_the_saved_spec_gives_back_each_topics_plan_without_secrets(tmp_path) ->
     config = resolve_compaction_config({"segment.ms": "100"}, "orders", Overrides.parse(
         {"compaction.strategy": "header", "compaction.strategy.header": "v"}))
     plans = {"orders": TopicPlan("orders", "orders.c", config, 3)}
-    JobSpec(MAPPING, str(tmp_path), plans, sink_kafka={"sasl.password": "s3cret"}).save()
-    saved = load_saved(str(tmp_path))
+    state = open_state_dir(str(tmp_path))
+    JobSpec(MAPPING, str(tmp_path), plans, sink_kafka={"sasl.password": "s3cret"}).save(state)
+    saved = load_saved(state)
     assert saved.topics == plans and saved.mapping == MAPPING
     assert "s3cret" not in (tmp_path / "kcompact.json").read_text()
 
 
 def test_a_state_dir_of_another_mapping_is_refused_naming_both(tmp_path) -> None:
-    check_state_dir_mapping(str(tmp_path), MAPPING)  # a new state dir belongs to whoever starts it
-    JobSpec(MAPPING, str(tmp_path), {}).save()
-    check_state_dir_mapping(str(tmp_path), MAPPING)
+    state = open_state_dir(str(tmp_path))
+    check_state_dir_mapping(state, MAPPING)  # a new state dir belongs to whoever starts it
+    JobSpec(MAPPING, str(tmp_path), {}).save(state)
+    check_state_dir_mapping(state, MAPPING)
     other = JobMapping("b:1", Subscribe(("orders",)), "b:2", "{topic}.c")
     with pytest.raises(JobError, match=r"belongs to another mapping \(topics matching 'orders\.\*'.*not orders on"):
-        check_state_dir_mapping(str(tmp_path), other)
+        check_state_dir_mapping(state, other)
