@@ -29,7 +29,8 @@ import time
 
 import fastavro
 
-from streaming.cleaner import CompactionConfig, LogCleanerManager, OffsetMap, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager, OffsetMap
+from streaming.partition_id import PartitionId
 from streaming.log import PartitionLog, make_record
 from streaming.log.record import parsed_schema
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.log import batch_from_records, make_record
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.stores import open_state_dir

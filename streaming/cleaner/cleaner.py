@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
 from streaming.cleaner.hash_memo import HashMemo
 from streaming.cleaner.offset_map import OffsetMap, hash_keys, rank_greater
-from streaming.cleaner.partition_id import PartitionId
+from streaming.partition_id import PartitionId
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
 from streaming.cleaner.throttle import Throttler

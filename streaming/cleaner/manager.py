@@ -12,7 +12,7 @@ import logging
 from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy
 from streaming.cleaner.metrics import PartitionOutcome
-from streaming.cleaner.partition_id import PartitionId
+from streaming.partition_id import PartitionId
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.cleaner.selection import LogToClean, log_to_clean
 from streaming.log.manifest import LogFencedError

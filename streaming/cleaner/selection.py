@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streaming.cleaner.partition_id import PartitionId
+from streaming.partition_id import PartitionId
 from streaming.cleaner.config import CompactionConfig
 from streaming.settings import LONG_MAX
 from streaming.log.segment import SegmentMeta

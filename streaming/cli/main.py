@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from streaming import __version__, logging_setup, redaction
 from streaming.errors import USER_ERRORS, UsageError
-from streaming.kafka.subscription import Subscription, subscription_of
+from streaming.kafka.subscription import StartingOffsets, subscription_of
 
 if TYPE_CHECKING:  # types only: --help, status and dump load neither a Kafka client nor the cleaner
     from streaming.cleaner import Overrides
@@ -116,7 +116,7 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
     subscription = subscription_of(args.source_topic, args.source_topic_pattern)
     naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, subscription)
-    starting = _starting_offsets(args, subscription)
+    starting = StartingOffsets.parse(args.starting_offsets, subscription)
     group_pattern = _group_sync_pattern(args)
     mapping = JobMapping(args.bootstrap_servers, subscription, sink_bootstrap, naming.template)
     state = open_state_dir(args.state_dir)
@@ -148,7 +148,7 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
         job = CompactorJob(SparkEngine(spark), spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
-                           starting_offsets=args.starting_offsets, retry_timeout_s=args.retry_timeout,
+                           starting_offsets=starting, retry_timeout_s=args.retry_timeout,
                            group_sync=group_sync, drain=args.drain, allow_data_loss=args.allow_data_loss,
                            live_progress=ProgressDisplay.wanted_live(args.log_format))
         if args.metrics_port is not None:
@@ -186,34 +186,19 @@ def _group_sync_schedule(args: argparse.Namespace, pattern: re.Pattern[str], sou
     return GroupSyncSchedule(syncer, args.sync_group_offsets_interval, GroupSyncTotals())
 
 
-def _starting_offsets(args: argparse.Namespace, subscription: Subscription) -> str | dict:
-    """--starting-offsets as the source will read it, refused here in one line when it is not valid."""
-    from streaming.job.engine import SourceRead  # noqa: PLC0415
-    from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError, spark_options  # noqa: PLC0415 (no Spark)
-
-    try:
-        options = KafkaSourceOptions.parse(spark_options(SourceRead(args.bootstrap_servers, subscription,
-                                                                    args.starting_offsets)))
-    except SourceOptionError as exc:
-        raise UsageError(str(exc).replace("option 'startingOffsets'", "--starting-offsets")) from None
-    return options.starting_offsets
-
-
-def _check_starting_offsets(starting: str | dict, present: dict[str, int], source: Cluster) -> None:
+def _check_starting_offsets(starting: StartingOffsets, present: dict[str, int], source: Cluster) -> None:
     """Every partition of each topic named, each offset within what the partition holds now: an offset past
     the end would leave the partition unread until it grew that far, one below the start names deleted
     records."""
-    if not isinstance(starting, dict):
-        return
-    for topic, offsets in sorted(starting.items()):
+    for topic in sorted(starting.topics):
         if topic not in present:
             raise UsageError(f"--starting-offsets names topic {topic!r}, which does not exist on the source")
-        want = {str(p) for p in range(present[topic])}
-        if set(offsets) != want:
+        offsets = {pid.partition: o for pid, o in starting.given.items() if pid.topic == topic}
+        if set(offsets) != set(range(present[topic])):
             raise UsageError(f"--starting-offsets must give every partition of {topic!r} (0..{present[topic] - 1}), "
-                             f"got {sorted(offsets, key=int)}")
+                             f"got {sorted(offsets)}")
         ranges = source.offset_ranges(topic, range(present[topic]))
-        for p, offset in sorted(((int(p), o) for p, o in offsets.items())):
+        for p, offset in sorted(offsets.items()):
             low, high = ranges[p]
             if offset >= 0 and not low <= offset <= high:
                 where = "below the log start" if offset < low else "beyond the log end"

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.cleaner import PartitionId
+from streaming.partition_id import PartitionId
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
 from streaming.state.locks import partition_lock

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean, NextClean,
-                               PartitionCleanerState, PartitionFigures, PartitionId, log_to_clean, next_clean)
+                               PartitionCleanerState, PartitionFigures, log_to_clean, next_clean)
+from streaming.partition_id import PartitionId
 from streaming.job.spec import JobSpec
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog

@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 import pyarrow as pa
 
-from streaming.kafka.subscription import Subscription
+from streaming.kafka.subscription import StartingOffsets, Subscription
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -23,7 +23,7 @@ class SourceRead:
 
     bootstrap_servers: str
     subscription: Subscription
-    starting_offsets: str = "earliest"  # earliest, latest or the JSON --starting-offsets takes
+    starting_offsets: StartingOffsets = StartingOffsets()
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
     kafka: Mapping[str, str] = field(default_factory=dict, repr=False)  # librdkafka settings; may hold secrets

@@ -21,13 +21,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from streaming.cleaner import CleanerMetrics, CompactionConfig, PartitionId
+from streaming.cleaner import CleanerMetrics, CompactionConfig
+from streaming.partition_id import PartitionId
 from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport, compact_partition
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
+from streaming.kafka.subscription import StartingOffsets
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
 from streaming.job.group_sync import GroupSyncSchedule
@@ -81,7 +83,7 @@ class CompactorJob:
     def __init__(self, engine: Engine, spec: JobSpec, sync: TopicSync | None = None, trigger_interval_s: float = 5.0,
                  once: bool = False,
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
-                 starting_offsets: str = "earliest", clock: Callable[[], float] = time.time,
+                 starting_offsets: StartingOffsets = StartingOffsets(), clock: Callable[[], float] = time.time,
                  retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None,
                  drain: bool = False, allow_data_loss: bool = False, live_progress: bool = False) -> None:
         self.engine = engine

@@ -1,14 +1,16 @@
-"""Which topics a job reads, as Kafka consumers and Spark's Kafka source (its ConsumerStrategy) name them:
-topics by name (subscribe), or every topic a pattern matches whole (subscribePattern). One type for the
-command line, the saved mapping, topic sync and the source, so they cannot disagree on what is in."""
+"""Which topics a job reads and where it starts, as Kafka consumers and Spark's Kafka source name them:
+topics by name (subscribe) or every topic a pattern matches whole (subscribePattern), and startingOffsets.
+One type each for the command line, the saved mapping, topic sync and the source, so they cannot disagree."""
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from streaming.errors import UsageError
+from streaming.partition_id import PartitionId
 
 INTERNAL_PREFIX = "__"  # Kafka's own topics (__consumer_offsets, __transaction_state)
 
@@ -67,3 +69,51 @@ def subscription_of(names: Sequence[str], pattern: str | None, names_as: str = "
 def subscription_from_doc(doc: Mapping) -> Subscription:
     """The form to_doc wrote (a saved mapping)."""
     return SubscribePattern(doc["pattern"]) if "pattern" in doc else Subscribe(tuple(doc["names"]))
+
+
+EARLIEST, LATEST = -2, -1  # Kafka's ListOffsets codes, as startingOffsets takes them per partition
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    """Where a partition the checkpoint does not know yet starts: every one at its log start or end, or
+    the offsets given for the partitions of the topics named (a pattern's topic not named starts at its
+    log start)."""
+
+    everywhere: int | None = EARLIEST  # EARLIEST or LATEST for every partition; None: ``given``
+    given: Mapping[PartitionId, int] = field(default_factory=dict)
+
+    @property
+    def topics(self) -> set[str]:
+        return {pid.topic for pid in self.given}
+
+    def to_text(self) -> str:
+        """What parse() reads: Spark's startingOffsets."""
+        if self.everywhere is not None:
+            return "earliest" if self.everywhere == EARLIEST else "latest"
+        nested: dict[str, dict[str, int]] = {}
+        for pid, offset in sorted(self.given.items(), key=lambda item: (item[0].topic, item[0].partition)):
+            nested.setdefault(pid.topic, {})[str(pid.partition)] = offset
+        return json.dumps(nested)
+
+    @classmethod
+    def parse(cls, text: str, subscription: Subscription, option: str = "--starting-offsets") -> "StartingOffsets":
+        """earliest, latest or JSON like {"topic":{"0":23,"1":-2}}, refused in one line naming ``option``."""
+        text = text.strip()
+        if text in ("earliest", "latest"):
+            return cls(EARLIEST if text == "earliest" else LATEST)
+        try:
+            parsed = json.loads(text)
+            if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+                raise ValueError("expected {\"topic\": {\"partition\": offset}}")
+            given = {PartitionId(t, int(p)): int(o) for t, parts in parsed.items() for p, o in parts.items()}
+            odd = sorted(f"{pid}: {o}" for pid, o in given.items() if o < EARLIEST)
+            if odd:
+                raise ValueError(f"negative offsets other than -2 and -1 mean nothing ({', '.join(odd)})")
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"{option} must be earliest, latest or JSON like {{\"topic\":{{\"0\":23,\"1\":-2}}}} "
+                             f"(-2 earliest, -1 latest): {exc}") from None
+        unknown = sorted(t for t in parsed if not subscription.matches(t))
+        if unknown:
+            raise UsageError(f"{option} names topics not subscribed: {unknown}")
+        return cls(None, given)

@@ -30,7 +30,8 @@ import threading
 from pyspark import daemon
 
 from streaming.job import append, compact  # noqa: F401 (what every task imports)
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.log import PartitionLog, batch_from_records, make_record
 from streaming.spark.source import kafka_source  # noqa: F401
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from streaming.cleaner import PartitionId
+from streaming.partition_id import PartitionId
 from streaming.log import LogConfig, PartitionLog
 from streaming.state.stores import StateDir
 

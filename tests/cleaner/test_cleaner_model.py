@@ -20,7 +20,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, PartitionId
+from streaming.cleaner import Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.log import PartitionLog, make_record
 from tests.cleaner import reference_model as model
 

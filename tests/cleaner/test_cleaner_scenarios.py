@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from streaming.cleaner import (Cleaner, CleanerMetrics, CompactionConfig, KeylessRecordError, LogCleanerManager,
-                               PartitionFigures, PartitionId)
+                               PartitionFigures)
+from streaming.partition_id import PartitionId
 from streaming.cleaner.throttle import Throttler
 from streaming.log import PartitionLog, make_record
 from streaming.log.segment import segment_name

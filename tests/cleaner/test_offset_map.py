@@ -11,7 +11,8 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.cleaner.offset_map import OffsetMap, hash_keys
 from streaming.log import PartitionLog, make_record
 

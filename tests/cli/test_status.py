@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from streaming import __version__
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status, render_table
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan

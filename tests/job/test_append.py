@@ -12,7 +12,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from streaming.job.append import LogAppender, append_partitions
 from streaming.job.engine import QueryPlan, SourceRead
-from streaming.kafka.subscription import Subscribe
+from streaming.kafka.subscription import EARLIEST, LATEST, StartingOffsets, Subscribe
+from streaming.partition_id import PartitionId
 from streaming.spark.driver import SparkEngine, SparkQuery
 from streaming.log import LogConfig
 from streaming.spark.source.kafka_source import ARROW_SCHEMA
@@ -94,10 +95,10 @@ def test_aborted_transactions_never_arrive(spark, bootstrap_servers, new_topic, 
 def test_starting_offsets_latest_then_new_records(spark, bootstrap_servers, new_topic, tmp_path) -> None:
     topic = new_topic(partitions=1)
     produce(bootstrap_servers, topic, mixed_records(5, 1))
-    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), starting_offsets="latest")
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), starting_offsets=StartingOffsets(LATEST))
     assert log_contents(str(tmp_path), topic, 0) == []
     later = produce(bootstrap_servers, topic, mixed_records(3, 1))
-    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), starting_offsets="latest")
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path), starting_offsets=StartingOffsets(LATEST))
     assert log_contents(str(tmp_path), topic, 0) == [s.as_log() for s in later]
 
 
@@ -105,7 +106,7 @@ def test_starting_offsets_json(spark, bootstrap_servers, new_topic, tmp_path) ->
     topic = new_topic(partitions=2)
     sent = produce(bootstrap_servers, topic, mixed_records(20, 2))
     run_available_now(spark, bootstrap_servers, topic, str(tmp_path),
-                      starting_offsets=json.dumps({topic: {"0": 3, "1": -2}}))
+                      starting_offsets=StartingOffsets(None, {PartitionId(topic, 0): 3, PartitionId(topic, 1): EARLIEST}))
     assert log_contents(str(tmp_path), topic, 0) == by_partition(sent, 0)[3:]
     assert log_contents(str(tmp_path), topic, 1) == by_partition(sent, 1)
 

@@ -14,7 +14,8 @@ from typing import BinaryIO, Iterator
 
 import pytest
 
-from streaming.cleaner import Cleaner, CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import Cleaner, CompactionConfig, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.log import LocalStorage, LogConfig, PartitionLog, make_record
 from streaming.log.manifest import OBJECTS
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.cleaner import CompactionConfig, LogCleanerManager, PartitionId
+from streaming.cleaner import CompactionConfig, LogCleanerManager
+from streaming.partition_id import PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status
 from streaming.log import LogFencedError, PartitionLog, make_record

@@ -25,7 +25,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.failures import TRANSIENT, retrying
-from streaming.kafka.subscription import Subscribe, SubscribePattern
+from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
+from streaming.partition_id import PartitionId
 from streaming.logging_setup import configure_worker
 from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
@@ -129,20 +130,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = self._topic_partitions()
         marks = self._watermarks(tps)
         start = self.options.starting_offsets
-        if start == "earliest":
-            return nest({tp: marks[tp][0] for tp in tps})
-        if start == "latest":
-            return nest({tp: marks[tp][1] for tp in tps})
-        given = flatten(start)
-        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in given and (isinstance(self.options.subscription, Subscribe) or t in start)]
+        if start.everywhere is not None:
+            return nest({tp: marks[tp][0 if start.everywhere == EARLIEST else 1] for tp in tps})
+        named, every = start.topics, isinstance(self.options.subscription, Subscribe)
+        missing = [f"{t}-{p}" for t, p in tps if PartitionId(t, p) not in start.given and (every or t in named)]
         if missing:
             raise SourceOptionError(f"option 'startingOffsets' must give every partition of the subscribed "
                                     f"topics; missing {missing}")
         resolved = {}
         for tp in tps:
             low, high = marks[tp]
-            o = given.get(tp, -2)  # a pattern's topic the JSON does not name starts at its earliest
-            resolved[tp] = low if o == -2 else high if o == -1 else o
+            o = start.given.get(PartitionId(*tp), EARLIEST)  # a pattern's topic not named starts at its earliest
+            resolved[tp] = low if o == EARLIEST else high if o == LATEST else o
         return nest(resolved)
 
     def getDefaultReadLimit(self) -> ReadLimit:

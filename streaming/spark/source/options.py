@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from streaming.errors import UsageError, UserError
 from streaming.job.engine import SourceRead
-from streaming.kafka.subscription import Subscription, SubscribePattern, subscription_of
+from streaming.kafka.subscription import StartingOffsets, Subscription, SubscribePattern, subscription_of
 
 
 KAFKA_PREFIX = "kafka."
@@ -23,7 +22,7 @@ class SourceOptionError(UserError, ValueError):
 class KafkaSourceOptions:
     subscription: Subscription             # subscribe or subscribePattern
     client_config: dict[str, str]          # librdkafka settings from kafka.* options
-    starting_offsets: str | dict[str, dict[str, int]] = "earliest"
+    starting_offsets: StartingOffsets = StartingOffsets()
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
@@ -59,22 +58,11 @@ class KafkaSourceOptions:
         except UsageError as exc:
             raise SourceOptionError(str(exc)) from None
 
-        starting: str | dict = (get("startingOffsets") or "earliest").strip()
-        if starting not in ("earliest", "latest"):
-            try:
-                parsed = json.loads(starting)
-                if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
-                    raise ValueError("expected {\"topic\": {\"partition\": offset}}")
-                starting = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
-                odd = sorted(f"{t}-{p}: {o}" for t, parts in starting.items() for p, o in parts.items() if o < -2)
-                if odd:
-                    raise ValueError(f"negative offsets other than -2 and -1 mean nothing ({', '.join(odd)})")
-            except (ValueError, TypeError) as exc:
-                raise SourceOptionError(f"option 'startingOffsets' must be earliest, latest or JSON like "
-                                        f"{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest): {exc}") from None
-            unknown = sorted(t for t in starting if not subscription.matches(t))
-            if unknown:
-                raise SourceOptionError(f"option 'startingOffsets' names topics not subscribed: {unknown}")
+        try:
+            starting = StartingOffsets.parse(get("startingOffsets") or "earliest", subscription,
+                                             "option 'startingOffsets'")
+        except UsageError as exc:
+            raise SourceOptionError(str(exc)) from None
 
         max_offsets = get("maxOffsetsPerTrigger")
         if max_offsets is not None:
@@ -103,7 +91,7 @@ def spark_options(read: SourceRead) -> dict[str, str]:
     options = {"kafka.bootstrap.servers": read.bootstrap_servers,
                **({"subscribePattern": subscription.pattern} if isinstance(subscription, SubscribePattern)
                   else {"subscribe": ",".join(subscription.names)}),
-               "startingOffsets": read.starting_offsets, "failOnDataLoss": str(read.fail_on_data_loss).lower(),
+               "startingOffsets": read.starting_offsets.to_text(), "failOnDataLoss": str(read.fail_on_data_loss).lower(),
                **{f"{KAFKA_PREFIX}{k}": v for k, v in read.kafka.items()}}
     if read.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(read.max_offsets_per_trigger)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.kafka.subscription import Subscribe, SubscribePattern
+from streaming.kafka.subscription import StartingOffsets, Subscribe, SubscribePattern
+from streaming.partition_id import PartitionId
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
 from streaming.spark.source.kafka_source import KafkaStreamReader
 from streaming.spark.source.offsets import rate_limit
@@ -41,7 +42,8 @@ def test_invalid_options_are_named(options: dict, named: str) -> None:
 def test_a_pattern_subscribes_whole_matches_and_no_internal_topic() -> None:
     o = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": "orders-.*",
                                   "startingOffsets": '{"orders-eu": {"0": 5}}'})
-    assert o.subscription == SubscribePattern("orders-.*") and o.starting_offsets == {"orders-eu": {"0": 5}}
+    assert o.subscription == SubscribePattern("orders-.*")
+    assert o.starting_offsets == StartingOffsets(None, {PartitionId("orders-eu", 0): 5})
     matches = o.subscription.matches
     assert matches("orders-eu") and not matches("old-orders-eu") and not matches("users")
     assert not KafkaSourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribePattern": ".*"}).subscription.matches(

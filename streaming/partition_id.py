@@ -1,4 +1,4 @@
-"""A source partition, as the cleaner names it in logs, reports and errors."""
+"""A source partition: the one topic-partition type from the source to the log, the cleaner and the sink."""
 
 from __future__ import annotations
 
