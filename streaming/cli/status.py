@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, log_to_clean,
                                next_clean)
 from streaming.job.spec import JobMapping, TopicPlan, load_saved
+from streaming.partition_id import PartitionId
 from streaming.log.manifest import load_newest, objects_dir
 from streaming.log.segment import object_damage
 from streaming.job.metrics import emit_lag, ingest_lag, read_doc
@@ -84,7 +85,8 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
     plans = saved.topics
     storage = state.storage
     last = read_doc(state)
-    source_ends = {(p["topic"], p["partition"]): p.get("source_end_offset") for p in last.get("partitions", [])}
+    source_ends = {PartitionId(p["topic"], p["partition"]): p.get("source_end_offset")
+                   for p in last.get("partitions", [])}
     partitions = []
     figures = []
     for log_dir in list_log_dirs(state):
@@ -102,7 +104,7 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
         figures.append(PartitionFigures().observed(target, cleaner, uncleanable))
         emitted_up_to = (read_json(storage, emitted_file(log_dir.directory)) or {}).get("emitted_up_to")
         log_end = segments[-1].next_offset
-        source_end = source_ends.get((topic, partition))
+        source_end = source_ends.get(log_dir.pid)
         partitions.append(PartitionStatus(
             topic, partition, plans[topic].sink, "UNCLEANABLE" if uncleanable else "ok", source_end, uncleanable,
             cleaner.uncleanable_error, damaged, log_start_offset=target.log_start_offset, log_end_offset=log_end,
@@ -115,9 +117,10 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
             next_clean_latest_ms=waiting.latest_ms if waiting else None, emitted_up_to=emitted_up_to,
             ingest_lag=ingest_lag(source_end, log_end), emit_lag=emit_lag(log_end, emitted_up_to),
             keyless_records=cleaner.keyless_records, tombstones_removed=cleaner.tombstones_removed))
-    seen = {(p.topic, p.partition) for p in partitions}
-    partitions += [PartitionStatus(t, p, plan.sink, NOT_INGESTED, source_ends.get((t, p)))
-                   for t, plan in sorted(plans.items()) for p in range(plan.partitions) if (t, p) not in seen]
+    seen = {PartitionId(p.topic, p.partition) for p in partitions}
+    partitions += [PartitionStatus(t, p, plan.sink, NOT_INGESTED, source_ends.get(PartitionId(t, p)))
+                   for t, plan in sorted(plans.items()) for p in range(plan.partitions)
+                   if PartitionId(t, p) not in seen]
     partitions.sort(key=lambda p: (p.topic, p.partition))
     previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
     metrics = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()

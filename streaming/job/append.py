@@ -135,8 +135,8 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs
     ``configs`` holds each mirrored topic's log config; a topic topic sync has not planned yet (the
     cluster was away) is kept under ``default``, so nothing the source read is lost."""
     prepare_task()
-    logs: dict[tuple[str, int], PartitionLog] = {}
-    stats: dict[tuple[str, int], AppendCounts] = {}
+    logs: dict[PartitionId, PartitionLog] = {}
+    stats: dict[PartitionId, AppendCounts] = {}
     with contextlib.ExitStack() as locks:
         yield from _append_locked(batches, open_state_dir(state_dir), lambda topic: configs.get(topic, default),
                                   now_ms, logs, stats, locks)
@@ -144,44 +144,44 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs
 
 def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of: Callable[[str], LogConfig],
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
-    pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+    pending: dict[PartitionId, list[pa.RecordBatch]] = {}
 
-    def flush(tp: tuple[str, int]) -> None:
-        where = LogDir.of(state, PartitionId(*tp))
-        if tp not in logs:
+    def flush(pid: PartitionId) -> None:
+        where = LogDir.of(state, pid)
+        if pid not in logs:
             locks.enter_context(partition_lock(state, where.directory))
-            logs[tp] = open_partition_log(state, where, config_of(tp[0]))
-        rows = pa.Table.from_batches(pending.pop(tp)).combine_chunks().to_batches()[0]
+            logs[pid] = open_partition_log(state, where, config_of(pid.topic))
+        rows = pa.Table.from_batches(pending.pop(pid)).combine_chunks().to_batches()[0]
         try:
-            counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
+            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms)
         except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
             log.warning("%s; reopening it to append again", exc)
-            logs[tp] = open_partition_log(state, where, config_of(tp[0]))
-            counts = append_reporting_rejects(logs[tp], rows, f"{tp[0]}-{tp[1]}", now_ms)
-        stats[tp] = stats.get(tp, AppendCounts()) + counts
+            logs[pid] = open_partition_log(state, where, config_of(pid.topic))
+            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms)
+        stats[pid] = stats.get(pid, AppendCounts()) + counts
 
     for batch in batches:
         if batch.num_rows == 0:
             continue
         keys = pa.Table.from_batches([batch.select(["topic", "partition"])]).group_by(["topic", "partition"])
-        tps = [(r["topic"], r["partition"]) for r in keys.aggregate([]).to_pylist()]
-        for tp in tps:
-            rows = batch if len(tps) == 1 else batch.filter(
-                pc.and_(pc.equal(batch.column("topic"), tp[0]), pc.equal(batch.column("partition"), tp[1])))
-            pending.setdefault(tp, []).append(rows)
-            if sum(b.num_rows for b in pending[tp]) >= APPEND_ROWS:
-                flush(tp)
-    for tp in list(pending):
-        flush(tp)
-    for tp, plog in logs.items():
+        pids = [PartitionId(r["topic"], r["partition"]) for r in keys.aggregate([]).to_pylist()]
+        for pid in pids:
+            rows = batch if len(pids) == 1 else batch.filter(
+                pc.and_(pc.equal(batch.column("topic"), pid.topic), pc.equal(batch.column("partition"), pid.partition)))
+            pending.setdefault(pid, []).append(rows)
+            if sum(b.num_rows for b in pending[pid]) >= APPEND_ROWS:
+                flush(pid)
+    for pid in list(pending):
+        flush(pid)
+    for pid, plog in logs.items():
         if plog.maybe_roll(now_ms):
-            stats[tp].rolled += 1
+            stats[pid].rolled += 1
     if stats:
-        tps = list(stats)
+        pids = list(stats)
         yield pa.RecordBatch.from_arrays(
-            [pa.array([t for t, _ in tps], pa.string()), pa.array([p for _, p in tps], pa.int32()),
-             *(pa.array([getattr(stats[tp], c) for tp in tps], pa.int64()) for c in COUNTS),
-             pa.array([logs[tp].log_end_offset for tp in tps], pa.int64())], schema=STATS_SCHEMA)
+            [pa.array([pid.topic for pid in pids], pa.string()), pa.array([pid.partition for pid in pids], pa.int32()),
+             *(pa.array([getattr(stats[pid], c) for pid in pids], pa.int64()) for c in COUNTS),
+             pa.array([logs[pid].log_end_offset for pid in pids], pa.int64())], schema=STATS_SCHEMA)
 
 
 @dataclass

@@ -36,8 +36,7 @@ EMIT_ATTEMPTS = 3  # tries within one stage to emit past transactions the emitte
 class StageReport:
     """What one partition's task hands back to the driver."""
 
-    topic: str
-    partition: int
+    pid: PartitionId
     rolled: bool = False
     emitted: int = 0
     emitted_up_to: int = -1
@@ -85,7 +84,7 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
     manager = LogCleanerManager(config, _cleaner(config))
     dead_letter = functools.partial(emitter.dead_letter, spec.dead_letter_topic) \
         if config.keyless_policy is KeylessPolicy.DEAD_LETTER and spec.dead_letter_topic else None
-    pid = PartitionId(report.topic, report.partition)
+    pid = report.pid
     for _ in range(spec.max_passes_per_trigger):
         log.debug("phase: clean %s", pid)
         outcome = manager.clean_partition(pid, plog, now_ms, dead_letter=dead_letter)
@@ -126,7 +125,7 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     if checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
                                       and s.base_offset < checkpoint for s in plog.segments):
         return False
-    target = log_to_clean(plog.segments, PartitionId(report.topic, report.partition), checkpoint, config, now_ms)
+    target = log_to_clean(plog.segments, report.pid, checkpoint, config, now_ms)
     report.observe(plog, target, state, config)
     report.emitted_up_to = emitted
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
@@ -146,7 +145,7 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
 def _compact_partition(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,
                        drain: bool) -> StageReport:
     topic, partition = log_dir.pid.topic, log_dir.pid.partition
-    report = StageReport(topic, partition)
+    report = StageReport(log_dir.pid)
     plan = spec.topics[topic]
     config = plan.compaction
     plog = open_partition_log(state, log_dir, config.log_config)

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from streaming.cleaner import CleanerMetrics
 from streaming.errors import JobError
+from streaming.partition_id import PartitionId
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import metrics_file
 from streaming.state.stores import StateDir
@@ -95,7 +96,7 @@ def emit_lag(log_end: int, emitted_up_to: int | None) -> int | None:
 def partition_progress(report: StageReport, source_end: int | None) -> dict:
     """One partition's lags from a compaction-stage report and the source's high watermark."""
     log_end, emitted, figures = report.log_end_offset, report.emitted_up_to, report.figures
-    return {"topic": report.topic, "partition": report.partition, "log_end_offset": log_end,
+    return {"topic": report.pid.topic, "partition": report.pid.partition, "log_end_offset": log_end,
             "source_end_offset": source_end, "ingest_lag": ingest_lag(source_end, log_end),
             "emitted_up_to": emitted, "emit_lag": emit_lag(log_end, emitted),
             "dirty_ratio": figures.cleanable_ratio, "compaction_delay_seconds": figures.compaction_delay_ms / 1000,
@@ -103,9 +104,9 @@ def partition_progress(report: StageReport, source_end: int | None) -> dict:
 
 
 def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], reports: list[StageReport],
-              source_ends: Mapping[tuple[str, int], int], group_sync: Mapping[str, int | None] | None = None) -> dict:
+              source_ends: Mapping[PartitionId, int], group_sync: Mapping[str, int | None] | None = None) -> dict:
     doc = {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
-           "partitions": [partition_progress(r, source_ends.get((r.topic, r.partition))) for r in reports]}
+           "partitions": [partition_progress(r, source_ends.get(r.pid)) for r in reports]}
     if group_sync is not None:
         doc["group_sync"] = dict(group_sync)
     return doc

@@ -169,7 +169,7 @@ class CompactorJob:
             reports = self.engine.run_tasks(task, items)
             self._phase = IDLE
             log.debug("phase: idle")
-            self._sink_read.update(PartitionId(r.topic, r.partition) for r in reports
+            self._sink_read.update(r.pid for r in reports
                                    if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
             self.last_reports = reports
             self.totals.stages += 1
@@ -188,23 +188,23 @@ class CompactorJob:
         self.last_metrics = metrics
         ends = self._source_ends(reports)
         lags = [lag for r in reports
-                if (lag := job_metrics.ingest_lag(ends.get((r.topic, r.partition)), r.log_end_offset)) is not None]
+                if (lag := job_metrics.ingest_lag(ends.get(r.pid), r.log_end_offset)) is not None]
         self._ingest_lag = sum(lags) if lags else self._ingest_lag
         doc = job_metrics.build_doc(now_ms, metrics, self.totals.to_doc(), reports, ends,
                                     self.group_sync.totals.to_doc() if self.group_sync else None)
         job_metrics.write_doc(self.state, doc)
         self.collector.update(doc)
 
-    def _source_ends(self, reports: list[StageReport]) -> dict[tuple[str, int], int]:
+    def _source_ends(self, reports: list[StageReport]) -> dict[PartitionId, int]:
         """Where the source partitions end now, for the ingest lag; unknown while the cluster is away."""
-        ends: dict[tuple[str, int], int] = {}
-        for topic in sorted({r.topic for r in reports}):
+        ends: dict[PartitionId, int] = {}
+        for topic in sorted({r.pid.topic for r in reports}):
             try:
-                found = self._source.end_offsets(topic, [r.partition for r in reports if r.topic == topic])
+                found = self._source.end_offsets(topic, [r.pid.partition for r in reports if r.pid.topic == topic])
             except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
                 log.debug("end offsets of source topic %s unavailable: %s", topic, exc)
                 continue
-            ends.update({(topic, p): o for p, o in found.items()})
+            ends.update({PartitionId(topic, p): o for p, o in found.items()})
         return ends
 
     def progress(self) -> Progress:
@@ -333,7 +333,7 @@ class CompactorJob:
                 break
             log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
         for r in failed:
-            log.error("partition %s-%d is uncleanable or could not emit; see kcompact status", r.topic, r.partition)
+            log.error("partition %s is uncleanable or could not emit; see kcompact status", r.pid)
         if not self.totals.emitted and not failed:
             waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000), self.drain)
             if waiting:
@@ -348,11 +348,11 @@ def _report_failures(reports: list[StageReport]) -> None:
     waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
     for r in reports:
         if r.error and r not in waiting:
-            log.error("partition %s-%d: %s", r.topic, r.partition, r.error)
+            log.error("partition %s: %s", r.pid, r.error)
     if waiting:
         first = waiting[0]
-        log.warning("waiting for the sink cluster: %d of %d partitions could not emit (%s-%d: %s); nothing is lost, "
-                    "the next trigger tries again", len(waiting), len(reports), first.topic, first.partition,
+        log.warning("waiting for the sink cluster: %d of %d partitions could not emit (%s: %s); nothing is lost, "
+                    "the next trigger tries again", len(waiting), len(reports), first.pid,
                     first.error.message.splitlines()[0][:200])
 
 
@@ -366,7 +366,7 @@ def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = F
     latest = "" if nc.latest_ms is None else f", at the latest from {utc_text(nc.latest_ms)} UTC (max.compaction.lag.ms)"
     ratio = " once the dirty ratio passes min.cleanable.dirty.ratio" if nc.earliest_ms <= now_ms else ""
     return (f"nothing emitted: nothing is cleanable yet in {len(waiting)} partition(s). The first to become "
-            f"eligible is {first.topic}-{first.partition} from offset {nc.offset}: from {utc_text(nc.earliest_ms)} UTC"
+            f"eligible is {first.pid} from offset {nc.offset}: from {utc_text(nc.earliest_ms)} UTC"
             f"{ratio} (its segment rolls by segment.ms / max.compaction.lag.ms, then min.compaction.lag.ms)"
             f"{latest}. kcompact status shows each partition's time"
             f"{'' if drained else '; --drain (with --once) rolls the active segments now and cleans what they hold'}")
