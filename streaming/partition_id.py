@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)  # ordered by topic, then partition
 class PartitionId:
     topic: str
     partition: int

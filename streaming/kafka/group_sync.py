@@ -23,6 +23,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from streaming.errors import JobError
 from streaming.kafka.admin import Cluster
 from streaming.kafka.translate import SinkReader, translate
+from streaming.partition_id import PartitionId
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class GroupOffsetSync:
     def plan(self, topics: Sequence[MirroredTopic]) -> SyncRound:
         by_source = {t.source: t for t in topics}
         now_ms = int(time.time() * 1000)
-        readers: dict[tuple[str, int], SinkReader] = {}
+        readers: dict[PartitionId, SinkReader] = {}
         rows: list[OffsetSync] = []
         try:
             for group in self._groups():
@@ -149,16 +150,16 @@ class GroupOffsetSync:
                 if not committed:
                     continue
                 active = self._active_on_sink(group)
-                on_sink = self._sink_committed(group, {(by_source[t].sink, p) for t, p in committed})
-                for (topic, partition), offset in sorted(committed.items()):
-                    sink_topic = by_source[topic].sink
-                    key = (sink_topic, partition)
-                    if key not in readers:
-                        readers[key] = SinkReader(self.sink.bootstrap_servers, sink_topic, partition,
-                                                  self.sink.settings)
-                    target = translate(readers[key], offset).sink_offset
-                    current = on_sink.get(key)
-                    rows.append(OffsetSync(group, topic, partition, offset, sink_topic, target, current,
+                on_sink = self._sink_committed(group, {PartitionId(by_source[s.topic].sink, s.partition)
+                                                       for s in committed})
+                for source, offset in sorted(committed.items()):
+                    sink = PartitionId(by_source[source.topic].sink, source.partition)
+                    if sink not in readers:
+                        readers[sink] = SinkReader(self.sink.bootstrap_servers, sink.topic, sink.partition,
+                                                   self.sink.settings)
+                    target = translate(readers[sink], offset).sink_offset
+                    current = on_sink.get(sink)
+                    rows.append(OffsetSync(group, source.topic, source.partition, offset, sink.topic, target, current,
                                            self._change(active, target, current)))
         finally:
             for reader in readers.values():
@@ -184,15 +185,16 @@ class GroupOffsetSync:
                                  f"{exc.args[0]}") from exc
         return sorted(g.group_id for g in listed.valid if self.pattern.fullmatch(g.group_id))
 
-    def _source_committed(self, group: str, topics: Mapping[str, MirroredTopic]) -> dict[tuple[str, int], int]:
+    def _source_committed(self, group: str, topics: Mapping[str, MirroredTopic]) -> dict[PartitionId, int]:
         """The group's committed offsets on the mirrored topics (those it never committed are absent)."""
         found = self._offsets(self.source, group, None)
-        return {(tp.topic, tp.partition): tp.offset for tp in found
+        return {PartitionId(tp.topic, tp.partition): tp.offset for tp in found
                 if tp.topic in topics and tp.offset >= 0 and tp.partition < topics[tp.topic].partitions}
 
-    def _sink_committed(self, group: str, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        found = self._offsets(self.sink, group, [TopicPartition(t, p) for t, p in sorted(partitions)])
-        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+    def _sink_committed(self, group: str, partitions: set[PartitionId]) -> dict[PartitionId, int]:
+        found = self._offsets(self.sink, group, [TopicPartition(p.topic, p.partition)
+                                                 for p in sorted(partitions)])
+        return {PartitionId(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
     def _offsets(self, cluster: Cluster, group: str, partitions: list[TopicPartition] | None) -> list[TopicPartition]:
         request = ConsumerGroupTopicPartitions(group, partitions)

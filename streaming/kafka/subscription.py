@@ -92,7 +92,7 @@ class StartingOffsets:
         if self.everywhere is not None:
             return "earliest" if self.everywhere == EARLIEST else "latest"
         nested: dict[str, dict[str, int]] = {}
-        for pid, offset in sorted(self.given.items(), key=lambda item: (item[0].topic, item[0].partition)):
+        for pid, offset in sorted(self.given.items()):
             nested.setdefault(pid.topic, {})[str(pid.partition)] = offset
         return json.dumps(nested)
 
