@@ -45,6 +45,8 @@ class PartitionFigures:
 
     @classmethod
     def of_outcome(cls, o: PartitionOutcome) -> "PartitionFigures":
+        """The figures of one clean_partition outcome, for tests; the job builds them as its stage goes
+        (job.compact), from the same observed() and with_pass()."""
         figures = cls().observed(o.target, o.state)
         return figures if o.result is None else figures.with_pass(o.result)
 

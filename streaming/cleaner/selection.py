@@ -22,10 +22,9 @@ class LogToClean:
     first_uncleanable_offset: int
     clean_bytes: int
     cleanable_bytes: int
-    earliest_dirty_timestamp: int | None
     compaction_delay_ms: int
     tombstones_due: bool
-    checkpoint_reset: bool
+    checkpoint_reset: bool  # the checkpoint lay outside the log and was reset (read by tests: the job needs no note)
 
     @property
     def total_bytes(self) -> int:
@@ -73,8 +72,8 @@ def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint
     delay = max(0, now_ms - config.max_compaction_lag_ms - earliest) if earliest is not None else 0
     tombstones_due = any(s.min_delete_horizon_ms is not None and s.min_delete_horizon_ms <= now_ms
                          for s in segments[:-1])
-    return LogToClean(partition, start, first_dirty, uncleanable, clean_bytes, cleanable_bytes, earliest, delay,
-                      tombstones_due, reset)
+    return LogToClean(partition, start, first_dirty, uncleanable, clean_bytes, cleanable_bytes, delay, tombstones_due,
+                      reset)
 
 
 @dataclass(frozen=True)
