@@ -25,6 +25,7 @@ TRANSIENT = frozenset({
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NETWORK_EXCEPTION, KafkaError.BROKER_NOT_AVAILABLE,
     KafkaError._DESTROY_BROKER,  # a request to a broker that left the metadata (killed, fenced): ask again
     KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader whose high watermark has not caught up yet (retriable in Kafka)
+    KafkaError._UNKNOWN_PARTITION,  # a fresh client's metadata, from a broker still loading its own, lacks it
 })
 REFUSED = frozenset({
     KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,

@@ -21,6 +21,14 @@ def test_broker_away_is_transient(code: int) -> None:
     assert is_transient(SPARK_TEXT % KafkaError(code).name())
 
 
+def test_partition_missing_from_a_restarting_brokers_metadata_is_transient() -> None:
+    """Seen in a task reading the source just after a broker came back from SIGKILL: its first metadata
+    answer lacked the partition, which Kafka's clients retry (UnknownTopicOrPartitionException is retriable)."""
+    text = ('cimpl.KafkaException: KafkaError{code=_UNKNOWN_PARTITION,val=-190,'
+            'str="Failed to get watermark offsets: Local: Unknown partition"}')
+    assert is_transient(KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))) and is_transient(text)
+
+
 @pytest.mark.parametrize("code", [KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
                                   KafkaError.TOPIC_AUTHORIZATION_FAILED])
 def test_refused_credentials_are_never_retried(code: int) -> None:
