@@ -121,6 +121,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("compaction.keyless.policy", Type.STRING, "drop", Scope.JOB,
             "a record without a key: dropped and counted (Kafka), sent to --dead-letter-topic, or an error",
             choices=("drop", "dead-letter", "fail")),
+    Setting("erase.audit.keys", Type.STRING, "hash", Scope.JOB,
+            "the erase audit (kcompact erasures) names each tombstone's key by its SHA-256, by the key itself, "
+            "or keeps no audit", choices=("hash", "key", "off")),
     Setting("log.cleaner.dedupe.buffer.size", Type.LONG, 134_217_728, Scope.CLEANER,
             "bytes of the offset map; a pass cleans as far as the keys it holds", at_least(48)),
     Setting("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9, Scope.CLEANER,

@@ -33,8 +33,11 @@ from streaming.partition_id import PartitionId
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
 from streaming.cleaner.throttle import Throttler
+from streaming.erasure import events as audit
+from streaming.erasure.events import AuditKeys
 from streaming.log import PartitionLog, records_from_batch
 from streaming.log.columns import offsets_of, record_sizes, validity
+from streaming.log.journal import Event
 from streaming.log.record import LogRecord
 from streaming.log.segment import SegmentMeta
 
@@ -70,6 +73,7 @@ class CleanResult:
     buffer_utilization: float = 0.0
     map_full: bool = False
     elapsed_s: float = 0.0
+    erased: list[Event] = field(default_factory=list, repr=False)  # the erase audit's, committed with the checkpoint
     _log: PartitionLog | None = field(default=None, repr=False)
 
     def survivors(self) -> Iterator[LogRecord]:
@@ -111,7 +115,7 @@ class Cleaner:
             self._recopy(plog, target, versions, result, throttler, dead_letter, checked)
         finally:
             self.memo.clear()
-        plog.set_cleaner_checkpoint(result.end_offset)
+        plog.set_cleaner_checkpoint(result.end_offset, journal=result.erased)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
         log.info("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "
@@ -179,8 +183,9 @@ class Cleaner:
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
                 throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int]) -> None:
         for group in self._groups(plog, result.end_offset):
+            removals: list[Event] = []  # tombstones this group's rewrite removes: journaled with its swap
             decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
-                                     dead_letter, checked)
+                                     dead_letter, checked, removals)
             unchanged = 0
             for batch, keep, horizon in decisions:
                 if keep.all() and not horizon.any():
@@ -190,7 +195,8 @@ class Cleaner:
                     itertools.islice(self._read_group(plog, group, checked), unchanged),
                     [self._apply(batch, keep, horizon, result)],
                     (self._apply(b, k, h, result) for b, k, h in decisions))
-                new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset)
+                new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset,
+                                   journal=removals)
                 result.bytes_written += new.size_bytes
                 throttler.maybe_throttle(new.size_bytes)
                 break
@@ -213,9 +219,11 @@ class Cleaner:
 
     def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
                 result: CleanResult, throttler: Throttler, dead_letter: DeadLetterSink | None,
-                checked: set[int]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
-        """Per batch of the group: which records survive, and which surviving tombstones get a horizon."""
+                checked: set[int], removals: list[Event]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+        """Per batch of the group: which records survive, and which surviving tombstones get a horizon. The
+        erase audit's events go to ``removals`` (tombstones removed) and result.erased (tombstones that won)."""
         omap = self.map
+        auditing = self.config.erase_audit_keys is not AuditKeys.OFF
         end = result.end_offset
         now = result.now_ms
         for batch in self._read_group(plog, group, checked):
@@ -243,6 +251,7 @@ class Cleaner:
                                 result.partition, int(keyless.sum()))
 
             idx = np.flatnonzero(in_pass & has_key)
+            winner = np.full(n, -1, dtype=np.int64)
             if idx.size:
                 keys = batch.column("key")
                 keys = keys if idx.size == n else keys.take(pa.array(idx))
@@ -261,12 +270,23 @@ class Cleaner:
                         # dirty records of the same keys may sit in this very batch: re-read winners
                         moff = np.where(found, omap.off[np.where(found, slot, 0)], moff)
                 keep[idx] = ~found | (moff == roff)
+                winner[idx] = np.where(found, moff, -1)
 
             horizons = batch.column("delete_horizon_ms")
             has_horizon = validity(horizons)
-            tomb = keep & ~validity(batch.column("value")) & has_key
+            deletes = ~validity(batch.column("value")) & has_key
+            tomb = keep & deletes
             horizon = tomb & ~has_horizon & in_pass
-            expired = tomb & has_horizon & (now >= horizons.fill_null(0).to_numpy(zero_copy_only=False))
+            horizon_ms = horizons.fill_null(0).to_numpy(zero_copy_only=False)
+            expired = tomb & has_horizon & (now >= horizon_ms)
+            if auditing and deletes.any():
+                dropped = deletes & in_pass & ~keep
+                removals.extend(audit.superseded(off[dropped], winner[dropped], now))
+                removals.extend(audit.removed(off[expired], now))
+                won = tomb & ~expired & in_pass & (off >= first_dirty)
+                result.erased.extend(audit.erased(
+                    off[won], batch.column("timestamp").to_numpy()[won],
+                    np.where(horizon, now + self.config.delete_retention_ms, horizon_ms)[won], now))
             keep &= ~expired
             result.tombstones_removed += int(expired.sum())
             result.records_removed += int(n - keep.sum())

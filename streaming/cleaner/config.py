@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from streaming.errors import UserError
 from streaming.log.config import LogConfig
+from streaming.erasure.events import AuditKeys
 from streaming.settings import SETTINGS, Scope, setting_field as _setting
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class CompactionConfig:
     compaction_strategy: Strategy = _setting("compaction.strategy")
     compaction_strategy_header: str | None = _setting("compaction.strategy.header")
     keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
+    erase_audit_keys: AuditKeys = _setting("erase.audit.keys")
     dedupe_buffer_size: int = _setting("log.cleaner.dedupe.buffer.size")
     io_buffer_load_factor: float = _setting("log.cleaner.io.buffer.load.factor")
     io_max_bytes_per_second: float = _setting("log.cleaner.io.max.bytes.per.second")
@@ -66,6 +68,7 @@ class CompactionConfig:
                 raise ConfigError(name, problem)
         object.__setattr__(self, "compaction_strategy", Strategy(self.compaction_strategy))
         object.__setattr__(self, "keyless_policy", KeylessPolicy(self.keyless_policy))
+        object.__setattr__(self, "erase_audit_keys", AuditKeys(self.erase_audit_keys))
         if self.max_compaction_lag_ms < self.min_compaction_lag_ms:
             raise ConfigError("max.compaction.lag.ms", f"({self.max_compaction_lag_ms}) must not be less than "
                                                        f"min.compaction.lag.ms ({self.min_compaction_lag_ms})")

@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.erasure import events as audit
+from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
@@ -103,9 +105,10 @@ def log_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         _headers(batch.column("headers")), pa.nulls(batch.num_rows, pa.int64())], schema=LOG_BATCH_SCHEMA)
 
 
-def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int) -> AppendCounts:
+def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int,
+                             audit_keys: AuditKeys = AuditKeys.HASH) -> AppendCounts:
     """Append every row the log can take; a row it cannot is set aside in rejected/ beside the log and
-    named in the job's log output."""
+    named in the job's log output. The tombstones stored are journaled for the erase audit."""
     ok, reasons = _storable(batch)
     rejected = int(len(ok) - ok.sum())
     if rejected:
@@ -121,7 +124,9 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
         first = pc.min(batch.column("offset")).as_py()
         plog.storage.put(rejected_file(plog.dir, -1 if first is None else first), "".join(lines).encode())
         batch = batch.filter(pa.array(ok))
-    res = plog.append(log_batch(batch), now_ms)
+    journal = None if audit_keys is AuditKeys.OFF else functools.partial(audit.ingested, now_ms=now_ms,
+                                                                          keys=audit_keys)
+    res = plog.append(log_batch(batch), now_ms, journal)
     if res.odd_timestamps:
         log.warning("%s: %d records have a negative timestamp or one more than message.timestamp.after.max.ms "
                     "ahead; they keep it, but their append time drives segment rolls and compaction lags",
@@ -130,7 +135,8 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
 
 
 def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs: Mapping[str, LogConfig],
-                      now_ms: int, default: LogConfig = LogConfig()) -> Iterator[pa.RecordBatch]:
+                      now_ms: int, default: LogConfig = LogConfig(),
+                      audit_keys: AuditKeys = AuditKeys.HASH) -> Iterator[pa.RecordBatch]:
     """The task body: append this Spark partition's rows to their partition logs, then apply roll rules.
     ``configs`` holds each mirrored topic's log config; a topic topic sync has not planned yet (the
     cluster was away) is kept under ``default``, so nothing the source read is lost."""
@@ -139,11 +145,12 @@ def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs
     stats: dict[PartitionId, AppendCounts] = {}
     with contextlib.ExitStack() as locks:
         yield from _append_locked(batches, open_state_dir(state_dir), lambda topic: configs.get(topic, default),
-                                  now_ms, logs, stats, locks)
+                                  now_ms, logs, stats, locks, audit_keys)
 
 
 def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of: Callable[[str], LogConfig],
-                   now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack) -> Iterator[pa.RecordBatch]:
+                   now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
+                   audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
 
     def flush(pid: PartitionId) -> None:
@@ -153,11 +160,11 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             logs[pid] = open_partition_log(state, where, config_of(pid.topic))
         rows = pa.Table.from_batches(pending.pop(pid)).combine_chunks().to_batches()[0]
         try:
-            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms)
+            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms, audit_keys)
         except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
             log.warning("%s; reopening it to append again", exc)
             logs[pid] = open_partition_log(state, where, config_of(pid.topic))
-            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms)
+            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms, audit_keys)
         stats[pid] = stats.get(pid, AppendCounts()) + counts
 
     for batch in batches:
@@ -197,6 +204,7 @@ class LogAppender:
     state_dir: str
     configs: Mapping[str, LogConfig]  # by source topic; the runner hands in new ones as topic sync adds topics
     default: LogConfig = LogConfig()  # for a topic not planned yet
+    audit_keys: AuditKeys = AuditKeys.HASH  # erase.audit.keys (a job setting: one for every topic)
     clock: Callable[[], float] = time.time
     lock: threading.RLock = field(default_factory=threading.RLock)
     last_batch: BatchStats | None = None
@@ -205,7 +213,7 @@ class LogAppender:
     def __call__(self, batch: MicroBatch, batch_id: int) -> None:
         now_ms = int(self.clock() * 1000)
         task = functools.partial(append_partitions, state_dir=self.state_dir, configs=dict(self.configs),
-                                 now_ms=now_ms, default=self.default)
+                                 now_ms=now_ms, default=self.default, audit_keys=self.audit_keys)
         with self.lock:
             log.debug("phase: append batch %d", batch_id)
             rows = batch.map_arrow(task, STATS_DDL)

@@ -16,7 +16,10 @@ from functools import lru_cache
 
 from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean, NextClean,
                                PartitionCleanerState, PartitionFigures, log_to_clean, next_clean)
+from streaming.erasure.entries import deadline_ms
+from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
+from streaming.job.erase_audit import count_overdue, note_emission, recover_lost_notes
 from streaming.job.spec import JobSpec
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
@@ -24,7 +27,7 @@ from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
-from streaming.state.stores import StateDir, open_state_dir
+from streaming.state.stores import open_state_dir
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,9 @@ class StageReport:
     error: TaskError | None = None
     figures: PartitionFigures = field(default_factory=PartitionFigures)
     waiting: NextClean | None = None  # when no pass could run: when the oldest dirty record can be cleaned
+    erase_log_ms: list[int] = field(default_factory=list)   # per tombstone erased from the log this stage:
+    erase_sink_ms: list[int] = field(default_factory=list)  # and per one committed to the sink, ms since its timestamp
+    erasures_overdue: int = 0
 
     def observe(self, plog: PartitionLog, target: LogToClean, state: PartitionCleanerState,
                 config: CompactionConfig) -> None:
@@ -95,6 +101,7 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
             break
         report.figures = report.figures.with_pass(result)
         report.tombstones_removed += result.tombstones_removed
+        report.erase_log_ms.extend(e["at"] - e["timestamp"] for e in result.erased)
         if not result.map_full:
             break
     checkpoint = plog.cleaner_checkpoint
@@ -139,16 +146,24 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = open_state_dir(spec.state_dir)
     with partition_lock(state, log_dir.directory):
-        return _compact_partition(state, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
+        plog = open_partition_log(state, log_dir, spec.topics[log_dir.pid.topic].compaction.log_config)
+        report = _compact_partition(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
+        config = spec.topics[log_dir.pid.topic].compaction
+        if config.erase_audit_keys is not AuditKeys.OFF:
+            local = _local_emitted(plog)
+            emitted = report.emitted_up_to if report.emitted_up_to >= 0 or local is None else local
+            report.erasures_overdue = count_overdue(
+                plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
+        return report
 
 
-def _compact_partition(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,
+def _compact_partition(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,
                        drain: bool) -> StageReport:
     topic, partition = log_dir.pid.topic, log_dir.pid.partition
     report = StageReport(log_dir.pid)
     plan = spec.topics[topic]
     config = plan.compaction
-    plog = open_partition_log(state, log_dir, config.log_config)
+    auditing = config.erase_audit_keys is not AuditKeys.OFF
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
     if trust_local and _idle(plog, config, now_ms, report):
@@ -159,11 +174,19 @@ def _compact_partition(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: 
         report.error = TaskError.of(exc, ErrorKind.SINK_UNREACHABLE)
         return report
     try:
+        if auditing:
+            recover_lost_notes(plog, emitter, spec, plan)
         _clean_and_emit(plog, emitter, spec, config, now_ms, report)
     except Exception as exc:  # noqa: BLE001 (a pass or an emission failed mid-way: the sink's own progress says where to resume)
         report.error = TaskError.of(exc)
     finally:
         report.emitted_up_to = emitter.emitted_up_to
+        report.erase_sink_ms.extend(d.at_ms - d.timestamp_ms for d in emitter.tombstones)
         emitter.close()
+    if auditing:
+        try:
+            note_emission(plog, emitter)
+        except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
+            report.error = report.error or TaskError.of(exc)
     write_json(plog.storage, emitted_file(log_dir.directory), {"emitted_up_to": report.emitted_up_to, "at_ms": now_ms})
     return report

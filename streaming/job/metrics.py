@@ -8,11 +8,13 @@ underscores); the rest says how far ingest and emission are behind, per partitio
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Iterator, Mapping
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from streaming.cleaner import CleanerMetrics
@@ -80,7 +82,32 @@ PARTITION_GAUGES = {
     "dirty_ratio": "cleanable bytes / all bytes past the log start",
     "compaction_delay_seconds": "how far past max.compaction.lag.ms the oldest dirty record is",
     "uncleanable": "1 when the partition is uncleanable (see kcompact status)",
+    "erasures_overdue": "tombstones past max.compaction.lag.ms plus one trigger whose key's earlier records are "
+                        "still in the log or that are not yet in the sink (see kcompact erasures --overdue)",
 }
+# Erase latency buckets, in seconds: from a second to a week (max.compaction.lag.ms is often a day or a week)
+ERASE_BUCKETS_S = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0, 7 * 86400.0)
+ERASE_LATENCY = {"log": "until no earlier record of the key is left in the compactor's log",
+                 "sink": "until the tombstone is committed to the sink"}
+
+
+@dataclass
+class EraseLatency:
+    """Seconds from a tombstone's timestamp to its erasure (from the log, into the sink), as Prometheus
+    histograms, since the job started: metrics.json's "erase_latency" section."""
+
+    buckets: dict[str, list[int]] = field(default_factory=lambda: {u: [0] * (len(ERASE_BUCKETS_S) + 1)
+                                                                   for u in ERASE_LATENCY})
+    sums_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ERASE_LATENCY, 0.0))
+
+    def observe(self, until: str, latencies_ms: list[int]) -> None:
+        for ms in latencies_ms:
+            s = max(ms, 0) / 1000
+            self.buckets[until][bisect.bisect_left(ERASE_BUCKETS_S, s)] += 1
+            self.sums_s[until] += s
+
+    def to_doc(self) -> dict:
+        return {u: {"buckets": self.buckets[u], "sum_s": self.sums_s[u]} for u in ERASE_LATENCY}
 
 
 def ingest_lag(source_end: int | None, log_end: int) -> int | None:
@@ -100,13 +127,15 @@ def partition_progress(report: StageReport, source_end: int | None) -> dict:
             "source_end_offset": source_end, "ingest_lag": ingest_lag(source_end, log_end),
             "emitted_up_to": emitted, "emit_lag": emit_lag(log_end, emitted),
             "dirty_ratio": figures.cleanable_ratio, "compaction_delay_seconds": figures.compaction_delay_ms / 1000,
-            "uncleanable": int(figures.uncleanable)}
+            "uncleanable": int(figures.uncleanable), "erasures_overdue": report.erasures_overdue}
 
 
 def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], reports: list[StageReport],
-              source_ends: Mapping[PartitionId, int], group_sync: Mapping[str, int | None] | None = None) -> dict:
+              source_ends: Mapping[PartitionId, int], group_sync: Mapping[str, int | None] | None = None,
+              erase_latency: EraseLatency | None = None) -> dict:
     doc = {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
-           "partitions": [partition_progress(r, source_ends.get(r.pid)) for r in reports]}
+           "partitions": [partition_progress(r, source_ends.get(r.pid)) for r in reports],
+           "erase_latency": (erase_latency or EraseLatency()).to_doc()}
     if group_sync is not None:
         doc["group_sync"] = dict(group_sync)
     return doc
@@ -161,9 +190,17 @@ class JobMetricsCollector(Collector):
         for gauge, help_text in PARTITION_GAUGES.items():
             family = GaugeMetricFamily(_name(f"partition-{gauge}"), help_text, labels=["topic", "partition"])
             for p in doc["partitions"]:
-                if p[gauge] is not None:
+                if p.get(gauge) is not None:
                     family.add_metric([p["topic"], str(p["partition"])], p[gauge])
             yield family
+        latency = HistogramMetricFamily(_name("erase-latency-seconds"), "seconds from a tombstone's timestamp to "
+                                        "its erasure: until=log, " + ERASE_LATENCY["log"] + "; until=sink, " +
+                                        ERASE_LATENCY["sink"], labels=["until"])
+        for until, h in doc.get("erase_latency", EraseLatency().to_doc()).items():
+            cumulative = list(itertools.accumulate(h["buckets"]))
+            bounds = [*(str(b) for b in ERASE_BUCKETS_S), "+Inf"]
+            latency.add_metric([until], list(zip(bounds, cumulative, strict=True)), h["sum_s"])
+        yield latency
 
 
 def serve(collector: JobMetricsCollector, port: int, host: str) -> None:

@@ -103,9 +103,11 @@ class CompactorJob:
         self.live_progress = live_progress
         self.lock = threading.RLock()
         default = sync.overrides.over(CompactionConfig()) if sync else CompactionConfig()
+        audit_keys = next((p.compaction.erase_audit_keys for p in spec.topics.values()), default.erase_audit_keys)
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
-                                    lock=self.lock)
+                                    lock=self.lock, audit_keys=audit_keys)
         self.totals = job_metrics.JobCounters()
+        self.erase_latency = job_metrics.EraseLatency()
         self.started = time.monotonic()
         self.last_reports: list[StageReport] = []
         self.last_run_ms: int | None = None
@@ -175,6 +177,9 @@ class CompactorJob:
             self.totals.stages += 1
             self.totals.passes += sum(r.figures.passes for r in reports)
             self.totals.emitted += sum(r.emitted for r in reports)
+            for r in reports:
+                self.erase_latency.observe("log", r.erase_log_ms)
+                self.erase_latency.observe("sink", r.erase_sink_ms)
             self._write_metrics(reports, now_ms)
             self.last_run_ms = now_ms
             self._stage_after_batch = True
@@ -191,7 +196,8 @@ class CompactorJob:
                 if (lag := job_metrics.ingest_lag(ends.get(r.pid), r.log_end_offset)) is not None]
         self._ingest_lag = sum(lags) if lags else self._ingest_lag
         doc = job_metrics.build_doc(now_ms, metrics, self.totals.to_doc(), reports, ends,
-                                    self.group_sync.totals.to_doc() if self.group_sync else None)
+                                    self.group_sync.totals.to_doc() if self.group_sync else None,
+                                    self.erase_latency)
         job_metrics.write_doc(self.state, doc)
         self.collector.update(doc)
 

@@ -69,6 +69,7 @@ class JobSpec:
     sink_kafka: dict[str, str] = field(default_factory=dict, repr=False)
     dead_letter_topic: str | None = None
     max_passes_per_trigger: int = 16
+    trigger_interval_ms: int = 5000  # a tombstone's erasure is due max.compaction.lag.ms plus one trigger after it
 
     @property
     def source_bootstrap(self) -> str:
@@ -81,6 +82,7 @@ class JobSpec:
     def save(self, state: StateDir) -> None:
         """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
         doc = {"mapping": self.mapping.to_doc(), "dead_letter_topic": self.dead_letter_topic,
+               "trigger_interval_ms": self.trigger_interval_ms,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
         write_json(state.storage, job_file(state), doc, indent=2)
@@ -94,11 +96,12 @@ class SavedJob:
     mapping: JobMapping
     topics: dict[str, TopicPlan]  # by source topic
     dead_letter_topic: str | None = None
+    trigger_interval_ms: int = 5000
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "SavedJob":
         return cls(JobMapping.from_doc(doc["mapping"]), {t: TopicPlan.from_doc(t, d) for t, d in doc["topics"].items()},
-                   doc.get("dead_letter_topic"))
+                   doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000))
 
 
 def find_saved(state: StateDir) -> SavedJob | None:

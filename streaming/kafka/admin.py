@@ -86,6 +86,15 @@ class Cluster:
         return {e.name: e.value for e in entries.values()
                 if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
 
+    def topic_configs(self, topic: str, names: Iterable[str]) -> dict[str, str]:
+        """The topic's effective values of ``names`` (its own, else the broker's defaults)."""
+        def describe():
+            futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+            return next(iter(futures.values())).result(self.connect_timeout_s)
+
+        entries = self._answer(describe, f"configs of topic {topic}")
+        return {n: entries[n].value for n in names if n in entries and entries[n].value is not None}
+
     def end_offsets(self, topic: str, partitions: list[int], timeout_s: float = 5.0) -> dict[int, int]:
         """Each partition's last stable offset (the end a read_committed reader can reach)."""
         request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}

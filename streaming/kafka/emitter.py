@@ -16,7 +16,10 @@ TransactionInterrupted tells the caller to emit again from there, at the cost of
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import KafkaException, Producer
@@ -51,6 +54,16 @@ def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
     return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, str(r["offset"]).encode("ascii"))]
 
 
+@dataclass(frozen=True)
+class Delivered:
+    """A tombstone a sink transaction committed: for the erase audit."""
+
+    source_offset: int
+    timestamp_ms: int
+    sink_offset: int
+    at_ms: int  # when its transaction committed
+
+
 class TransactionInterrupted(RuntimeError):
     """A transaction was abandoned and the emitter renewed: emit again, from ``emitted_up_to``."""
 
@@ -66,6 +79,8 @@ class PartitionEmitter:
         self.producer_config = {**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
                                 "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
         self.committed_records = 0
+        self.tombstones: list[Delivered] = []  # committed since the emitter was made
+        self._sent: list[tuple[int, int, int]] = []  # (source offset, timestamp, sink offset): the open transaction's
         self.producer = self._new_producer()
         self.emitted_up_to = self._read_progress()
 
@@ -108,8 +123,11 @@ class PartitionEmitter:
                     continue
                 if in_txn == 0:
                     self.producer.begin_transaction()
+                    self._sent = []
+                delivered = None if r["value"] is not None or r["key"] is None else \
+                    functools.partial(self._on_tombstone, r["offset"], r["timestamp"])
                 self.producer.produce(self.topic, key=r["key"], value=r["value"], partition=self.partition,
-                                      timestamp=r["timestamp"], headers=sink_headers(r))
+                                      timestamp=r["timestamp"], headers=sink_headers(r), on_delivery=delivered)
                 self.producer.poll(0)
                 in_txn += 1
                 last = r["offset"]
@@ -131,8 +149,16 @@ class PartitionEmitter:
             raise
         return self.committed_records - before
 
+    def _on_tombstone(self, source: int, timestamp: int, err, msg) -> None:
+        if err is None:
+            self._sent.append((source, timestamp, msg.offset()))
+
     def _commit(self, last_offset: int, records: int) -> None:
+        self.producer.flush(TIMEOUT_S)  # every delivery report first: the tombstones' sink offsets
         self.producer.commit_transaction(TIMEOUT_S)
+        at_ms = int(time.time() * 1000)
+        self.tombstones.extend(Delivered(source, ts, sink, at_ms) for source, ts, sink in self._sent)
+        self._sent = []
         self.emitted_up_to = last_offset
         self.committed_records += records
 

@@ -41,9 +41,12 @@ class Manifest:
     version: int
     segments: list[SegmentMeta]
     cleaner_checkpoint: int | None = None  # the first dirty offset: below it the log is clean
+    journal: str | None = None  # the newest journal object (see journal.py)
+    marks: dict[str, int] = field(default_factory=dict)  # small figures the journal's writers carry forward
 
     def to_json(self) -> bytes:
         return json.dumps({"format": FORMAT, "version": self.version, "cleaner_checkpoint": self.cleaner_checkpoint,
+                           "journal": self.journal, "marks": self.marks,
                            "segments": [s.to_dict() for s in self.segments]}, sort_keys=True).encode()
 
     @classmethod
@@ -54,7 +57,7 @@ class Manifest:
             if doc.get("format") != FORMAT:
                 raise ValueError(f"unknown manifest format {doc.get('format')!r}")
             return cls(int(doc["version"]), [SegmentMeta.from_dict(s) for s in doc["segments"]],
-                       doc.get("cleaner_checkpoint"))
+                       doc.get("cleaner_checkpoint"), doc.get("journal"), dict(doc.get("marks") or {}))
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
             raise ValueError(f"not a manifest ({type(exc).__name__}: {exc})") from exc
 

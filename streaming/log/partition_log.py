@@ -20,7 +20,7 @@ import random
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ from fastavro.validation import ValidationError, validate, validate_many
 
 from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
+from streaming.log.journal import Event, read_journal, write_entry
 from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.record import LogRecord, parsed_schema
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 ROOM_WINDOW = 1024  # records scanned at first for the next roll point
 MERGE_LIMIT = 64 << 20  # objects of the active segment are folded together up to this size (held in memory)
 GC_EVERY = 32  # commits between garbage collections (replaced and folded objects, old manifests)
+
+# What an append has to say of the records it stores (the fresh ones: replays are skipped before)
+AppendJournal = Callable[[pa.RecordBatch], list[Event]]
 
 
 def schema_error(record: object) -> str | None:
@@ -106,6 +110,8 @@ class PartitionLog:
         self.jitter_ms = random.Random(str(seed)).randrange(want) if want > 0 else 0
         self._segments: list[SegmentMeta] = []
         self._checkpoint: int | None = None
+        self._journal: str | None = None
+        self._marks: dict[str, int] = {}
         self._version = -1  # the manifest this writer's view is based on
         self._next_version = 0
         self._open()
@@ -145,6 +151,20 @@ class PartitionLog:
         return self._checkpoint
 
     @property
+    def journal_head(self) -> str | None:
+        """The newest journal object; None while nothing was ever journaled."""
+        return self._journal
+
+    @property
+    def journal_marks(self) -> dict[str, int]:
+        """The figures the last commit carried forward for the journal's writers (see note())."""
+        return dict(self._marks)
+
+    def journal(self) -> list[Event]:
+        """Every event committed with this log, oldest first (see journal.py)."""
+        return read_journal(self.storage, self.dir, self._journal)
+
+    @property
     def damaged(self) -> dict[str, str]:
         """Segments whose objects no longer match the manifest: the log still takes appends, but cannot be
         cleaned until an operator restores or removes them."""
@@ -155,22 +175,23 @@ class PartitionLog:
 
     # ----- append and roll ---------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[LogRecord] | pa.RecordBatch, now_ms: int | None = None) -> AppendResult:
+    def append(self, records: Sequence[LogRecord] | pa.RecordBatch, now_ms: int | None = None,
+               journal: AppendJournal | None = None) -> AppendResult:
         """Append records (dicts, or a batch of LOG_BATCH_SCHEMA) in increasing offset order; offsets below
         the log end are skipped (replays). ``now_ms`` is the append time (default: the wall clock), see
-        columns.lag_timestamps. A dict that does not fit the schema raises BadRecordError after the records
-        before it are stored."""
+        columns.lag_timestamps. ``journal`` says what to journal of the records stored, with the same commit.
+        A dict that does not fit the schema raises BadRecordError after the records before it are stored."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         if isinstance(records, pa.RecordBatch):
-            return self._append_batch(records, now)
+            return self._append_batch(records, now, journal)
         if all(isinstance(r, dict) for r in records) and validate_many(records, parsed_schema(), raise_errors=False):
-            return self._append_batch(batch_from_records(records), now)
+            return self._append_batch(batch_from_records(records), now, journal)
         bad, why = next((i, e) for i, e in enumerate(map(schema_error, records)) if e is not None)
-        result = self._append_batch(batch_from_records(records[:bad]), now)
+        result = self._append_batch(batch_from_records(records[:bad]), now, journal)
         r = records[bad]
         raise BadRecordError(r.get("offset") if isinstance(r, dict) else None, why, result.appended)
 
-    def _append_batch(self, batch: pa.RecordBatch, now: int) -> AppendResult:
+    def _append_batch(self, batch: pa.RecordBatch, now: int, journal: AppendJournal | None) -> AppendResult:
         """All of the batch or none of it: its objects are written first, then one manifest commits them."""
         result = AppendResult()
         if batch.num_rows == 0:
@@ -200,7 +221,7 @@ class PartitionLog:
             if i < len(off):
                 segments.append(SegmentMeta.new(max(int(off[i]), segments[-1].next_offset)))
                 result.rolled += 1
-        self._commit(segments, self._checkpoint)
+        self._commit(segments, self._checkpoint, journal(batch) if journal else None)
         return result
 
     def _time_to_roll(self, seg: SegmentMeta, newest_ms: int) -> bool:
@@ -275,14 +296,23 @@ class PartitionLog:
         self._commit([*self._segments, SegmentMeta.new(self.active.next_offset)], self._checkpoint)
         return True
 
-    def set_cleaner_checkpoint(self, offset: int) -> None:
-        if offset != self._checkpoint:
-            self._commit(self._segments, offset)
+    def set_cleaner_checkpoint(self, offset: int, journal: list[Event] | None = None) -> None:
+        if offset != self._checkpoint or journal:
+            self._commit(self._segments, offset, journal)
 
-    def _commit(self, segments: list[SegmentMeta], checkpoint: int | None) -> None:
+    def note(self, events: list[Event], marks: dict[str, int] | None = None) -> None:
+        """Journal what happened elsewhere to records of this log (its emission), with ``marks`` that the
+        next writer finds in journal_marks: how far such notes got, so one lost to a crash is found."""
+        if events or (marks and {**self._marks, **marks} != self._marks):
+            self._commit(self._segments, self._checkpoint, events, marks)
+
+    def _commit(self, segments: list[SegmentMeta], checkpoint: int | None, events: list[Event] | None = None,
+                marks: dict[str, int] | None = None) -> None:
         version = self._next_version
-        commit(self.storage, self.dir, Manifest(version, segments, checkpoint), self._version)
-        self._segments, self._checkpoint = segments, checkpoint
+        head = write_entry(self.storage, self.dir, version, self._journal, events) if events else self._journal
+        marks = {**self._marks, **(marks or {})}
+        commit(self.storage, self.dir, Manifest(version, segments, checkpoint, head, marks), self._version)
+        self._segments, self._checkpoint, self._journal, self._marks = segments, checkpoint, head, marks
         self._version, self._next_version = version, version + 1
         if version % GC_EVERY == 0:
             self._collect_quietly()
@@ -343,7 +373,8 @@ class PartitionLog:
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
-    def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True) -> SegmentMeta:
+    def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True,
+                journal: list[Event] | None = None) -> SegmentMeta:
         """Swap consecutive sealed segments for one segment of the given records (batches of
         LOG_BATCH_SCHEMA, in offset order): a new object, then a manifest that holds it instead of theirs.
 
@@ -352,7 +383,7 @@ class PartitionLog:
         later than the old segments' latest time, and one without a usable timestamp counts as written
         then, not at the rewrite (as Kafka's cleaned segment keeps its source's last-modified time): a
         rewrite must not make a record young again, or min.compaction.lag.ms would hold it back after
-        every pass.
+        every pass. ``journal`` is read once the batches are written: their producer may fill it on the way.
         """
         if not old:
             raise ValueError("replace needs at least one segment")
@@ -370,7 +401,7 @@ class PartitionLog:
             new.chunks = (Chunk(name, written, crc),)
         else:  # the cleaner removed every record: the segment needs no object
             self.storage.delete(self.object_path(name))
-        self._commit([*self._segments[:idx], new, *self._segments[idx + len(old):]], self._checkpoint)
+        self._commit([*self._segments[:idx], new, *self._segments[idx + len(old):]], self._checkpoint, journal)
         return new
 
     def _write_cleaned(self, f, new: SegmentMeta, batches: Iterable[pa.RecordBatch], written_at: int) -> tuple[int, int]:
@@ -413,6 +444,7 @@ class PartitionLog:
             self._version = loaded.manifest.version
             self._segments = loaded.manifest.segments
             self._checkpoint = loaded.manifest.cleaner_checkpoint
+            self._journal, self._marks = loaded.manifest.journal, loaded.manifest.marks
             objects = self.storage.list(objects_dir(self.dir))
             self.recovery.damaged = object_damage(self._segments, {i.name: i.size for i in objects})
             if garbage_due(loaded, objects, int(time.time() * 1000), self.config.file_delete_delay_ms):

@@ -1,0 +1,179 @@
+"""`kcompact erasures`: when each deleted key left the compactor's log and reached the sink, read from the
+erase audit the partition logs' journals hold. Read-only, like status: safe beside a running job.
+
+What happens outside the compactor is named too, since it bounds the erasure as much: the source topic
+keeps a key's older records for its own retention, and the sink drops its older values only when its own
+cleaner compacts it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from streaming.erasure.entries import Erasure, deadline_ms, fold
+from streaming.errors import UsageError
+from streaming.job.spec import SavedJob, load_saved
+from streaming.log.journal import read_journal
+from streaming.log.manifest import load_newest
+from streaming.settings import LONG_MAX
+from streaming.state.layout import list_log_dirs
+from streaming.state.stores import check_access, open_state_dir
+from streaming.utc import utc_text
+
+SOURCE_KEYS = ("cleanup.policy", "retention.ms", "max.compaction.lag.ms")
+SINK_KEYS = ("cleanup.policy", "max.compaction.lag.ms", "delete.retention.ms", "retention.ms")
+
+
+@dataclass(frozen=True)
+class Query:
+    topic: str | None = None
+    key: str | None = None
+    since_ms: int | None = None
+    overdue: bool = False
+
+
+@dataclass
+class Listed:
+    """One entry as listed: the entry, and what is overdue about it (None: nothing)."""
+
+    entry: Erasure
+    overdue: str | None = None
+
+    def to_doc(self) -> dict:
+        return {**self.entry.to_doc(), "overdue": self.overdue}
+
+
+@dataclass
+class ErasureList:
+    state_dir: str
+    at_ms: int
+    deadlines_ms: dict[str, int]  # by source topic
+    listed: list[Listed]
+    outside: list[str] = field(default_factory=list)
+
+    @property
+    def overdue(self) -> list[Listed]:
+        return [item for item in self.listed if item.overdue]
+
+    def to_doc(self) -> dict:
+        return {"state_dir": self.state_dir, "at_ms": self.at_ms,
+                "deadlines_ms": {t: None if d >= LONG_MAX else d for t, d in self.deadlines_ms.items()},
+                "entries": [item.to_doc() for item in self.listed], "overdue": len(self.overdue),
+                "outside": self.outside}
+
+
+def parse_since(text: str) -> int:
+    """ms since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--since {text!r}: not a time; give ms since the epoch or ISO 8601, e.g. "
+                         f"2026-11-24T06:00:00") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def _matches(entry: Erasure, query: Query) -> bool:
+    if query.key is not None:
+        raw = query.key.encode()
+        return entry.key_sha256 == hashlib.sha256(raw).hexdigest() or entry.key == base64.b64encode(raw).decode()
+    return query.since_ms is None or (entry.timestamp_ms is not None and entry.timestamp_ms >= query.since_ms)
+
+
+def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[ErasureList, SavedJob]:
+    state = open_state_dir(state_dir)
+    check_access(state, write=False)
+    saved = load_saved(state)
+    plans = saved.topics
+    if query.topic is not None and query.topic not in plans:
+        raise UsageError(f"topic {query.topic!r} is not mirrored by the job of {state_dir}; it mirrors "
+                         f"{', '.join(sorted(plans)) or 'nothing yet'}")
+    deadlines = {t: deadline_ms(p.compaction.max_compaction_lag_ms, saved.trigger_interval_ms)
+                 for t, p in plans.items()}
+    listed = []
+    for log_dir in list_log_dirs(state):
+        topic = log_dir.pid.topic
+        if topic not in plans or (query.topic is not None and topic != query.topic):
+            continue
+        manifest = load_newest(state.storage, log_dir.directory).manifest
+        if manifest is None:
+            continue
+        for entry in fold(log_dir.pid, read_journal(state.storage, log_dir.directory, manifest.journal)):
+            if _matches(entry, query):
+                late = entry.overdue(now_ms, deadlines[topic])
+                if late or not query.overdue:
+                    listed.append(Listed(entry, late))
+    listed.sort(key=lambda item: (item.entry.topic, item.entry.partition, item.entry.offset))
+    return ErasureList(state_dir, now_ms, deadlines, listed), saved
+
+
+def _ms_text(ms: int | None) -> str:
+    if ms is None or ms >= LONG_MAX:
+        return "unbounded"
+    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
+
+
+def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict[str, str] | str,
+                  topic: str, sink: str) -> list[str]:
+    """What bounds an erasure beyond the compactor, from the topics' effective configs (or why they could
+    not be read)."""
+    lines = []
+    if isinstance(configs_of_source, str):
+        lines.append(f"source topic {topic}: its retention could not be read ({configs_of_source})")
+    else:
+        policy = configs_of_source.get("cleanup.policy", "?")
+        retention = int(configs_of_source.get("retention.ms", "-1"))
+        if "delete" in policy:
+            kept = "forever" if retention < 0 else f"for retention.ms={_ms_text(retention)}"
+            lines.append(f"source topic {topic} (cleanup.policy={policy}): keeps a deleted key's older records "
+                         f"{kept} after they were written, whatever the compactor does")
+        else:
+            lines.append(f"source topic {topic} (cleanup.policy={policy}): keeps a deleted key's older records until "
+                         f"its own cleaner compacts them, within max.compaction.lag.ms="
+                         f"{_ms_text(int(configs_of_source.get('max.compaction.lag.ms', LONG_MAX)))}")
+    if isinstance(configs_of_sink, str):
+        lines.append(f"sink topic {sink}: its compaction settings could not be read ({configs_of_sink})")
+    else:
+        lag = int(configs_of_sink.get("max.compaction.lag.ms", LONG_MAX))
+        bound = f"within max.compaction.lag.ms={_ms_text(lag)}" if lag < LONG_MAX else \
+            "with no bound in time (set max.compaction.lag.ms on the sink topic to bound it)"
+        lines.append(f"sink topic {sink} (cleanup.policy={configs_of_sink.get('cleanup.policy', '?')}): drops a "
+                     f"deleted key's older values when its own cleaner compacts them, {bound} of the tombstone's "
+                     f"arrival; the tombstone stays delete.retention.ms="
+                     f"{_ms_text(int(configs_of_sink.get('delete.retention.ms', '86400000')))} after that")
+    return lines
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else utc_text(ms)
+
+
+def _after(ms: int | None, since: int | None) -> str:
+    return "" if ms is None or since is None else f" (+{(ms - since) / 1000:.1f}s)"
+
+
+def render_table(found: ErasureList) -> str:
+    header = (f"{'partition':<20} {'offset':>8}  {'key':<16} {'tombstone (UTC)':<19}  {'erased from log (UTC)':<30} "
+              f"{'in sink (UTC)':<30} {'sink offset':>11}  {'tombstone removed':<19}  state")
+    lines = [f"erase audit of {found.state_dir}: {len(found.listed)} entries, {len(found.overdue)} overdue "
+             f"(due: max.compaction.lag.ms plus one trigger after the tombstone: " +
+             ", ".join(f"{t} {_ms_text(d)}" for t, d in sorted(found.deadlines_ms.items())) + ")", header]
+    for item in found.listed:
+        e = item.entry
+        key = (e.key_sha256 or "")[:12] + "…" if e.key_sha256 else base64.b64decode(e.key or "").decode(errors="replace")[:16]
+        sink = _when(e.sink_ms) + _after(e.sink_ms, e.timestamp_ms) + (" r" if e.sink_recovered else "")
+        state = f"OVERDUE: {item.overdue}" if item.overdue else e.state
+        lines.append(f"{f'{e.topic}-{e.partition}':<20} {e.offset:>8}  {key:<16} {_when(e.timestamp_ms):<19}  "
+                     f"{_when(e.erased_ms) + _after(e.erased_ms, e.timestamp_ms):<30} {sink:<30} "
+                     f"{'-' if e.sink_offset is None else e.sink_offset:>11}  {_when(e.removed_ms):<19}  {state}")
+    if any(item.entry.sink_recovered for item in found.listed):
+        lines.append("r: the job stopped between the sink's commit and the audit's; the time is when it was found")
+    if found.outside:
+        lines += ["outside the compactor:", *(f"  {line}" for line in found.outside)]
+    return "\n".join(lines)
