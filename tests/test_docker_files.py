@@ -10,9 +10,15 @@ import tomllib
 from pathlib import Path
 
 import yaml
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
 
 from streaming.brokers.images import KCOMPACT_IMAGE, kafka_image
+from streaming.cleaner import CleanerMetrics
 from streaming.cli.main import build_parser
+from streaming.job.compact import StageReport
+from streaming.job.metrics import EraseLatency, JobCounters, JobMetricsCollector, build_doc
+from streaming.partition_id import PartitionId
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,3 +67,40 @@ def test_compose_services_run_the_projects_images_and_valid_kcompact_commands() 
     assert build_parser().parse_args(services["compactor"]["command"]).source_topic == [produced]
     published = [p for svc in services.values() for p in svc.get("ports", [])]
     assert published and all(p.startswith("127.0.0.1:") for p in published), "published on loopback only"
+
+
+def _exported_names() -> set[str]:
+    """Every sample name the metrics endpoint serves, from the job's own collector fed a document of a
+    partition with every figure set."""
+    pid = PartitionId("t", 0)
+    latency = EraseLatency()
+    latency.observe("log", [1500])
+    doc = build_doc(1, CleanerMetrics(), JobCounters().to_doc(), [StageReport(pid, emitted_up_to=3)], {pid: 9},
+                    None, latency)
+    collector = JobMetricsCollector()
+    collector.update(doc)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_every_metric_the_dashboard_queries_is_one_the_endpoint_exports() -> None:
+    dashboard = json.loads((ROOT / "docker" / "monitoring" / "grafana" / "dashboards" / "kcompact.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\bkcompact_\w+", target["expr"])}
+    exported = _exported_names()
+    assert {"kcompact_erase_latency_seconds_bucket", "kcompact_partition_erasures_overdue"} <= queried
+    assert queried <= exported, sorted(queried - exported)
+
+
+def test_the_monitoring_profile_loads_the_dashboard_and_scrapes_the_compactor() -> None:
+    compose = yaml.safe_load(_with_defaults((ROOT / "docker" / "compose.yaml").read_text()))
+    services = compose["services"]
+    for name in ("prometheus", "grafana"):
+        assert services[name]["profiles"] == ["monitoring"]
+        for volume in services[name]["volumes"]:
+            assert (ROOT / "docker" / volume.split(":")[0]).exists(), volume
+    scrape = yaml.safe_load((ROOT / "docker" / "monitoring" / "prometheus.yml").read_text())
+    [target] = scrape["scrape_configs"][0]["static_configs"][0]["targets"]
+    assert target == "compactor:9464" and "--metrics-port" in services["compactor"]["command"]

@@ -130,13 +130,14 @@ def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict
         policy = configs_of_source.get("cleanup.policy", "?")
         retention = int(configs_of_source.get("retention.ms", "-1"))
         if "delete" in policy:
-            kept = "forever" if retention < 0 else f"for retention.ms={_ms_text(retention)}"
-            lines.append(f"source topic {topic} (cleanup.policy={policy}): keeps a deleted key's older records "
-                         f"{kept} after they were written, whatever the compactor does")
+            kept = "forever" if retention < 0 else f"for {_ms_text(retention)}"
+            lines.append(f"source topic {topic} (cleanup.policy={policy}, retention.ms={retention}): keeps a deleted "
+                         f"key's older records {kept} after they were written, whatever the compactor does")
         else:
-            lines.append(f"source topic {topic} (cleanup.policy={policy}): keeps a deleted key's older records until "
-                         f"its own cleaner compacts them, within max.compaction.lag.ms="
-                         f"{_ms_text(int(configs_of_source.get('max.compaction.lag.ms', LONG_MAX)))}")
+            lag = int(configs_of_source.get("max.compaction.lag.ms", LONG_MAX))
+            lines.append(f"source topic {topic} (cleanup.policy={policy}, no retention by time): keeps a deleted "
+                         f"key's older records until its own cleaner compacts them, within max.compaction.lag.ms="
+                         f"{_ms_text(lag)}")
     if isinstance(configs_of_sink, str):
         lines.append(f"sink topic {sink}: its compaction settings could not be read ({configs_of_sink})")
     else:

@@ -6,7 +6,9 @@ pass or an emission) and then for the phase it aims at (an append, a cleaning pa
 read from the job's own phase lines; the phase each kill landed in is recorded, and every phase must have
 been hit. The sink must then satisfy the contract whatever the timing: per partition strictly increasing
 source offsets, every sink record identical to its source record, every record of a key written once in
-the sink, and every key's last sink record its final winner.
+the sink, and every key's last sink record its final winner. The erase audit must have come through the
+kills whole: every tombstone sent is in it once, each step of it journaled once, and every tombstone in the
+sink has its sink offset there.
 """
 
 from __future__ import annotations
@@ -19,10 +21,16 @@ import sys
 import time
 from pathlib import Path
 
+from collections import Counter
+
 import pytest
 
 from streaming.kafka.admin import unique_topic_name
-from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract
+from streaming.log.journal import read_journal
+from streaming.log.manifest import load_newest
+from streaming.state.layout import list_log_dirs
+from streaming.state.stores import open_state_dir
+from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, read_topic
 from tests.kafka_helpers import ChangeProducer
 
 pytestmark = pytest.mark.integration
@@ -96,7 +104,7 @@ def test_sigkill_in_every_phase_loses_and_duplicates_nothing(bootstrap_servers, 
                bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", str(tmp_path / "state"),
                "--config", "max.compaction.lag.ms=1000", "--config", "min.cleanable.dirty.ratio=0.1",
                "--config", "segment.bytes=4096", *NO_SINK_COMPACTION]
-    producer = ChangeProducer(bootstrap_servers, src, PARTITIONS, keys=40)
+    producer = ChangeProducer(bootstrap_servers, src, PARTITIONS, keys=40, tombstone_every=7)
     producer.start()
     landed = []
     try:
@@ -113,3 +121,20 @@ def test_sigkill_in_every_phase_loses_and_duplicates_nothing(bootstrap_servers, 
 
     assert_sink_contract(bootstrap_servers, sink, sent, PARTITIONS)
     assert len(sent) > 500
+    _assert_audit_whole(str(tmp_path / "state"), bootstrap_servers, sink, sent)
+
+
+def _assert_audit_whole(state_dir: str, bootstrap: str, sink: str, sent) -> None:
+    state = open_state_dir(state_dir)
+    in_sink = read_topic(bootstrap, sink, PARTITIONS)
+    for log_dir in list_log_dirs(state):
+        p = log_dir.pid.partition
+        events = read_journal(state.storage, log_dir.directory,
+                              load_newest(state.storage, log_dir.directory).manifest.journal)
+        twice = [k for k, n in Counter((e["e"], e["offset"]) for e in events).items() if n > 1]
+        assert not twice, f"partition {p}: steps journaled twice: {twice[:10]}"
+        ingested = {e["offset"] for e in events if e["e"] == "ingested"}
+        assert ingested == {s.offset for s in sent if s.partition == p and s.value is None}, f"partition {p}"
+        emitted = {e["offset"]: e["sink_offset"] for e in events if e["e"] == "emitted"}
+        tombstones = {r["source_offset"]: r["offset"] for r in in_sink[p] if r["value"] is None}
+        assert emitted == tombstones, f"partition {p}: the audit's sink offsets are not the sink's"
