@@ -2,6 +2,7 @@
 
     python bench/bench_pipeline.py throughput [--sizes 1000000,10000000 --keys 100000 --partitions 4 --rounds 1]
     python bench/bench_pipeline.py delete-latency [--tombstones 20 --max-lag-ms 10000]
+    python bench/bench_pipeline.py erase-audit [--records 1000000 --tombstone-every 100 --rounds 2]
 
 throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on N records vs. a bare
 confluent-kafka mirror (consume -> produce, no compaction, idempotent producer), for each size in turn, so
@@ -13,6 +14,8 @@ starts (a mirror's topic is deleted after its run, each size's source after its 
 time during each side is printed: what it spends on the side's own writes and reads stays in that side's time.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
+erase-audit: `--once` on one source with 1% tombstones, with the erase audit kept (erase.audit.keys=hash)
+and without it (off), alternating which goes first; the ratio of the two times is the audit's cost.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.brokers.choice import acquire_broker
 from streaming.cleaner import CompactionConfig
+from streaming.erasure.events import AuditKeys
 from streaming.kafka.admin import Cluster
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.job.runner import CompactorJob
@@ -42,6 +46,10 @@ from streaming.spark.session import build_session
 from streaming.spark.driver import SparkEngine
 from streaming.kafka.subscription import Subscribe
 from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.log.journal import read_journal
+from streaming.log.manifest import load_newest
+from streaming.state.layout import list_log_dirs
+from streaming.state.stores import open_state_dir
 
 HOUR = 3_600_000
 
@@ -55,15 +63,16 @@ def cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int) -> None:
+def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int,
+            tombstone_every: int = 0) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 2_000_000})
     value = os.urandom(100)
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, key=b"key-%012d" % (i % keys), value=value, partition=i % partitions,
-                                 timestamp=ts + i)
+                producer.produce(topic, key=b"key-%012d" % (i % keys), partition=i % partitions, timestamp=ts + i,
+                                 value=None if tombstone_every and i % tombstone_every == tombstone_every - 1 else value)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -115,10 +124,11 @@ def new_sink(bootstrap: str, partitions: int) -> str:
     return sink
 
 
-def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str) -> tuple[float, CompactorJob]:
+def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str,
+            audit: AuditKeys = AuditKeys.HASH) -> tuple[float, CompactorJob]:
     mapping = JobMapping(bootstrap, Subscribe((source,)), bootstrap, sink)
     partitions = Cluster("source", bootstrap).partition_count(source)
-    plan = TopicPlan(source, sink, CompactionConfig(max_compaction_lag_ms=60_000), partitions)
+    plan = TopicPlan(source, sink, CompactionConfig(max_compaction_lag_ms=60_000, erase_audit_keys=audit), partitions)
     spec = JobSpec(mapping, state_dir, {source: plan})
     job = CompactorJob(SparkEngine(spark), spec, once=True)
     t = time.perf_counter()
@@ -189,6 +199,43 @@ def bench_throughput(args: argparse.Namespace) -> None:
             for name in SIDES:
                 growth = (results[large][name] / large) / (results[small][name] / small)
                 print(f"{name}: time per record at {large:,} / at {small:,} = {growth:.3f} (flat = 1.0)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _journaled(state_dir: str) -> int:
+    """Events in the erase audit of a state dir (0 when it keeps none)."""
+    state = open_state_dir(state_dir)
+    return sum(len(read_journal(state.storage, d.directory, load_newest(state.storage, d.directory).manifest.journal))
+               for d in list_log_dirs(state))
+
+
+def bench_erase_audit(args: argparse.Namespace) -> None:
+    work = tempfile.mkdtemp(prefix="kcompact-bench-audit-")
+    sides = {AuditKeys.HASH: [], AuditKeys.OFF: []}
+    try:
+        with acquire_broker() as broker:
+            bs = broker.bootstrap_servers
+            spark = build_session("kcompact-bench")
+            run_job(spark, bs, warm_up_topic(bs, args), new_sink(bs, args.partitions), os.path.join(work, "warm-up"))
+            source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
+            produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR,
+                    args.tombstone_every)
+            order = list(sides)
+            for i in range(args.rounds):
+                for audit in order[i % 2:] + order[:i % 2]:
+                    state_dir = os.path.join(work, f"{audit.value}-{i}")
+                    seconds, job = run_job(spark, bs, source, new_sink(bs, args.partitions), state_dir, audit)
+                    assert job.totals.ingested == args.records, job.totals.to_doc()
+                    events = _journaled(state_dir)
+                    sides[audit].append(seconds)
+                    print(f"round {i + 1}: erase.audit.keys={audit.value:<4} {seconds:7.2f}s "
+                          f"({args.records / seconds:,.0f} records/s), {events:,} audit events", flush=True)
+                    shutil.rmtree(state_dir, ignore_errors=True)
+            spark.stop()
+        on, off = (statistics.median(sides[a]) for a in (AuditKeys.HASH, AuditKeys.OFF))
+        print(f"{args.records:,} records, 1 in {args.tombstone_every} a tombstone, median of {args.rounds}: "
+              f"audit kept {on:.2f}s, no audit {off:.2f}s; time with / without = {on / off:.3f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -272,6 +319,14 @@ def main() -> None:
     p.add_argument("--spacing", type=float, default=1.0, help="seconds between tombstones")
     p.add_argument("--job-log", default=None, help="write the compactor's log here")
     p.set_defaults(func=bench_delete_latency)
+    p = sub.add_parser("erase-audit")
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--keys", type=int, default=100_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--tombstone-every", type=int, default=100, help="1 record in this many is a tombstone")
+    p.add_argument("--warm-up", type=int, default=200_000, help="records of the warm-up run")
+    p.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating which goes first")
+    p.set_defaults(func=bench_erase_audit)
     args = ap.parse_args()
     args.func(args)
 
