@@ -114,8 +114,12 @@ def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[Erasure
 
 
 def _ms_text(ms: int | None) -> str:
+    """A config's duration as a person says it: 7d, 1h, 65s, 250ms."""
     if ms is None or ms >= LONG_MAX:
         return "unbounded"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
     return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
 
 
@@ -130,9 +134,9 @@ def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict
         policy = configs_of_source.get("cleanup.policy", "?")
         retention = int(configs_of_source.get("retention.ms", "-1"))
         if "delete" in policy:
-            kept = "forever" if retention < 0 else f"for {_ms_text(retention)}"
+            kept = "forever" if retention < 0 else f"for {_ms_text(retention)} after they were written"
             lines.append(f"source topic {topic} (cleanup.policy={policy}, retention.ms={retention}): keeps a deleted "
-                         f"key's older records {kept} after they were written, whatever the compactor does")
+                         f"key's older records {kept}, whatever the compactor does")
         else:
             lag = int(configs_of_source.get("max.compaction.lag.ms", LONG_MAX))
             lines.append(f"source topic {topic} (cleanup.policy={policy}, no retention by time): keeps a deleted "
@@ -142,12 +146,11 @@ def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict
         lines.append(f"sink topic {sink}: its compaction settings could not be read ({configs_of_sink})")
     else:
         lag = int(configs_of_sink.get("max.compaction.lag.ms", LONG_MAX))
-        bound = f"within max.compaction.lag.ms={_ms_text(lag)}" if lag < LONG_MAX else \
-            "with no bound in time (set max.compaction.lag.ms on the sink topic to bound it)"
-        lines.append(f"sink topic {sink} (cleanup.policy={configs_of_sink.get('cleanup.policy', '?')}): drops a "
-                     f"deleted key's older values when its own cleaner compacts them, {bound} of the tombstone's "
-                     f"arrival; the tombstone stays delete.retention.ms="
-                     f"{_ms_text(int(configs_of_sink.get('delete.retention.ms', '86400000')))} after that")
+        bound = f"within max.compaction.lag.ms={_ms_text(lag)} of the tombstone's arrival" if lag < LONG_MAX else \
+            "with no bound in time (set max.compaction.lag.ms on it to bound that)"
+        lines.append(f"sink topic {sink} (cleanup.policy={configs_of_sink.get('cleanup.policy', '?')}, "
+                     f"delete.retention.ms={_ms_text(int(configs_of_sink.get('delete.retention.ms', '86400000')))}): "
+                     f"drops a deleted key's older values when its own cleaner compacts them, {bound}")
     return lines
 
 

@@ -8,6 +8,8 @@ import hashlib
 import json
 import time
 
+from unittest.mock import ANY
+
 import pytest
 
 from streaming.cli.main import main
@@ -66,6 +68,12 @@ def test_the_audit_of_a_real_run_agrees_with_the_passes_and_the_sink(store, requ
     assert {e["key_sha256"] for e in entries.values()} <= {hashlib.sha256(k).hexdigest() for k in earlier}
     assert any(f"source topic {src}" in line and "retention" in line for line in found["outside"]), found["outside"]
     assert any(f"sink topic {sink}" in line for line in found["outside"]), found["outside"]
+    assert erasures(state, capsys, "--overdue") == (0, {**found, "entries": [], "at_ms": ANY})
+    for wrong, said in ((("--since", "yesterday"), "--since 'yesterday': not a time"),
+                        (("--topic", "nope"), "topic 'nope' is not mirrored")):
+        assert main(["erasures", "--state-dir", state, *wrong]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
 
     again = deletes[0]
     [rewrite] = produce(bootstrap_servers, src, [Sent(again.partition, again.key, b"back", past + 1000)])
