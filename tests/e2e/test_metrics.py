@@ -30,8 +30,10 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
                                                                                     new_topic, tmp_path) -> None:
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     past = int(time.time() * 1000) - 7_200_000
-    produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 10), b"v%d" % i, -1 if i == 99 else past + i)
-                                     for i in range(100)])  # one NO_TIMESTAMP record: a warning from a worker
+    produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 10), None if i == 98 else b"v%d" % i,
+                                          -1 if i == 99 else past + i)
+                                     for i in range(100)])  # one NO_TIMESTAMP record: a warning from a worker;
+    # one tombstone (k8's last record), two hours old: erased and in the sink it is late, but not overdue
     port = free_port()
     state = str(tmp_path / "state")
     proc = subprocess.Popen([sys.executable, "-m", "streaming", "--log-format", "json", "run",
@@ -63,6 +65,11 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
                 for s in metrics[name]}
         assert lags[("0", "kcompact_partition_source_end_offset")] == 50
         assert lags[("0", "kcompact_partition_ingest_lag")] == 0 and lags[("1", "kcompact_partition_ingest_lag")] == 0
+        erased = {(s.labels["until"], s.name): s.value for s in metrics["kcompact_erase_latency_seconds"]}
+        for until in ("log", "sink"):
+            assert erased[(until, "kcompact_erase_latency_seconds_count")] == 1
+            assert erased[(until, "kcompact_erase_latency_seconds_sum")] > 7000  # seconds since the tombstone's time
+        assert [s.value for s in metrics["kcompact_partition_erasures_overdue"]] == [0, 0]
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
