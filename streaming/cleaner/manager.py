@@ -2,11 +2,13 @@
 
 A partition whose pass fails is marked uncleanable and skipped until log.cleaner.backoff.ms has passed,
 then retried; the other partitions go on. (Kafka keeps it uncleanable until the broker restarts.) A pass
-fenced by another writer of the log is no fault of the log: it is raised, not marked.
+fenced by another writer of the log, or stopped by a full disk, is no fault of the log: it is raised, not
+marked, so the job stops on a full disk and cleans at once when it starts again with room.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 
 from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
@@ -47,6 +49,10 @@ class LogCleanerManager:
             result = self.cleaner.clean(plog, target, now_ms, dead_letter)
         except LogFencedError:
             raise
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise
+            return self._uncleanable(pid, plog, target, state, now_ms, exc)
         except Exception as exc:  # noqa: BLE001 (any other failure: mark this partition, keep the others going)
             return self._uncleanable(pid, plog, target, state, now_ms, exc)
         state.passes += 1

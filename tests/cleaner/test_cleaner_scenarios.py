@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 
 from streaming.cleaner import (Cleaner, CleanerMetrics, CompactionConfig, KeylessRecordError, LogCleanerManager,
                                PartitionFigures)
+from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.partition_id import PartitionId
 from streaming.cleaner.throttle import Throttler
 from streaming.log import PartitionLog, make_record
@@ -329,3 +332,23 @@ def test_a_changed_byte_in_a_dirty_value_fails_the_pass_before_anything_is_swapp
     outcome = LogCleanerManager(c).clean_partition(PID, reopened, 0)
     assert outcome.result is None and "checksum mismatch" in outcome.error
     assert seg.read_bytes() == bytes(data) and reopened.cleaner_checkpoint is None
+
+
+def test_a_full_disk_during_a_pass_stops_it_without_marking_the_partition(tmp_path, monkeypatch) -> None:
+    """Disk full is the operator's to fix, not the log's: once there is room, the partition is cleaned at
+    once, not held back by log.cleaner.backoff.ms (seen in the full-disk e2e test)."""
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"a", b"2")])
+    plog.roll()
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(plog, "replace", full)
+    with pytest.raises(OSError):
+        LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_000)
+    assert not PartitionCleanerState.load(plog.storage, plog.dir).uncleanable
+    monkeypatch.undo()
+    assert LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_001).result is not None
+    assert contents(plog) == [(1, b"a", b"2")]
