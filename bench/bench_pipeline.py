@@ -46,8 +46,7 @@ from streaming.spark.session import build_session
 from streaming.spark.driver import SparkEngine
 from streaming.kafka.subscription import Subscribe
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.log.journal import read_journal
-from streaming.log.manifest import load_newest
+from streaming.log.journal import committed_journal
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 
@@ -206,8 +205,7 @@ def bench_throughput(args: argparse.Namespace) -> None:
 def _journaled(state_dir: str) -> int:
     """Events in the erase audit of a state dir (0 when it keeps none)."""
     state = open_state_dir(state_dir)
-    return sum(len(read_journal(state.storage, d.directory, load_newest(state.storage, d.directory).manifest.journal))
-               for d in list_log_dirs(state))
+    return sum(len(committed_journal(state.storage, d.directory)) for d in list_log_dirs(state))
 
 
 def bench_erase_audit(args: argparse.Namespace) -> None:

@@ -35,15 +35,11 @@ def dump_records(state_dir: str, partition: int | None = None, topic: str | None
     A state dir, topic or partition the job does not have is an error here, before the first record."""
     state = open_state_dir(state_dir)
     check_access(state, write=False)
-    plans = load_saved(state).topics
-    if topic is not None and topic not in plans:
-        raise UsageError(f"topic {topic!r} is not mirrored by the job of {state_dir}; it mirrors "
-                         f"{', '.join(sorted(plans)) or 'nothing yet'}")
-    if partition is not None:
-        wanted = [plans[topic]] if topic is not None else list(plans.values())
-        if not any(0 <= partition < plan.partitions for plan in wanted):
-            most = max((plan.partitions for plan in wanted), default=0)
-            raise UsageError(f"--partition {partition}: the job's topics have partitions 0..{most - 1}")
+    saved = load_saved(state)
+    wanted = [saved.plan_of(topic, state_dir)] if topic is not None else list(saved.topics.values())
+    if partition is not None and not any(0 <= partition < plan.partitions for plan in wanted):
+        most = max((plan.partitions for plan in wanted), default=0)
+        raise UsageError(f"--partition {partition}: the job's topics have partitions 0..{most - 1}")
     return _records(state, partition, topic)
 
 

@@ -16,12 +16,11 @@ from datetime import datetime, timezone
 from streaming.erasure.entries import Erasure, deadline_ms, fold
 from streaming.errors import UsageError
 from streaming.job.spec import SavedJob, load_saved
-from streaming.log.journal import read_journal
-from streaming.log.manifest import load_newest
+from streaming.log.journal import committed_journal
 from streaming.settings import LONG_MAX
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
-from streaming.utc import utc_text
+from streaming.utc import utc_or_dash
 
 SOURCE_KEYS = ("cleanup.policy", "retention.ms", "max.compaction.lag.ms")
 SINK_KEYS = ("cleanup.policy", "max.compaction.lag.ms", "delete.retention.ms", "retention.ms")
@@ -91,9 +90,8 @@ def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[Erasure
     check_access(state, write=False)
     saved = load_saved(state)
     plans = saved.topics
-    if query.topic is not None and query.topic not in plans:
-        raise UsageError(f"topic {query.topic!r} is not mirrored by the job of {state_dir}; it mirrors "
-                         f"{', '.join(sorted(plans)) or 'nothing yet'}")
+    if query.topic is not None:
+        saved.plan_of(query.topic, state_dir)
     deadlines = {t: deadline_ms(p.compaction.max_compaction_lag_ms, saved.trigger_interval_ms)
                  for t, p in plans.items()}
     listed = []
@@ -101,10 +99,7 @@ def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[Erasure
         topic = log_dir.pid.topic
         if topic not in plans or (query.topic is not None and topic != query.topic):
             continue
-        manifest = load_newest(state.storage, log_dir.directory).manifest
-        if manifest is None:
-            continue
-        for entry in fold(log_dir.pid, read_journal(state.storage, log_dir.directory, manifest.journal)):
+        for entry in fold(log_dir.pid, committed_journal(state.storage, log_dir.directory)):
             if _matches(entry, query):
                 late = entry.overdue(now_ms, deadlines[topic])
                 if late or not query.overdue:
@@ -154,10 +149,6 @@ def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict
     return lines
 
 
-def _when(ms: int | None) -> str:
-    return "-" if ms is None else utc_text(ms)
-
-
 def _after(ms: int | None, since: int | None) -> str:
     return "" if ms is None or since is None else f" (+{(ms - since) / 1000:.1f}s)"
 
@@ -170,12 +161,12 @@ def render_table(found: ErasureList) -> str:
              ", ".join(f"{t} {_ms_text(d)}" for t, d in sorted(found.deadlines_ms.items())) + ")", header]
     for item in found.listed:
         e = item.entry
-        key = (e.key_sha256 or "")[:12] + "…" if e.key_sha256 else base64.b64decode(e.key or "").decode(errors="replace")[:16]
-        sink = _when(e.sink_ms) + _after(e.sink_ms, e.timestamp_ms) + (" r" if e.sink_recovered else "")
+        key = e.key_sha256[:12] + "…" if e.key_sha256 else base64.b64decode(e.key or "").decode(errors="replace")[:16]
+        sink = utc_or_dash(e.sink_ms) + _after(e.sink_ms, e.timestamp_ms) + (" r" if e.sink_recovered else "")
         state = f"OVERDUE: {item.overdue}" if item.overdue else e.state
-        lines.append(f"{f'{e.topic}-{e.partition}':<20} {e.offset:>8}  {key:<16} {_when(e.timestamp_ms):<19}  "
-                     f"{_when(e.erased_ms) + _after(e.erased_ms, e.timestamp_ms):<30} {sink:<30} "
-                     f"{'-' if e.sink_offset is None else e.sink_offset:>11}  {_when(e.removed_ms):<19}  {state}")
+        lines.append(f"{f'{e.topic}-{e.partition}':<20} {e.offset:>8}  {key:<16} {utc_or_dash(e.timestamp_ms):<19}  "
+                     f"{utc_or_dash(e.erased_ms) + _after(e.erased_ms, e.timestamp_ms):<30} {sink:<30} "
+                     f"{'-' if e.sink_offset is None else e.sink_offset:>11}  {utc_or_dash(e.removed_ms):<19}  {state}")
     if any(item.entry.sink_recovered for item in found.listed):
         lines.append("r: the job stopped between the sink's commit and the audit's; the time is when it was found")
     if found.outside:

@@ -275,11 +275,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([sink_kafka])
     saved = load_saved(open_state_dir(args.state_dir))
-    plans = saved.topics
-    plan = plans.get(args.topic)
-    if plan is None:
-        raise UsageError(f"topic {args.topic!r} is not mirrored by the job of {args.state_dir}; it mirrors "
-                         f"{', '.join(sorted(plans)) or 'nothing yet'}")
+    plan = saved.plan_of(args.topic, args.state_dir)
     if not 0 <= args.partition < plan.partitions:
         raise UsageError(f"topic {args.topic!r} has partitions 0..{plan.partitions - 1}, not {args.partition}")
     if args.offset < 0:

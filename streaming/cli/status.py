@@ -18,7 +18,7 @@ from streaming.job.metrics import emit_lag, ingest_lag, read_doc
 from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
-from streaming.utc import utc_text
+from streaming.utc import utc_or_dash
 
 
 NOT_INGESTED = "not ingested yet"
@@ -128,19 +128,15 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
                      last.get("group_sync"))
 
 
-def _when(ms: int | None) -> str:
-    return "-" if ms is None else utc_text(ms)
-
-
 def render_table(status: JobStatus) -> str:
     cols = [("partition", lambda p: f"{p.topic}-{p.partition}"), ("start", lambda p: p.log_start_offset),
             ("end", lambda p: p.log_end_offset), ("segs", lambda p: p.segments),
             ("records", lambda p: p.records), ("clean B", lambda p: p.clean_bytes),
             ("dirty B", lambda p: p.dirty_bytes), ("dirty %", lambda p: f"{100 * p.dirty_ratio:.1f}"),
             ("uncleanable@", lambda p: p.first_uncleanable_offset),
-            ("last clean (UTC)", lambda p: _when(p.last_clean_ms)),
+            ("last clean (UTC)", lambda p: utc_or_dash(p.last_clean_ms)),
             ("delay s", lambda p: f"{p.compaction_delay_ms / 1000:.1f}"),
-            ("next clean (UTC)", lambda p: _when(p.next_clean_ms)),
+            ("next clean (UTC)", lambda p: utc_or_dash(p.next_clean_ms)),
             ("emitted<=", lambda p: p.emitted_up_to), ("ingest lag", lambda p: p.ingest_lag),
             ("emit lag", lambda p: p.emit_lag), ("state", lambda p: p.state)]
 
@@ -168,7 +164,7 @@ def render_table(status: JobStatus) -> str:
         lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status.job.items())))
     if status.group_sync:
         sync = status.group_sync
-        last = "never" if sync["last-sync-ms"] is None else _when(sync["last-sync-ms"]) + " UTC"
+        last = "never" if sync["last-sync-ms"] is None else utc_or_dash(sync["last-sync-ms"]) + " UTC"
         lines.append(f"consumer group offset sync: last {last}, {sync['groups-synced']} groups synced, "
                      f"{sync['groups-skipped-active']} skipped as active on the sink, "
                      f"{sync['offsets-committed']} offsets committed")

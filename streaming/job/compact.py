@@ -146,9 +146,9 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = open_state_dir(spec.state_dir)
     with partition_lock(state, log_dir.directory):
-        plog = open_partition_log(state, log_dir, spec.topics[log_dir.pid.topic].compaction.log_config)
-        report = _compact_partition(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
         config = spec.topics[log_dir.pid.topic].compaction
+        plog = open_partition_log(state, log_dir, config.log_config)
+        report = _compact_partition(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
         if config.erase_audit_keys is not AuditKeys.OFF:
             local = _local_emitted(plog)
             emitted = report.emitted_up_to if report.emitted_up_to >= 0 or local is None else local

@@ -8,7 +8,7 @@ from typing import Mapping
 
 from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC, Overrides
 from streaming.cleaner.config import ConfigError
-from streaming.errors import JobError
+from streaming.errors import JobError, UsageError
 from streaming.kafka.subscription import Subscription, subscription_from_doc
 from streaming.redaction import redact
 from streaming.log.storage import read_json, write_json
@@ -102,6 +102,14 @@ class SavedJob:
     def from_doc(cls, doc: Mapping) -> "SavedJob":
         return cls(JobMapping.from_doc(doc["mapping"]), {t: TopicPlan.from_doc(t, d) for t, d in doc["topics"].items()},
                    doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000))
+
+    def plan_of(self, topic: str, state_dir: str) -> TopicPlan:
+        """The plan of a source topic the job mirrors; any other topic is a usage error naming the ones it does."""
+        plan = self.topics.get(topic)
+        if plan is None:
+            raise UsageError(f"topic {topic!r} is not mirrored by the job of {state_dir}; it mirrors "
+                             f"{', '.join(sorted(self.topics)) or 'nothing yet'}")
+        return plan
 
 
 def find_saved(state: StateDir) -> SavedJob | None:

@@ -15,6 +15,7 @@ import posixpath
 import uuid
 from typing import Any, Iterator
 
+from streaming.log.manifest import load_newest
 from streaming.log.storage import Storage
 
 JOURNAL = "journal"
@@ -39,6 +40,13 @@ def read_journal(storage: Storage, directory: str, head: str | None) -> list[Eve
     """Every event from the first commit to ``head``, oldest first."""
     chunks = list(_newest_first(storage, directory, head))
     return [e for events in reversed(chunks) for e in events]
+
+
+def committed_journal(storage: Storage, directory: str) -> list[Event]:
+    """read_journal from the newest manifest, without opening the log for writing: for readers beside a
+    running job (kcompact erasures, checks of a state dir)."""
+    manifest = load_newest(storage, directory).manifest
+    return [] if manifest is None else read_journal(storage, directory, manifest.journal)
 
 
 def _newest_first(storage: Storage, directory: str, head: str | None) -> Iterator[list[Event]]:

@@ -26,8 +26,7 @@ from collections import Counter
 import pytest
 
 from streaming.kafka.admin import unique_topic_name
-from streaming.log.journal import read_journal
-from streaming.log.manifest import load_newest
+from streaming.log.journal import committed_journal
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, read_topic
@@ -129,8 +128,7 @@ def _assert_audit_whole(state_dir: str, bootstrap: str, sink: str, sent) -> None
     in_sink = read_topic(bootstrap, sink, PARTITIONS)
     for log_dir in list_log_dirs(state):
         p = log_dir.pid.partition
-        events = read_journal(state.storage, log_dir.directory,
-                              load_newest(state.storage, log_dir.directory).manifest.journal)
+        events = committed_journal(state.storage, log_dir.directory)
         twice = [k for k, n in Counter((e["e"], e["offset"]) for e in events).items() if n > 1]
         assert not twice, f"partition {p}: steps journaled twice: {twice[:10]}"
         ingested = {e["offset"] for e in events if e["e"] == "ingested"}
