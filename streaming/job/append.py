@@ -1,10 +1,11 @@
 """foreachBatch: append each micro-batch to the partition logs, one Spark task per source partition.
 
-The append runs on executors inside ``mapInArrow``, so records never pass through the driver; only a
-row of counts per partition comes back. Appends are idempotent by offset, so a micro-batch that Spark
-replays after a crash is skipped record by record. Roll rules run after every append, and on triggers
-that bring no data the driver runs the KIP-354 forced roll as tasks of their own, under the same lock,
-so an idle partition still becomes cleanable within max.compaction.lag.ms.
+The append runs where the source reads, in the same task and process (streaming.spark.source.ingest), so
+records never pass through the driver nor through Spark's JVM; only a row of counts per partition comes
+back. Appends are idempotent by offset, so a micro-batch that Spark replays after a crash is skipped
+record by record. Roll rules run after every append, and on triggers that bring no data the driver runs
+the KIP-354 forced roll as tasks of their own, under the same lock, so an idle partition still becomes
+cleanable within max.compaction.lag.ms.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import astuple, dataclass, field, fields
+from dataclasses import asdict, astuple, dataclass, field, fields
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -56,7 +57,7 @@ COUNTS = tuple(f.name for f in fields(AppendCounts))
 STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COUNTS) + ", log_end_offset long"
 STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
                           ("log_end_offset", pa.int64())])
-# Spark hands a task its rows in Arrow batches (streaming.spark.session.ARROW_BATCH_ROWS); they are appended in larger
+# The source reads a partition in Arrow batches (KafkaSourceOptions.records_per_batch); they are appended in larger
 # groups, since every append writes an object and commits a manifest (each synced, or a store round trip). A
 # crash before the task ends replays the batch.
 APPEND_ROWS = 100_000
@@ -134,18 +135,41 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
     return AppendCounts(res.appended, res.skipped, res.rolled, rejected, res.odd_timestamps)
 
 
-def append_partitions(batches: Iterator[pa.RecordBatch], state_dir: str, configs: Mapping[str, LogConfig],
-                      now_ms: int, default: LogConfig = LogConfig(),
-                      audit_keys: AuditKeys = AuditKeys.HASH) -> Iterator[pa.RecordBatch]:
-    """The task body: append this Spark partition's rows to their partition logs, then apply roll rules.
-    ``configs`` holds each mirrored topic's log config; a topic topic sync has not planned yet (the
-    cluster was away) is kept under ``default``, so nothing the source read is lost."""
+@dataclass(frozen=True)
+class AppendTask:
+    """What a micro-batch's append tasks need from the driver: where the logs are, each mirrored topic's log
+    config (a topic topic sync has not planned yet, the cluster being away, is kept under ``default``, so
+    nothing the source read is lost), the audit's key mode and the append time."""
+
+    state_dir: str
+    configs: Mapping[str, LogConfig]
+    now_ms: int
+    default: LogConfig = LogConfig()
+    audit_keys: AuditKeys = AuditKeys.HASH
+
+    def config_of(self, topic: str) -> LogConfig:
+        return self.configs.get(topic, self.default)
+
+    def to_json(self) -> str:
+        return json.dumps({"state_dir": self.state_dir, "now_ms": self.now_ms, "audit_keys": self.audit_keys.value,
+                           "default": asdict(self.default), "configs": {t: asdict(c) for t, c in self.configs.items()}})
+
+    @classmethod
+    def from_json(cls, text: str) -> "AppendTask":
+        doc = json.loads(text)
+        return cls(doc["state_dir"], {t: LogConfig(**c) for t, c in doc["configs"].items()}, doc["now_ms"],
+                   LogConfig(**doc["default"]), AuditKeys(doc["audit_keys"]))
+
+
+def append_partitions(batches: Iterator[pa.RecordBatch], task: AppendTask) -> Iterator[pa.RecordBatch]:
+    """The task body: append this Spark partition's rows (Spark's Kafka columns) to their partition logs,
+    then apply roll rules; yields one STATS_SCHEMA row per partition log."""
     prepare_task()
     logs: dict[PartitionId, PartitionLog] = {}
     stats: dict[PartitionId, AppendCounts] = {}
     with contextlib.ExitStack() as locks:
-        yield from _append_locked(batches, open_state_dir(state_dir), lambda topic: configs.get(topic, default),
-                                  now_ms, logs, stats, locks, audit_keys)
+        yield from _append_locked(batches, open_state_dir(task.state_dir), task.config_of, task.now_ms, logs, stats,
+                                  locks, task.audit_keys)
 
 
 def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of: Callable[[str], LogConfig],
@@ -211,12 +235,10 @@ class LogAppender:
     batches: int = 0
 
     def __call__(self, batch: MicroBatch, batch_id: int) -> None:
-        now_ms = int(self.clock() * 1000)
-        task = functools.partial(append_partitions, state_dir=self.state_dir, configs=dict(self.configs),
-                                 now_ms=now_ms, default=self.default, audit_keys=self.audit_keys)
+        task = AppendTask(self.state_dir, dict(self.configs), int(self.clock() * 1000), self.default, self.audit_keys)
         with self.lock:
             log.debug("phase: append batch %d", batch_id)
-            rows = batch.map_arrow(task, STATS_DDL)
+            rows = batch.append(task)
         stats = BatchStats(*(sum(r[c] for r in rows) for c in COUNTS), batch_id=batch_id, partitions=len(rows))
         self.last_batch = stats
         self.batches += 1

@@ -5,17 +5,15 @@ stages are plain functions of typed arguments and never touch a Spark object."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Protocol, Sequence, TypeVar
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from streaming.kafka.subscription import StartingOffsets, Subscription
 
+if TYPE_CHECKING:  # append.py hands micro-batches to the engine: a type only, so no import cycle
+    from streaming.job.append import AppendTask
+
 T = TypeVar("T")
 R = TypeVar("R")
-
-ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-
 
 @dataclass(frozen=True)
 class SourceRead:
@@ -38,10 +36,11 @@ class QueryPlan:
 
 
 class MicroBatch(Protocol):
-    """One micro-batch of source records, still on the executors."""
+    """One micro-batch of the source, planned but not read: reading it on the executors appends it."""
 
-    def map_arrow(self, task: ArrowTask, schema: str) -> list[dict]:
-        """Run ``task`` over each source partition's Arrow batches where they are; collect its rows."""
+    def append(self, task: AppendTask) -> list[dict]:
+        """Read the batch, one task per source partition, each appending what it reads to the partition logs
+        as ``task`` says (streaming.job.append.append_partitions); the tasks' count rows (STATS_SCHEMA)."""
 
 
 class RunningQuery(Protocol):

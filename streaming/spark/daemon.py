@@ -33,7 +33,7 @@ from streaming.job import append, compact  # noqa: F401 (what every task imports
 from streaming.cleaner import CompactionConfig, LogCleanerManager
 from streaming.partition_id import PartitionId
 from streaming.log import PartitionLog, batch_from_records, make_record
-from streaming.spark.source import kafka_source  # noqa: F401
+from streaming.spark.source import ingest  # noqa: F401 (the source's reads run in these workers)
 
 TASK_WORKER = "pyspark.worker"  # the worker module that runs tasks (Spark passes the module to the daemon)
 

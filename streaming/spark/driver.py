@@ -9,8 +9,9 @@ from typing import Callable, Sequence, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from streaming.job.engine import ArrowTask, MicroBatch, QueryPlan
-from streaming.spark.source.kafka_source import SOURCE_NAME
+from streaming.job.append import AppendTask
+from streaming.job.engine import MicroBatch, QueryPlan
+from streaming.spark.source.ingest import APPEND_TASK_PROPERTY, INGEST_SOURCE_NAME
 from streaming.spark.source.options import spark_options
 
 T = TypeVar("T")
@@ -21,8 +22,13 @@ R = TypeVar("R")
 class SparkMicroBatch:
     df: DataFrame
 
-    def map_arrow(self, task: ArrowTask, schema: str) -> list[dict]:
-        return [row.asDict() for row in self.df.mapInArrow(task, schema).collect()]
+    def append(self, task: AppendTask) -> list[dict]:
+        context = self.df.sparkSession.sparkContext
+        context.setLocalProperty(APPEND_TASK_PROPERTY, task.to_json())  # this thread's jobs only
+        try:
+            return [row.asDict() for row in self.df.collect()]
+        finally:
+            context.setLocalProperty(APPEND_TASK_PROPERTY, None)
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ class SparkEngine:
     spark: SparkSession
 
     def start_query(self, plan: QueryPlan, on_batch: Callable[[MicroBatch, int], None]) -> SparkQuery:
-        reader = self.spark.readStream.format(SOURCE_NAME)
+        reader = self.spark.readStream.format(INGEST_SOURCE_NAME)
         for key, value in spark_options(plan.source).items():
             reader = reader.option(key, value)
         writer = (reader.load().writeStream

@@ -10,14 +10,10 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from streaming.spark import jvm_log
+from streaming.spark.source.ingest import KafkaIngestSource
 from streaming.spark.source.kafka_source import KafkaDataSource
-from streaming.spark.source.options import KafkaSourceOptions
 from streaming.spark.home import choose_spark_home
 
-# Rows per Arrow batch that Spark hands the appender's mapInArrow (Spark's default is 10,000): as many as the
-# source reads per batch, so Spark passes the source's batches on whole instead of cutting each into five,
-# each with its own IPC message and Python-side handling.
-ARROW_BATCH_ROWS = KafkaSourceOptions.records_per_batch
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
@@ -37,7 +33,6 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
                 "spark.ui.enabled": str(ui).lower(), "spark.ui.showConsoleProgress": "false",
                 "spark.driver.memory": driver_memory, "spark.sql.shuffle.partitions": "2",
                 "spark.sql.execution.arrow.pyspark.enabled": "true",
-                "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
                 "spark.python.worker.reuse": "true", "spark.python.daemon.module": "streaming.spark.daemon"}
     builder = SparkSession.builder.appName(app_name)
     for k, v in defaults.items():
@@ -54,6 +49,7 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
     with jvm_log.jvm_stderr_to_logging() if submitted is None else contextlib.nullcontext():
         spark = builder.getOrCreate()
     spark.dataSource.register(KafkaDataSource)
+    spark.dataSource.register(KafkaIngestSource)
     return spark
 
 

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from streaming.job.append import LogAppender, append_partitions
+from streaming.job.append import AppendTask, LogAppender, append_partitions
 from streaming.job.engine import QueryPlan, SourceRead
 from streaming.kafka.subscription import EARLIEST, LATEST, StartingOffsets, Subscribe
 from streaming.partition_id import PartitionId
@@ -114,10 +114,16 @@ def test_starting_offsets_json(spark, bootstrap_servers, new_topic, tmp_path) ->
 def test_max_offsets_per_trigger_bounds_every_batch(spark, bootstrap_servers, new_topic, tmp_path) -> None:
     topic = new_topic(partitions=2)
     produce(bootstrap_servers, topic, mixed_records(35, 2))
-    appender, query = run_available_now(spark, bootstrap_servers, topic, str(tmp_path), max_offsets_per_trigger=10)
-    rows = [p["numInputRows"] for p in query.query.recentProgress if p["numInputRows"]]
-    assert rows and max(rows) <= 10 and sum(rows) == 35
-    assert appender.batches == len(rows) == 4
+    appended: list[int] = []
+
+    class Counting(LogAppender):
+        def __call__(self, batch, batch_id: int) -> None:
+            super().__call__(batch, batch_id)
+            appended.append(self.last_batch.appended)
+
+    run_available_now(spark, bootstrap_servers, topic, str(tmp_path),
+                      Counting(str(tmp_path), {topic: LogConfig(fsync=False)}), max_offsets_per_trigger=10)
+    assert max(appended) <= 10 and sum(appended) == 35 and len(appended) == 4
 
 
 def test_new_partitions_are_picked_up(spark, bootstrap_servers, new_topic, tmp_path) -> None:
@@ -158,7 +164,7 @@ def test_record_the_log_cannot_take_is_set_aside_with_its_offset(tmp_path) -> No
         pa.array([1000, None, 3000, 4000], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         pa.array([0] * n, pa.int32()), pa.array([[]] * n, ARROW_SCHEMA.field("headers").type)],
         schema=ARROW_SCHEMA)
-    stats = next(append_partitions(iter([batch]), str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)).to_pylist()
+    stats = next(append_partitions(iter([batch]), AppendTask(str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0))).to_pylist()
     assert stats == [{"topic": "t", "partition": 0, "appended": 3, "skipped": 0, "rolled": 0, "rejected": 1,
                       "odd_timestamps": 0, "log_end_offset": 14}]
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 12, 13]
@@ -174,7 +180,7 @@ def test_record_with_a_null_header_key_is_set_aside_and_the_others_keep_their_he
         pa.array([10, 11, 12, 13], pa.int64()),
         pa.array([1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         pa.array([0] * n, pa.int32()), pa.array(headers, ARROW_SCHEMA.field("headers").type)], schema=ARROW_SCHEMA)
-    stats = next(append_partitions(iter([batch]), str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)).to_pylist()
+    stats = next(append_partitions(iter([batch]), AppendTask(str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0))).to_pylist()
     assert (stats[0]["appended"], stats[0]["rejected"]) == (3, 1)
     assert [(o, h) for o, *_, h in log_contents(str(tmp_path), "t", 0)] == [
         (10, [{"key": "h", "value": b"1"}]), (12, []), (13, [{"key": "h", "value": None}])]

@@ -46,6 +46,10 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic"
 # Spark's timestampType column holds
 _TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
 METADATA_TIMEOUT_S = 30.0
+# librdkafka stops fetching a partition whose queue of fetched records is full and, by default, waits a whole
+# second (fetch.queue.backoff.ms=1000) before it fetches again, however soon the queue drains: a reader that
+# keeps up spent most of its time in that wait (bench/README.md). A kafka.* option given by the user wins.
+FETCH_QUEUE_BACKOFF_MS = "10"
 
 TopicPartitionKey = tuple[str, int]
 
@@ -71,9 +75,9 @@ class KafkaInputPartition(InputPartition):
 
 
 def _consumer(options: KafkaSourceOptions) -> Consumer:
-    return Consumer(with_client_log({**options.client_config, "group.id": f"kcompact-source-{uuid.uuid4().hex}",
-                     "enable.auto.commit": False, "auto.offset.reset": "error",
-                     "enable.partition.eof": False}))
+    return Consumer(with_client_log({"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS, **options.client_config,
+                                     "group.id": f"kcompact-source-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                                     "auto.offset.reset": "error", "enable.partition.eof": False}))
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
