@@ -144,9 +144,10 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
                        trigger_interval_ms=round(args.trigger_interval * 1000))
         _print_plans(spec, source_kafka, sink_kafka)
         spec.save(state)
-        spark = build_session("kcompact", master=args.spark_master, log_level=args.log_level,
-                              extra={**logging_setup.for_workers(args.log_level, args.log_format), **spark_conf})
-        job = CompactorJob(SparkEngine(spark), spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
+        extra = {**logging_setup.for_workers(args.log_level, args.log_format), **spark_conf}
+        engine = SparkEngine(lambda: build_session("kcompact", master=args.spark_master, log_level=args.log_level,
+                                                   extra=extra))  # started when first needed
+        job = CompactorJob(engine, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
                            starting_offsets=starting, retry_timeout_s=args.retry_timeout,

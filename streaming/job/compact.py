@@ -24,7 +24,7 @@ from streaming.job.spec import JobSpec
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
 from streaming.state.locks import partition_lock
-from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted
+from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted, read_progress
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import open_state_dir
@@ -138,6 +138,29 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 
 
+def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int) -> StageReport | None:
+    """The report of a stage that would do nothing for this partition now: no forced roll due, nothing
+    cleanable, and the sink holding everything cleaned (asked of the sink, not the local note); None when
+    the stage has work. Changes nothing, so a --once run that finds every partition idle and nothing new
+    to read can end without an engine."""
+    state = open_state_dir(spec.state_dir)
+    plan = spec.topics[log_dir.pid.topic]
+    with partition_lock(state, log_dir.directory):
+        plog = open_partition_log(state, log_dir, plan.compaction.log_config)
+        report = StageReport(log_dir.pid, log_end_offset=plog.log_end_offset)
+        if plog.forced_roll_due(now_ms) or not _idle(plog, plan.compaction, now_ms, report):
+            return None
+        try:
+            progress = read_progress({"bootstrap.servers": spec.sink_bootstrap, **spec.sink_kafka}, plan.sink,
+                                     log_dir.pid.partition)
+        except Exception:  # noqa: BLE001 (the stage itself reports a sink that is away, and waits for it)
+            return None
+        if progress != report.emitted_up_to:
+            return None
+        _count_overdue(plog, report, spec, now_ms)
+        return report
+
+
 def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: frozenset[PartitionId],
                       drain: bool = False) -> StageReport:
     """``sink_read``: the partitions whose progress this run has read from the sink. The others ask the
@@ -149,12 +172,17 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
         config = spec.topics[log_dir.pid.topic].compaction
         plog = open_partition_log(state, log_dir, config.log_config)
         report = _compact_partition(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
-        if config.erase_audit_keys is not AuditKeys.OFF:
-            local = _local_emitted(plog)
-            emitted = report.emitted_up_to if report.emitted_up_to >= 0 or local is None else local
-            report.erasures_overdue = count_overdue(
-                plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
+        _count_overdue(plog, report, spec, now_ms)
         return report
+
+
+def _count_overdue(plog: PartitionLog, report: StageReport, spec: JobSpec, now_ms: int) -> None:
+    config = spec.topics[report.pid.topic].compaction
+    if config.erase_audit_keys is not AuditKeys.OFF:
+        local = _local_emitted(plog)
+        emitted = report.emitted_up_to if report.emitted_up_to >= 0 or local is None else local
+        report.erasures_overdue = count_overdue(
+            plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
 
 
 def _compact_partition(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from streaming.kafka.subscription import StartingOffsets, Subscription
+from streaming.log.storage import Storage
+from streaming.partition_id import PartitionId
 
 if TYPE_CHECKING:  # append.py hands micro-batches to the engine: a type only, so no import cycle
     from streaming.job.append import AppendTask
@@ -53,6 +55,10 @@ class RunningQuery(Protocol):
 
 
 class Engine(Protocol):
+    def committed_offsets(self, storage: Storage, checkpoint: str) -> dict[PartitionId, int] | None:
+        """Where the query of ``checkpoint`` (a directory of ``storage``) ended its last committed
+        micro-batch, read without starting anything; None when it has none."""
+
     def start_query(self, plan: QueryPlan, on_batch: Callable[[MicroBatch, int], None]) -> RunningQuery:
         """Start the query; ``on_batch`` runs on the driver for each micro-batch, with its id."""
 

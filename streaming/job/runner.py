@@ -25,7 +25,7 @@ from streaming.cleaner import CleanerMetrics, CompactionConfig
 from streaming.partition_id import PartitionId
 from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
-from streaming.job.compact import StageReport, compact_partition
+from streaming.job.compact import StageReport, compact_partition, idle_report
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
@@ -36,7 +36,8 @@ from streaming.job.group_sync import GroupSyncSchedule
 from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
 from streaming.kafka.failures import is_refused, is_transient
-from streaming.state.layout import list_log_dirs, open_partition_log, spark_checkpoint
+from streaming.log.storage import LocalStorage, Storage
+from streaming.state.layout import checkpoint_dir, list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
 from streaming.utc import utc_text
@@ -171,6 +172,12 @@ class CompactorJob:
             reports = self.engine.run_tasks(task, items)
             self._phase = IDLE
             log.debug("phase: idle")
+            self._stage_done(reports, now_ms)
+            return reports
+
+    def _stage_done(self, reports: list[StageReport], now_ms: int) -> None:
+        """What the driver keeps of a stage: counters, metrics, the partitions whose sink was read, failures."""
+        with self.lock:
             self._sink_read.update(r.pid for r in reports
                                    if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
             self.last_reports = reports
@@ -186,7 +193,44 @@ class CompactorJob:
             _report_failures(reports)
             if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
                 raise state_dir_full(self.spec.state_dir)
-            return reports
+
+    def _nothing_to_do(self) -> bool:
+        """--once without --drain: no source partition has records past the checkpoint's last committed
+        batch, and every partition log's stage would do nothing (idle_report). Then the run's one stage is
+        those reports, and no engine starts: a compactor run from cron on a quiet topic costs seconds."""
+        if self.drain:
+            return False
+        where = self._checkpoint_files()
+        committed = None if where is None else self.engine.committed_offsets(*where)
+        if committed is None:
+            return False
+        for topic, plan in self.spec.topics.items():
+            try:
+                ranges = self._source.offset_ranges(topic, range(plan.partitions))
+            except Exception as exc:  # noqa: BLE001 (the query itself reports a source that is away)
+                log.debug("offsets of source topic %s unavailable: %s", topic, exc)
+                return False
+            if any(committed.get(PartitionId(topic, p), low) != high for p, (low, high) in ranges.items()):
+                return False
+        now_ms = int(self.clock() * 1000)
+        reports = []
+        for log_dir in list_log_dirs(self.state):
+            if log_dir.pid.topic in self.spec.topics:
+                report = idle_report(log_dir, self.spec, now_ms)
+                if report is None:
+                    return False
+                reports.append(report)
+        log.info("nothing new on the source and no partition due for a pass: ending without starting Spark")
+        self._stage_done(reports, now_ms)
+        return True
+
+    def _checkpoint_files(self) -> tuple[Storage, str] | None:
+        """The checkpoint as files the driver reads itself: the state dir's own, or a local path given."""
+        if self.checkpoint_location == spark_checkpoint(self.state):
+            return self.state.storage, checkpoint_dir(self.state)
+        if "://" not in self.checkpoint_location:
+            return LocalStorage(), os.path.abspath(self.checkpoint_location)
+        return None
 
     def _write_metrics(self, reports: list[StageReport], now_ms: int) -> None:
         metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
@@ -258,8 +302,11 @@ class CompactorJob:
             self.group_sync.start(self._stop, lambda: self.spec.topics)
         try:
             with ProgressDisplay(self.progress, self.live_progress):
-                self._run_query()
-                code = self._final_stage() if self.once and not self._stop.is_set() else 0
+                if self.once and self._nothing_to_do():
+                    code = self._outcome()
+                else:
+                    self._run_query()
+                    code = self._final_stage() if self.once and not self._stop.is_set() else 0
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -338,6 +385,11 @@ class CompactorJob:
             if pause is None or self._stop.wait(pause):
                 break
             log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
+        return self._outcome()
+
+    def _outcome(self) -> int:
+        """--once's exit status from its last stage, with the reason when it emitted nothing."""
+        failed = [r for r in self.last_reports if r.error or r.figures.uncleanable]
         for r in failed:
             log.error("partition %s is uncleanable or could not emit; see kcompact status", r.pid)
         if not self.totals.emitted and not failed:

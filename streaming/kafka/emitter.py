@@ -64,6 +64,24 @@ class Delivered:
     at_ms: int  # when its transaction committed
 
 
+def read_progress(client_config: Mapping[str, str], topic: str, partition: int) -> int:
+    """The source offset of the last committed record of a sink partition, or -1: how far emission got."""
+    config = {**client_config, "group.id": f"kcompact-progress-{topic}-{partition}"}
+    with PartitionReader(config, topic, partition) as reader:
+        low, high = reader.watermarks(TIMEOUT_S)
+        window = 64
+        while high > low:
+            start = max(low, high - window)
+            found = [offset for m in reader.read(start, high, TIMEOUT_S, "to recover progress")
+                     if (offset := source_offset(m.headers())) is not None]
+            if found:
+                return found[-1]
+            if start == low:
+                break
+            window *= 16  # only transaction markers or foreign records at the end: look further back
+    return -1
+
+
 class TransactionInterrupted(RuntimeError):
     """A transaction was abandoned and the emitter renewed: emit again, from ``emitted_up_to``."""
 
@@ -94,24 +112,8 @@ class PartitionEmitter:
         self.producer = self._new_producer()
         self.emitted_up_to = self._read_progress()
 
-    def _progress_config(self) -> dict[str, str]:
-        return {**self.client_config, "group.id": f"kcompact-progress-{self.topic}-{self.partition}"}
-
     def _read_progress(self) -> int:
-        """The source offset of the last committed sink record of this partition, or -1."""
-        with PartitionReader(self._progress_config(), self.topic, self.partition) as reader:
-            low, high = reader.watermarks(TIMEOUT_S)
-            window = 64
-            while high > low:
-                start = max(low, high - window)
-                found = [offset for m in reader.read(start, high, TIMEOUT_S, "to recover progress")
-                         if (offset := source_offset(m.headers())) is not None]
-                if found:
-                    return found[-1]
-                if start == low:
-                    break
-                window *= 16  # only transaction markers or foreign records at the end: look further back
-        return -1
+        return read_progress(self.client_config, self.topic, self.partition)
 
     def emit(self, records: Iterable[LogRecord]) -> int:
         """Produce records above the progress offset, in order, in transactions; return how many."""

@@ -281,13 +281,14 @@ class PartitionLog:
         _, _, start = read_header(io.BytesIO(data))
         return data[start:]
 
-    def maybe_roll(self, now_ms: int) -> bool:
-        """KIP-354 forced roll: the active segment's first record is older than max.compaction.lag.ms."""
+    def forced_roll_due(self, now_ms: int) -> bool:
+        """KIP-354: the active segment's first record is older than max.compaction.lag.ms."""
         seg = self.active
-        if seg.record_count and now_ms - seg.first_timestamp > self.config.max_compaction_lag_ms:
-            self.roll()
-            return True
-        return False
+        return bool(seg.record_count) and now_ms - seg.first_timestamp > self.config.max_compaction_lag_ms
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """The KIP-354 forced roll, when it is due."""
+        return self.forced_roll_due(now_ms) and self.roll()
 
     def roll(self) -> bool:
         """Seal the active segment (if it holds records) and start an empty one at the log end."""

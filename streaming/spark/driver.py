@@ -1,5 +1,8 @@
 """The job's engine on Spark (streaming.job.engine): the one place that builds the streaming query, runs
-stages of tasks and reads Spark's progress, so job/ hands over typed values and plain functions only."""
+stages of tasks and reads Spark's progress, so job/ hands over typed values and plain functions only.
+
+The session starts when the job first needs it: a `--once` run that finds nothing to read and nothing to
+clean never starts it (its checkpoint is read as files, streaming.spark.checkpoint)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streaming.job.append import AppendTask
 from streaming.job.engine import MicroBatch, QueryPlan
+from streaming.log.storage import Storage
+from streaming.partition_id import PartitionId
+from streaming.spark.checkpoint import committed_offsets
 from streaming.spark.source.ingest import APPEND_TASK_PROPERTY, INGEST_SOURCE_NAME
 from streaming.spark.source.options import spark_options
 
@@ -49,9 +55,18 @@ class SparkQuery:
         self.query.awaitTermination(timeout_s)
 
 
-@dataclass(frozen=True)
 class SparkEngine:
-    spark: SparkSession
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
+        self._spark, self._start = (spark, None) if isinstance(spark, SparkSession) else (None, spark)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            self._spark = self._start()
+        return self._spark
+
+    def committed_offsets(self, storage: Storage, checkpoint: str) -> dict[PartitionId, int] | None:
+        return committed_offsets(storage, checkpoint)
 
     def start_query(self, plan: QueryPlan, on_batch: Callable[[MicroBatch, int], None]) -> SparkQuery:
         reader = self.spark.readStream.format(INGEST_SOURCE_NAME)
@@ -68,7 +83,9 @@ class SparkEngine:
         return self.spark.sparkContext.parallelize(list(items), len(items)).map(task).collect()
 
     def tasks_done(self) -> tuple[int, int] | None:
-        tracker = self.spark.sparkContext.statusTracker()
+        if self._spark is None:
+            return None
+        tracker = self._spark.sparkContext.statusTracker()
         stages = [s for s in map(tracker.getStageInfo, tracker.getActiveStageIds()) if s is not None]
         if not stages:
             return None

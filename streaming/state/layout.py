@@ -43,12 +43,20 @@ def state_lock_file(state: StateDir) -> str:
     return state.path(".lock")
 
 
+CHECKPOINT = "checkpoint"
+
+
 def spark_checkpoint(state: StateDir) -> str:
     """Spark's checkpoint beside the logs, named as Spark's Hadoop filesystems name the store."""
     if state.local:
-        return state.path("checkpoint")
+        return checkpoint_dir(state)
     u = urlparse(state.uri)
-    return f"{_HADOOP_SCHEMES.get(u.scheme, u.scheme)}://{u.netloc}{u.path.rstrip('/')}/checkpoint"
+    return f"{_HADOOP_SCHEMES.get(u.scheme, u.scheme)}://{u.netloc}{u.path.rstrip('/')}/{CHECKPOINT}"
+
+
+def checkpoint_dir(state: StateDir) -> str:
+    """The same directory, as the state dir's own storage names it."""
+    return state.path(CHECKPOINT)
 
 
 def log_dir(state: StateDir, topic: str, partition: int) -> str:

@@ -264,3 +264,28 @@ def test_repeated_once_runs_keep_the_state_dir_within_a_few_objects_a_segment(sp
     for p in range(2):
         assert {r["key"]: r["source_offset"] for r in got[p]} == {s.key: s.offset for s in winners(
             [s for s in sent if s.partition == p])}
+
+
+def test_a_once_run_with_nothing_new_and_nothing_due_starts_no_spark(spark, bootstrap_servers, new_topic, tmp_path,
+                                                                     monkeypatch, capsys) -> None:
+    """Nothing past the checkpoint on the source, no partition due for a pass, the sink holding all that was
+    cleaned: the run ends without a Spark session. A new record, or a sink that lost what was emitted,
+    starts Spark again."""
+    import streaming.spark.session
+
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    past = now_ms() - 2 * HOUR
+    sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 6), b"v%d" % i, past + i) for i in range(30)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    started = []
+    build = streaming.spark.session.build_session
+    monkeypatch.setattr(streaming.spark.session, "build_session", lambda *a, **k: started.append(1) or build(*a, **k))
+    capsys.readouterr()
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    assert not started and "ending without starting Spark" in capsys.readouterr().err
+    sent += produce(bootstrap_servers, src, [Sent(0, b"k-new", b"new", past + 100)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    assert started
+    got = read_topic(bootstrap_servers, sink, 2)
+    for p in range(2):
+        assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
