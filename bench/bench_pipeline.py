@@ -122,6 +122,10 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
     props = {"clusters": f"{src}, {dst}", f"{src}.bootstrap.servers": bootstrap, f"{dst}.bootstrap.servers": bootstrap,
              f"{src}->{dst}.enabled": "true", f"{src}->{dst}.topics": source, f"{dst}->{src}.enabled": "false",
              "replication.factor": "1", "refresh.topics.interval.seconds": "1", "sync.topic.acls.enabled": "false",
+             # copying only, as the pipeline is measured: heartbeats and checkpoints off (on one broker MM2 would
+             # also copy the heartbeat topics earlier runs made, which no topic filter holds back)
+             "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false",
+             "sync.topic.configs.enabled": "false",
              **{f"{t}.replication.factor": "1" for t in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic",
                                                          "offset.storage", "status.storage", "config.storage")},
              **(MM2_TUNED if tuned else {})}
@@ -130,15 +134,23 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
         f.writelines(f"{k} = {v}\n" for k, v in props.items())
     target = f"{src}.{source}"
     watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"watch-{run}"})
+    log4j = os.path.join(work, "mm2-log4j2.properties")
+    with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
+        f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
+                "appender.out.name = out\nappender.out.layout.type = PatternLayout\n"
+                "appender.out.layout.pattern = %d %p %c{1}: %m%n\n")
     with open(os.path.join(work, f"mm2-{run}.log"), "w") as out:
-        proc = subprocess.Popen(["java", "-Xmx1g", "-cp", jars.classpath, "org.apache.kafka.connect.mirror.MirrorMaker",
-                                 path], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["java", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j}", "-cp", jars.classpath,
+                                 "org.apache.kafka.connect.mirror.MirrorMaker", path],
+                                stdout=out, stderr=subprocess.STDOUT)
     try:
         first = last = None
         deadline = time.monotonic() + 600
         while last is None:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"MirrorMaker 2 ended or stalled (rc {proc.returncode}); see {out.name}")
+                with open(out.name) as f:
+                    tail = "\n".join(line for line in f.read().splitlines() if " ERROR " in line or " WARN " in line)[-3000:]
+                raise RuntimeError(f"MirrorMaker 2 ended or stalled (rc {proc.returncode}): {tail}")
             time.sleep(0.02)
             try:
                 copied = sum(watcher.get_watermark_offsets(TopicPartition(target, p), timeout=10, cached=False)[1]
@@ -154,7 +166,10 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
         watcher.close()
         proc.terminate()
         proc.wait(60)
-    delete_topic(bootstrap, target)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # its target and internal topics go: the next side
+    made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
+    for future in admin.delete_topics(made).values():  # starts on a broker with nothing of this run left
+        future.result(60)
     return last - first
 
 
