@@ -314,8 +314,9 @@ class _Columns:
 
     def take(self) -> pa.RecordBatch:
         n = len(self.offsets)
-        kinds, millis = zip(*self.timestamps, strict=True)
-        types = _TIMESTAMP_TYPE_IDS[np.array(kinds, dtype=np.int64)]
+        stamps = np.array(self.timestamps, dtype=np.int64).reshape(n, 2)  # (type, ms) pairs: 5x zip(*pairs)
+        kinds, millis = stamps[:, 0], stamps[:, 1]
+        types = _TIMESTAMP_TYPE_IDS[kinds]
         headers = (pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
                                             pa.array([], HEADER_TYPE.value_type), type=HEADER_TYPE)
                    if not any(self.headers) else pa.array([h or [] for h in self.headers], HEADER_TYPE))
@@ -323,7 +324,7 @@ class _Columns:
             pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
             pa.array([self.topic] * n, pa.string()), pa.array(np.full(n, self.partition, dtype=np.int32)),
             pa.array(self.offsets, pa.int64()),
-            pa.array(np.array(millis, dtype=np.int64) * 1000).cast(ARROW_SCHEMA.field("timestamp").type),
+            pa.array(millis * 1000).cast(ARROW_SCHEMA.field("timestamp").type),
             pa.array(types), headers], schema=ARROW_SCHEMA)
         self._reset()
         return batch
