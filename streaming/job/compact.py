@@ -141,8 +141,9 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
 def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int) -> StageReport | None:
     """The report of a stage that would do nothing for this partition now: no forced roll due, nothing
     cleanable, and the sink holding everything cleaned (asked of the sink, not the local note); None when
-    the stage has work. Changes nothing, so a --once run that finds every partition idle and nothing new
-    to read can end without an engine."""
+    the stage has work. It rolls, cleans and emits nothing (opening the log collects its garbage, as any
+    opening does), so a --once run that finds every partition idle and nothing new to read can end
+    without an engine."""
     state = open_state_dir(spec.state_dir)
     plan = spec.topics[log_dir.pid.topic]
     with partition_lock(state, log_dir.directory):
