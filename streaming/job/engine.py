@@ -55,6 +55,9 @@ class RunningQuery(Protocol):
 
 
 class Engine(Protocol):
+    def start(self) -> None:
+        """Start now what the engine starts on first use (Spark's session and its JVM)."""
+
     def committed_offsets(self, storage: Storage, checkpoint: str) -> dict[PartitionId, int] | None:
         """Where the query of ``checkpoint`` (a directory of ``storage``) ended its last committed
         micro-batch, read without starting anything; None when it has none."""

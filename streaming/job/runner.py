@@ -301,10 +301,11 @@ class CompactorJob:
         if self.group_sync and not self.once:
             self.group_sync.start(self._stop, lambda: self.spec.topics)
         try:
-            with ProgressDisplay(self.progress, self.live_progress):
-                if self.once and self._nothing_to_do():
-                    code = self._outcome()
-                else:
+            if self.once and self._nothing_to_do():
+                code = self._outcome()
+            else:
+                self.engine.start()  # before the display: a launch takes the process's stderr for a moment
+                with ProgressDisplay(self.progress, self.live_progress):
                     self._run_query()
                     code = self._final_stage() if self.once and not self._stop.is_set() else 0
         finally:

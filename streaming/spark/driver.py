@@ -6,6 +6,8 @@ clean never starts it (its checkpoint is read as files, streaming.spark.checkpoi
 
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
@@ -59,10 +61,16 @@ class SparkEngine:
     def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
         self._spark, self._start = (spark, None) if isinstance(spark, SparkSession) else (None, spark)
 
+    def start(self) -> None:
+        if self._spark is None:
+            handler = signal.getsignal(signal.SIGINT)
+            self._spark = self._start()
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, handler)  # SparkContext puts its own in; the job's Ctrl-C stays
+
     @property
     def spark(self) -> SparkSession:
-        if self._spark is None:
-            self._spark = self._start()
+        self.start()
         return self._spark
 
     def committed_offsets(self, storage: Storage, checkpoint: str) -> dict[PartitionId, int] | None:
