@@ -19,7 +19,9 @@ from typing import Iterable, Mapping
 from streaming import redaction
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-QUIET_LOGGERS = ("py4j",)  # its errors are the job's, which reports them itself
+# Their errors are ours to report: the job reports py4j's, and streaming.brokers a container that fails (one
+# WARNING line, then the local broker); testcontainers' own INFO ("Pulling image" for an image built here) is noise.
+QUIET_LOGGERS = ("py4j", "testcontainers")
 LEVEL_ENV = "KCOMPACT_LOG_LEVEL"
 FORMAT_ENV = "KCOMPACT_LOG_FORMAT"
 _worker_configured = False
