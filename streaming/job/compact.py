@@ -180,8 +180,8 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
 def _count_overdue(plog: PartitionLog, report: StageReport, spec: JobSpec, now_ms: int) -> None:
     config = spec.topics[report.pid.topic].compaction
     if config.erase_audit_keys is not AuditKeys.OFF:
-        local = _local_emitted(plog)
-        emitted = report.emitted_up_to if report.emitted_up_to >= 0 or local is None else local
+        local = None if report.emitted_up_to >= 0 else _local_emitted(plog)  # the sink's word first
+        emitted = report.emitted_up_to if local is None else local
         report.erasures_overdue = count_overdue(
             plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
 

@@ -21,8 +21,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 
 from streaming.job.append import STATS_DDL, AppendTask, append_partitions
-from streaming.spark.source.kafka_source import (KafkaDataSource, KafkaInputPartition, KafkaStreamReader,
-                                                 read_partition)
+from streaming.spark.source.kafka_source import KafkaDataSource, KafkaInputPartition, KafkaStreamReader
 from streaming.spark.source.options import KafkaSourceOptions
 
 INGEST_SOURCE_NAME = "kcompact-ingest"
@@ -39,8 +38,7 @@ class KafkaIngestReader(KafkaStreamReader):
         if text is None:
             raise MissingAppendTask(f"the {INGEST_SOURCE_NAME} source appends what it reads: read it with "
                                     f"the local property {APPEND_TASK_PROPERTY} set (SparkMicroBatch.append)")
-        records = read_partition(self.options, partition.topic, partition.partition, partition.start, partition.end)
-        yield from append_partitions(records, AppendTask.from_json(text))
+        yield from append_partitions(super().read(partition), AppendTask.from_json(text))
 
 
 class KafkaIngestSource(KafkaDataSource):
