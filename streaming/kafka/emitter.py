@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException, Producer
 
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.clients import PartitionReader
-from streaming.kafka.failures import is_fatal
+from streaming.kafka.failures import TRY_S, is_fatal, retrying
 from streaming.log.record import LogRecord
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ def read_progress(client_config: Mapping[str, str], topic: str, partition: int) 
     """The source offset of the last committed record of a sink partition, or -1: how far emission got."""
     config = {**client_config, "group.id": f"kcompact-progress-{topic}-{partition}"}
     with PartitionReader(config, topic, partition) as reader:
-        low, high = reader.watermarks(TIMEOUT_S)
+        low, high = retrying(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}", TIMEOUT_S,
+                             side="sink")
         window = 64
         while high > low:
             start = max(low, high - window)
@@ -104,7 +105,8 @@ class PartitionEmitter:
 
     def _new_producer(self) -> Producer:
         producer = Producer(with_client_log(self.producer_config))
-        producer.init_transactions(TIMEOUT_S)
+        retrying(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
+                 f"the transaction coordinator of {self.producer_config['transactional.id']}", TIMEOUT_S, side="sink")
         return producer
 
     def _renew(self) -> None:

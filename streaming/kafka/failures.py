@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+SAY_EVERY_S = 10.0  # how often a wait for a cluster that is away is said again
+# One try of a call that retrying() repeats while its cluster is away: short, so that the first line saying
+# why the job waits comes early in an outage, not when a minute-long timeout ends.
+TRY_S = 5.0
+
 TRANSIENT = frozenset({
     KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
     KafkaError._WAIT_COORD, KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
@@ -67,7 +72,7 @@ def is_fatal(exc: BaseException) -> bool:
 
 
 def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, pause_s: float = 1.0,
-             say_every_s: float = 10.0) -> T:
+             say_every_s: float = SAY_EVERY_S) -> T:
     """call() until it succeeds, retrying transient failures until timeout_s has passed. While it waits it
     says so on the first failure and then every ``say_every_s``, naming the ``side`` (source or sink) whose
     cluster is away, rather than a line per try."""

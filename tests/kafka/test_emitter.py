@@ -3,8 +3,14 @@ across restarts, whatever else the sink partition holds."""
 
 from __future__ import annotations
 
-import pytest
+import logging
+import time
 
+import pytest
+from confluent_kafka import KafkaException
+
+from streaming.brokers.local.server import free_port
+from streaming.kafka import emitter as emitter_module
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
 from streaming.log import make_record
@@ -70,3 +76,17 @@ def test_progress_is_found_behind_records_that_are_not_the_compactors(bootstrap_
         foreign.send(sink, TopicRecord(b"other", b"%d" % i), partition=0)
     foreign.flush()
     assert PartitionEmitter(bootstrap_servers, sink, 0).emitted_up_to == 19
+
+
+def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up_at_its_timeout(
+        caplog, monkeypatch) -> None:
+    monkeypatch.setattr(emitter_module, "TIMEOUT_S", 3.0)
+    monkeypatch.setattr(emitter_module, "TRY_S", 1.0)
+    caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
+    began = time.monotonic()
+    with pytest.raises(KafkaException, match="_TIMED_OUT"):
+        PartitionEmitter(f"127.0.0.1:{free_port()}", "sink", 0)  # nothing listens there
+    assert time.monotonic() - began < 10, "its own timeout, not librdkafka's"
+    waits = [r.getMessage() for r in caplog.records]
+    assert waits and waits[0].startswith("waiting for the sink cluster: the transaction coordinator of kcompact-sink-0"), \
+        waits

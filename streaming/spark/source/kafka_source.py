@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from streaming.kafka.client_log import with_client_log
-from streaming.kafka.failures import TRANSIENT, retrying
+from streaming.kafka.failures import SAY_EVERY_S, TRANSIENT, TRY_S, retrying
 from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
 from streaming.partition_id import PartitionId
 from streaming.logging_setup import configure_worker
@@ -45,7 +45,6 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic"
 # confluent-kafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's TimestampType ids, which
 # Spark's timestampType column holds
 _TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
-METADATA_TIMEOUT_S = 30.0
 # librdkafka stops fetching a partition whose queue of fetched records is full and, by default, waits a whole
 # second (fetch.queue.backoff.ms=1000) before it fetches again, however soon the queue drains: a reader that
 # keeps up spent most of its time in that wait (bench/README.md). A kafka.* option given by the user wins.
@@ -104,7 +103,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return retrying(call, what, self.options.poll_timeout_ms / 1000, side="source")
 
     def _topic_partitions(self) -> list[TopicPartitionKey]:
-        md = self._retrying(lambda: self._metadata().list_topics(timeout=METADATA_TIMEOUT_S),
+        md = self._retrying(lambda: self._metadata().list_topics(timeout=TRY_S),
                             f"metadata from {self.options.bootstrap_servers}")
         out = []
         subscription = self.options.subscription
@@ -126,7 +125,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _watermarks(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
         c = self._metadata()
         return {tp: self._retrying(lambda tp=tp: c.get_watermark_offsets(TopicPartition(*tp), cached=False,
-                                                                         timeout=METADATA_TIMEOUT_S),
+                                                                         timeout=TRY_S),
                                    f"watermarks of {tp[0]}-{tp[1]}")
                 for tp in tps}
 
@@ -217,7 +216,7 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
 
     def log_start() -> int:
         return retrying(lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=False,
-                                                               timeout=METADATA_TIMEOUT_S)[0],
+                                                               timeout=TRY_S)[0],
                         f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000, side="source")
     try:
         low = log_start()
@@ -231,7 +230,7 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
         consumer.assign([tp])
         cols = _Columns(topic, partition)
         position = start
-        idle_since = time.monotonic()
+        idle_since = said = time.monotonic()
         while position < end:
             msgs = consumer.consume(min(end - position, options.records_per_batch), timeout=1.0)
             i = 0
@@ -257,10 +256,16 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
                 current = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if current >= end:
                     break
-                if time.monotonic() - idle_since > options.poll_timeout_ms / 1000:
+                now, limit_s = time.monotonic(), options.poll_timeout_ms / 1000
+                if now - idle_since > limit_s:
                     raise TimeoutError(f"partition {topic}-{partition}: no progress from offset {position} "
                                        f"towards {end} within kafkaConsumer.pollTimeoutMs="
                                        f"{options.poll_timeout_ms}")
+                if min(now - idle_since, now - said) >= SAY_EVERY_S:  # a leader away: librdkafka fetches again once one is elected
+                    log.warning("waiting for the source cluster: partition %s-%d gave no records from offset %d "
+                                "for %.0fs; waiting for up to %.0fs more", topic, partition, position,
+                                now - idle_since, limit_s - (now - idle_since))
+                    said = now
             else:
                 idle_since = time.monotonic()
             if len(cols) >= options.records_per_batch:

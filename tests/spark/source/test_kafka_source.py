@@ -1,0 +1,29 @@
+"""A partition read that gets no records says why it waits while it waits, and gives up, naming the option,
+at kafkaConsumer.pollTimeoutMs."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import pytest
+
+from streaming.spark.source import kafka_source
+from streaming.spark.source.options import KafkaSourceOptions
+from tests.kafka_helpers import Sent, produce
+
+
+@pytest.mark.integration
+def test_a_read_that_gets_no_records_says_it_waits_and_stops_at_the_poll_timeout(
+        bootstrap_servers, new_topic, caplog, monkeypatch) -> None:
+    topic = new_topic()
+    produce(bootstrap_servers, topic, [Sent(0, b"k%d" % i, b"v", 1_000 + i) for i in range(10)])
+    options = dataclasses.replace(KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                                            "subscribe": topic}), poll_timeout_ms=4_000)
+    monkeypatch.setattr(kafka_source, "SAY_EVERY_S", 1.0)
+    caplog.set_level(logging.WARNING, logger=kafka_source.__name__)
+    with pytest.raises(TimeoutError, match=rf"{topic}-0: no progress from offset 10 towards 20 .*pollTimeoutMs=4000"):
+        list(kafka_source.read_partition(options, topic, 0, 0, 20))  # 10 records past the log's end
+    waits = [r.getMessage() for r in caplog.records if "waiting for the source cluster" in r.getMessage()]
+    assert waits and all(f"partition {topic}-0 gave no records from offset 10" in w for w in waits), waits
+    assert len(waits) <= 4, "one line a second, not one per poll"
