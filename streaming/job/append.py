@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import asdict, astuple, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -32,6 +32,7 @@ from streaming.log.columns import validity
 from streaming.state.locks import partition_lock
 from streaming.state.layout import REJECTED, LogDir, open_partition_log, rejected_file
 from streaming.state.stores import StateDir, open_state_dir
+from streaming.job.append_counts import COUNTS, STATS_SCHEMA, AppendCounts
 from streaming.job.engine import MicroBatch
 from streaming.job.task import prepare_task
 
@@ -39,24 +40,6 @@ log = logging.getLogger(__name__)
 
 
 
-@dataclass
-class AppendCounts:
-    """What appending did to one partition log, or, summed, to all a micro-batch touched."""
-
-    appended: int = 0
-    skipped: int = 0  # replayed: already in the log
-    rolled: int = 0
-    rejected: int = 0  # set aside in rejected/
-    odd_timestamps: int = 0  # stored, but timed by their append for rolls and lags
-
-    def __add__(self, other: "AppendCounts") -> "AppendCounts":
-        return AppendCounts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
-
-
-COUNTS = tuple(f.name for f in fields(AppendCounts))
-STATS_DDL = "topic string, partition int, " + ", ".join(f"{c} long" for c in COUNTS) + ", log_end_offset long"
-STATS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *((c, pa.int64()) for c in COUNTS),
-                          ("log_end_offset", pa.int64())])
 # The source reads a partition in Arrow batches (KafkaSourceOptions.records_per_batch); they are appended in larger
 # groups, since every append writes an object and commits a manifest (each synced, or a store round trip). A
 # crash before the task ends replays the batch.

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from streaming.kafka.subscription import StartingOffsets, Subscription
-from streaming.log.storage import Storage
 from streaming.partition_id import PartitionId
 
-if TYPE_CHECKING:  # append.py hands micro-batches to the engine: a type only, so no import cycle
+if TYPE_CHECKING:  # types only: append.py hands micro-batches to the engine (no import cycle), and the source's
+    # options, loaded by Spark's planning process for every query, need none of the log
     from streaming.job.append import AppendTask
+    from streaming.log.storage import Storage
 
 T = TypeVar("T")
 R = TypeVar("R")

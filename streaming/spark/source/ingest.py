@@ -20,7 +20,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark import TaskContext
 
-from streaming.job.append import STATS_DDL, AppendTask, append_partitions
+from streaming.job.append_counts import STATS_DDL
 from streaming.spark.source.kafka_source import KafkaDataSource, KafkaInputPartition, KafkaStreamReader
 from streaming.spark.source.options import KafkaSourceOptions
 
@@ -34,6 +34,10 @@ class MissingAppendTask(RuntimeError):
 
 class KafkaIngestReader(KafkaStreamReader):
     def read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+        # In the task only: Spark's planning process, started for every query, loads this module too, and the
+        # appender brings the whole log (numba, fastavro) with it, most of that process's own import time.
+        from streaming.job.append import AppendTask, append_partitions  # noqa: PLC0415
+
         text = TaskContext.get().getLocalProperty(APPEND_TASK_PROPERTY)
         if text is None:
             raise MissingAppendTask(f"the {INGEST_SOURCE_NAME} source appends what it reads: read it with "
@@ -42,7 +46,7 @@ class KafkaIngestReader(KafkaStreamReader):
 
 
 class KafkaIngestSource(KafkaDataSource):
-    """Registered beside kcompact-kafka; its rows are the append's counts (job.append.STATS_SCHEMA)."""
+    """Registered beside kcompact-kafka; its rows are the append's counts (job.append_counts.STATS_SCHEMA)."""
 
     @classmethod
     def name(cls) -> str:

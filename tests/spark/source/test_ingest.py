@@ -3,6 +3,9 @@ gives Spark's Kafka columns to any query."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from streaming.erasure.events import AuditKeys
@@ -18,6 +21,15 @@ def test_the_append_task_crosses_to_the_executors_unchanged() -> None:
     task = AppendTask("s3://bucket/state", {"t": LogConfig(segment_bytes=1000, segment_ms=60_000, fsync=False)},
                       1_700_000_000_123, LogConfig(segment_jitter_ms=5), AuditKeys.KEY)
     assert AppendTask.from_json(task.to_json()) == task
+
+
+def test_the_planning_process_loads_the_source_without_the_log() -> None:
+    """Spark starts a Python process to plan each query's offsets, and it loads the source's module: the log
+    (and numba with it) is the appender's, needed by the tasks only."""
+    code = ("import sys, streaming.spark.source.ingest; print(sorted(m for m in sys.modules "
+            "if m in ('numba', 'streaming.job.append') or m.startswith('streaming.log.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", loaded
 
 
 def _available_now(spark, source: str, bootstrap: str, topic: str, checkpoint: str, on_batch) -> None:
