@@ -36,6 +36,11 @@ TOPIC_HEADER = "kcompact.topic"          # on dead letters: where the record cam
 PARTITION_HEADER = "kcompact.partition"
 TRANSACTION_RECORDS = 20_000
 TIMEOUT_S = 60.0
+# librdkafka connects to a broker it learns of only when a request needs it (sparse connections), and
+# init_transactions, finding no connection up yet, waited for its 500 ms retry timer in about half the tasks
+# (bench/README.md). Connecting to every broker at once makes it a few milliseconds: one producer per sink
+# partition and task, a connection to each broker. A user's kafka setting wins.
+SPARSE_CONNECTIONS = "enable.sparse.connections"
 
 
 def transactional_id(sink_topic: str, partition: int, prefix: str = "kcompact") -> str:
@@ -95,7 +100,8 @@ class PartitionEmitter:
         self.source_topic = source_topic or topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
-        self.producer_config = {**self.client_config, "transactional.id": transactional_id(topic, partition, txn_prefix),
+        self.producer_config = {SPARSE_CONNECTIONS: "false", **self.client_config,
+                                "transactional.id": transactional_id(topic, partition, txn_prefix),
                                 "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
         self.committed_records = 0
         self.tombstones: list[Delivered] = []  # committed since the emitter was made

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException
 from streaming.brokers.local.server import free_port
 from streaming.kafka import emitter as emitter_module
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
-from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
+from streaming.kafka.emitter import OFFSET_HEADER, SPARSE_CONNECTIONS, PartitionEmitter, sink_headers, source_offset
 from streaming.log import make_record
 
 pytestmark = pytest.mark.integration
@@ -84,9 +84,18 @@ def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up
     monkeypatch.setattr(emitter_module, "TRY_S", 1.0)
     caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
     began = time.monotonic()
-    with pytest.raises(KafkaException, match="_TIMED_OUT"):
+    with pytest.raises(KafkaException, match=r"code=_(TIMED_OUT|TRANSPORT),"):
         PartitionEmitter(f"127.0.0.1:{free_port()}", "sink", 0)  # nothing listens there
     assert time.monotonic() - began < 10, "its own timeout, not librdkafka's"
     waits = [r.getMessage() for r in caplog.records]
     assert waits and waits[0].startswith("waiting for the sink cluster: the transaction coordinator of kcompact-sink-0"), \
         waits
+
+
+def test_the_emitter_connects_to_every_broker_at_once_unless_the_user_says_otherwise(bootstrap_servers,
+                                                                                    new_topic) -> None:
+    sink = new_topic()
+    assert PartitionEmitter(bootstrap_servers, sink, 0).producer_config[SPARSE_CONNECTIONS] == "false"
+    given = PartitionEmitter(bootstrap_servers, sink, 0, {SPARSE_CONNECTIONS: "true"})
+    assert given.producer_config[SPARSE_CONNECTIONS] == "true"
+    assert given.emit(_records([1])) == 1, "and it emits as well either way"
