@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException, Producer
 
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.clients import PartitionReader
-from streaming.kafka.failures import TRY_S, is_fatal, retrying
+from streaming.kafka.failures import TRY_S, is_fatal, retrying, timed_out
 from streaming.log.record import LogRecord
 
 log = logging.getLogger(__name__)
@@ -164,8 +164,8 @@ class PartitionEmitter:
             self._sent.append((source, timestamp, msg.offset()))
 
     def _commit(self, last_offset: int, records: int) -> None:
-        self.producer.flush(TIMEOUT_S)  # every delivery report first: the tombstones' sink offsets
-        self.producer.commit_transaction(TIMEOUT_S)
+        self._flush()  # every delivery report first: the tombstones' sink offsets
+        self._commit_transaction()
         at_ms = int(time.time() * 1000)
         self.tombstones.extend(Delivered(source, ts, sink, at_ms) for source, ts, sink in self._sent)
         self._sent = []
@@ -184,11 +184,23 @@ class PartitionEmitter:
                 self.producer.produce(topic, key=r["key"], value=r["value"], timestamp=r["timestamp"],
                                       partition=self.partition, headers=sink_headers(r) + where)
                 n += 1
-            self.producer.commit_transaction(TIMEOUT_S)
+            self._commit_transaction()
         except BaseException:
             self.producer.abort_transaction(TIMEOUT_S)
             raise
         return n
+
+    def _flush(self) -> None:
+        """Wait for every record's acknowledgement. A sink below min.insync.replicas takes none: this waits
+        in short tries, saying why (retrying), not silently for the whole timeout."""
+        def flushed() -> None:
+            if left := self.producer.flush(TRY_S):
+                raise timed_out(f"{left} records not yet acknowledged")
+        retrying(flushed, f"acknowledgements from {self.topic}-{self.partition}", TIMEOUT_S, side="sink", pause_s=0)
+
+    def _commit_transaction(self) -> None:
+        retrying(lambda: self.producer.commit_transaction(TRY_S),  # a timed-out commit goes on when called again
+                 f"the commit to {self.topic}-{self.partition}", TIMEOUT_S, side="sink")
 
     def close(self) -> None:
         self.producer.flush(TIMEOUT_S)

@@ -71,6 +71,11 @@ def is_fatal(exc: BaseException) -> bool:
     return err is not None and err.fatal()
 
 
+def timed_out(what: str) -> KafkaException:
+    """Our own wait that ran out, spelled as librdkafka's local timeout, so retrying() treats it as one."""
+    return KafkaException(KafkaError(KafkaError._TIMED_OUT, what))
+
+
 def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, pause_s: float = 1.0,
              say_every_s: float = SAY_EVERY_S) -> T:
     """call() until it succeeds, retrying transient failures until timeout_s has passed. While it waits it

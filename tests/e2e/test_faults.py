@@ -6,6 +6,8 @@ Each run goes through the CLI against the real broker; the sink is compared with
 from __future__ import annotations
 
 import dataclasses
+import logging
+import re
 import signal
 import subprocess
 import sys
@@ -302,15 +304,22 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
 
 
 @pytest.mark.parametrize("where", ["inside a transaction", "between transactions"])
-def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: str) -> None:
+def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: str, caplog, monkeypatch) -> None:
     """The broker is killed with SIGKILL while a transaction is open (Kafka keeps it in
     __transaction_state and the producer commits it whole after the restart), or between two: every
-    record reaches the sink exactly once, and a new emitter reads that progress back from the sink."""
+    record reaches the sink exactly once, and a new emitter reads that progress back from the sink. While
+    the broker is away the emitter says why it waits."""
+    from streaming.kafka import emitter as emitter_module
     from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter
 
+    monkeypatch.setattr(emitter_module, "TRY_S", 1.0)  # the 5 s outage then holds several tries
+    caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
     hold_at = TRANSACTION_RECORDS + 10_000 if where == "inside a transaction" else TRANSACTION_RECORDS
     sink, records, emitter, out = _emit_across_a_crash(crashing_broker, hold_at)
     assert "error" not in out, out["error"]
+    waits = [r.getMessage() for r in caplog.records]
+    assert any(re.match(rf"waiting for the sink cluster: (acknowledgements from|the commit to) {sink}-0", w)
+               for w in waits), waits
     assert out["result"] == len(records)
     emitter.close()
     bs = crashing_broker.bootstrap_servers
