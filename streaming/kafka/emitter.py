@@ -20,7 +20,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from confluent_kafka import KafkaException, Producer
 
@@ -30,6 +30,8 @@ from streaming.kafka.failures import TRY_S, is_fatal, retrying, timed_out
 from streaming.log.record import LogRecord
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 OFFSET_HEADER = "kcompact.offset"
 TOPIC_HEADER = "kcompact.topic"          # on dead letters: where the record came from
@@ -69,12 +71,16 @@ class Delivered:
     at_ms: int  # when its transaction committed
 
 
+def _waiting(call: Callable[[], T], what: str, pause_s: float = 1.0) -> T:
+    """A sink call in TRY_S tries for up to TIMEOUT_S, saying why it waits while the sink is away."""
+    return retrying(call, what, TIMEOUT_S, side="sink", pause_s=pause_s)
+
+
 def read_progress(client_config: Mapping[str, str], topic: str, partition: int) -> int:
     """The source offset of the last committed record of a sink partition, or -1: how far emission got."""
     config = {**client_config, "group.id": f"kcompact-progress-{topic}-{partition}"}
     with PartitionReader(config, topic, partition) as reader:
-        low, high = retrying(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}", TIMEOUT_S,
-                             side="sink")
+        low, high = _waiting(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}")
         window = 64
         while high > low:
             start = max(low, high - window)
@@ -111,8 +117,8 @@ class PartitionEmitter:
 
     def _new_producer(self) -> Producer:
         producer = Producer(with_client_log(self.producer_config))
-        retrying(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
-                 f"the transaction coordinator of {self.producer_config['transactional.id']}", TIMEOUT_S, side="sink")
+        _waiting(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
+                 f"the transaction coordinator of {self.producer_config['transactional.id']}")
         return producer
 
     def _renew(self) -> None:
@@ -196,11 +202,11 @@ class PartitionEmitter:
         def flushed() -> None:
             if left := self.producer.flush(TRY_S):
                 raise timed_out(f"{left} records not yet acknowledged")
-        retrying(flushed, f"acknowledgements from {self.topic}-{self.partition}", TIMEOUT_S, side="sink", pause_s=0)
+        _waiting(flushed, f"acknowledgements from {self.topic}-{self.partition}", pause_s=0)
 
     def _commit_transaction(self) -> None:
-        retrying(lambda: self.producer.commit_transaction(TRY_S),  # a timed-out commit goes on when called again
-                 f"the commit to {self.topic}-{self.partition}", TIMEOUT_S, side="sink")
+        _waiting(lambda: self.producer.commit_transaction(TRY_S),  # a timed-out commit goes on when called again
+                 f"the commit to {self.topic}-{self.partition}")
 
     def close(self) -> None:
         self.producer.flush(TIMEOUT_S)

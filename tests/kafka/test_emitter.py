@@ -99,4 +99,3 @@ def test_the_emitter_connects_to_every_broker_at_once_unless_the_user_says_other
     given = PartitionEmitter(bootstrap_servers, sink, 0, {SPARSE_CONNECTIONS: "true"})
     assert given.producer_config[SPARSE_CONNECTIONS] == "true"
     assert given.emit(_records([1])) == 1, "and it emits as well either way"
-

@@ -261,7 +261,8 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
                     raise TimeoutError(f"partition {topic}-{partition}: no progress from offset {position} "
                                        f"towards {end} within kafkaConsumer.pollTimeoutMs="
                                        f"{options.poll_timeout_ms}")
-                if min(now - idle_since, now - said) >= SAY_EVERY_S:  # a leader away: librdkafka fetches again once one is elected
+                # a leader away: librdkafka fetches again once one is elected; meanwhile say so now and then
+                if min(now - idle_since, now - said) >= SAY_EVERY_S:
                     log.warning("waiting for the source cluster: partition %s-%d gave no records from offset %d "
                                 "for %.0fs; waiting for up to %.0fs more", topic, partition, position,
                                 now - idle_since, limit_s - (now - idle_since))
