@@ -15,57 +15,77 @@ travel as their own Avro encoding (the array, terminator included), so only code
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 OK = 0
 ERR_FRAMING = 1   # a block's records do not end where its byte count says
 ERR_SYNC = 2      # the 16 bytes after a block are not the file's sync marker
 ERR_TRUNCATED = 3  # a field runs past the end of its block
 
-_U7F = np.uint64(0x7F)
-_U80 = np.uint64(0x80)
-_SEVEN = np.uint64(7)
+# The helpers called for every field of every record are inlined into the kernels (inline="always"), and work
+# on int64 only, shifting right with a mask where Avro's zig-zag needs a logical shift: numba turns arithmetic
+# that mixes uint64 and int64 into float64, and calls of their own cost the decoder too (bench/README.md).
+_LOW7 = 0x7F
+_HIGH = ~0x7F  # the bits above a varint byte's seven
+_LOGICAL_1 = 0x7FFFFFFFFFFFFFFF  # masks of an arithmetic right shift by 1 and by 7 that make it logical
+_LOGICAL_7 = 0x01FFFFFFFFFFFFFF
 
 
-@njit(cache=True, nogil=True)
+@intrinsic
+def _copy(typingctx, dst, dst_pos, src, src_pos, n):
+    """dst[dst_pos:dst_pos + n] = src[src_pos:src_pos + n] as one memcpy, for byte arrays whose bounds the
+    caller has checked: numba compiles a slice assignment to a loop of single bytes, which was most of the
+    encoder's time for 100-byte values (bench/README.md)."""
+    def codegen(context, builder, signature, args):
+        dst_arr, dpos, src_arr, spos, count = args
+        d = context.make_array(signature.args[0])(context, builder, dst_arr)
+        s = context.make_array(signature.args[2])(context, builder, src_arr)
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [dpos]), builder.gep(s.data, [spos]), count, 1)
+        return context.get_dummy_value()
+    return types.void(dst, dst_pos, src, src_pos, n), codegen
+
+
+@njit(inline="always")
 def _long_size(v):
-    z = np.uint64((v << 1) ^ (v >> 63))
+    z = (v << 1) ^ (v >> 63)
     n = 1
-    while z >= _U80:
-        z >>= _SEVEN
+    while z & _HIGH:
+        z = (z >> 7) & _LOGICAL_7
         n += 1
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def _put_long(out, pos, v):
-    z = np.uint64((v << 1) ^ (v >> 63))
-    while z >= _U80:
-        out[pos] = np.uint8((z & _U7F) | _U80)
-        z >>= _SEVEN
+    z = (v << 1) ^ (v >> 63)
+    while z & _HIGH:
+        out[pos] = (z & _LOW7) | 0x80
+        z = (z >> 7) & _LOGICAL_7
         pos += 1
-    out[pos] = np.uint8(z)
+    out[pos] = z
     return pos + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def _get_long(buf, pos, end):
     """(value, next position); next position -1 when the varint runs past ``end``."""
-    z = np.uint64(0)
-    shift = np.uint64(0)
+    z = 0
+    shift = 0
     while pos < end:
-        b = np.uint64(buf[pos])
+        b = np.int64(buf[pos])
         pos += 1
-        z |= (b & _U7F) << shift
-        if b < _U80:
-            return np.int64(z >> np.uint64(1)) ^ -np.int64(z & np.uint64(1)), pos
-        shift += _SEVEN
-        if shift > np.uint64(63):
-            return np.int64(0), -1
-    return np.int64(0), -1
+        z |= (b & _LOW7) << shift
+        if b < 0x80:
+            return ((z >> 1) & _LOGICAL_1) ^ -(z & 1), pos
+        shift += 7
+        if shift > 63:
+            return 0, -1
+    return 0, -1
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def _put_bytes_union(out, pos, valid, offsets, data, i):
     if not valid[i]:
         out[pos] = 0
@@ -73,14 +93,14 @@ def _put_bytes_union(out, pos, valid, offsets, data, i):
     out[pos] = 2
     a, b = offsets[i], offsets[i + 1]
     pos = _put_long(out, pos + 1, b - a)
-    out[pos:pos + b - a] = data[a:b]
+    _copy(out, pos, data, a, b - a)
     return pos + b - a
 
 
 @njit(cache=True, nogil=True)
-def encode_records(offset, timestamp, timestamp_type, key_off, key_data, key_valid, val_off, val_data,
-                   val_valid, hdr_off, hdr_data, horizon, horizon_valid):
-    """All records of a batch, back to back: (bytes, end position of each record)."""
+def _record_ends(offset, timestamp, timestamp_type, key_off, key_valid, val_off, val_valid, hdr_off, horizon,
+                 horizon_valid):
+    """Where each record's encoding ends, were the records written back to back."""
     n = offset.shape[0]
     ends = np.empty(n, dtype=np.int64)
     total = 0
@@ -98,31 +118,66 @@ def encode_records(offset, timestamp, timestamp_type, key_off, key_data, key_val
             s += _long_size(horizon[i])
         total += s
         ends[i] = total
-    out = np.empty(total, dtype=np.uint8)
-    pos = 0
-    for i in range(n):
-        pos = _put_long(out, pos, offset[i])
-        pos = _put_long(out, pos, timestamp[i])
-        pos = _put_long(out, pos, np.int64(timestamp_type[i]))
-        pos = _put_bytes_union(out, pos, key_valid, key_off, key_data, i)
-        pos = _put_bytes_union(out, pos, val_valid, val_off, val_data, i)
-        a, b = hdr_off[i], hdr_off[i + 1]
-        if b > a:
-            out[pos:pos + b - a] = hdr_data[a:b]
-            pos += b - a
-        else:
-            out[pos] = 0
-            pos += 1
-        if horizon_valid[i]:
-            out[pos] = 2
-            pos = _put_long(out, pos + 1, horizon[i])
-        else:
-            out[pos] = 0
-            pos += 1
-    return out, ends
+    return ends
 
 
 @njit(cache=True, nogil=True)
+def _block_end(ends, i, start, max_records, max_bytes):
+    """The record after the block that starts at record i (byte ``start``): at most max_records records
+    and max_bytes bytes, but never empty."""
+    j = i + 1
+    while j < ends.shape[0] and j - i < max_records and ends[j] - start <= max_bytes:
+        j += 1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def encode_blocks(offset, timestamp, timestamp_type, key_off, key_data, key_valid, val_off, val_data, val_valid,
+                  hdr_off, hdr_data, horizon, horizon_valid, sync, max_records, max_bytes):
+    """A batch's records as whole Avro blocks (count, byte size, records, sync marker), each record written
+    once, straight into its block: the buffer is sized from the records' ends before anything is written."""
+    ends = _record_ends(offset, timestamp, timestamp_type, key_off, key_valid, val_off, val_valid, hdr_off, horizon,
+                        horizon_valid)
+    n = ends.shape[0]
+    blocks = 0
+    i = 0
+    while i < n:
+        i = _block_end(ends, i, ends[i - 1] if i else 0, max_records, max_bytes)
+        blocks += 1
+    out = np.empty((ends[n - 1] if n else 0) + blocks * 36, dtype=np.uint8)  # two varints (<= 10 bytes each), sync
+    pos = 0
+    i = 0
+    while i < n:
+        start = ends[i - 1] if i else 0
+        j = _block_end(ends, i, start, max_records, max_bytes)
+        pos = _put_long(out, pos, np.int64(j - i))
+        pos = _put_long(out, pos, ends[j - 1] - start)
+        for r in range(i, j):
+            pos = _put_long(out, pos, offset[r])
+            pos = _put_long(out, pos, timestamp[r])
+            pos = _put_long(out, pos, np.int64(timestamp_type[r]))
+            pos = _put_bytes_union(out, pos, key_valid, key_off, key_data, r)
+            pos = _put_bytes_union(out, pos, val_valid, val_off, val_data, r)
+            a, b = hdr_off[r], hdr_off[r + 1]
+            if b > a:
+                _copy(out, pos, hdr_data, a, b - a)
+                pos += b - a
+            else:
+                out[pos] = 0
+                pos += 1
+            if horizon_valid[r]:
+                out[pos] = 2
+                pos = _put_long(out, pos + 1, horizon[r])
+            else:
+                out[pos] = 0
+                pos += 1
+        out[pos:pos + 16] = sync
+        pos += 16
+        i = j
+    return out[:pos]
+
+
+@njit(inline="always")
 def _skip_bytes_union(buf, pos, end):
     """(start, length, next) of a [null, bytes] value; length -1 for null; next -1 when truncated."""
     idx, pos = _get_long(buf, pos, end)
@@ -138,7 +193,7 @@ def _skip_bytes_union(buf, pos, end):
     return pos, n, pos + n
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def _skip_headers(buf, pos, end):
     while True:
         count, pos = _get_long(buf, pos, end)
@@ -270,33 +325,5 @@ def gather_binary(buf, starts, lengths):
         a = offsets[i]
         b = offsets[i + 1]
         if b > a:
-            data[a:b] = buf[starts[i]:starts[i] + b - a]
+            _copy(data, a, buf, starts[i], b - a)
     return offsets, data
-
-
-@njit(cache=True, nogil=True)
-def frame_blocks(payload, ends, sync, max_records, max_bytes):
-    """Cut encoded records into Avro blocks (count, byte size, records, sync marker)."""
-    n = ends.shape[0]
-    out = np.empty(payload.shape[0] + (n // max(1, max_records) + n // 64 + 2) * 36, dtype=np.uint8)
-    pos = 0
-    i = 0
-    start = 0
-    while i < n:
-        j = i
-        while j < n and j - i < max_records and (j == i or ends[j] - start <= max_bytes):
-            j += 1
-        stop = ends[j - 1]
-        if pos + 36 + stop - start > out.shape[0]:
-            grown = np.empty(2 * out.shape[0] + 36 + stop - start, dtype=np.uint8)
-            grown[:pos] = out[:pos]
-            out = grown
-        pos = _put_long(out, pos, np.int64(j - i))
-        pos = _put_long(out, pos, stop - start)
-        out[pos:pos + stop - start] = payload[start:stop]
-        pos += stop - start
-        out[pos:pos + 16] = sync
-        pos += 16
-        i = j
-        start = stop
-    return out[:pos]

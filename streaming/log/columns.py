@@ -185,18 +185,19 @@ def lag_timestamps(batch: pa.RecordBatch, append_ms: int, after_max_ms: int) -> 
     return np.where((ts >= 0) & (ts <= append_ms + after_max_ms), ts, append_ms)
 
 
-def encode_batch(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
-    """The batch's records in Avro binary encoding, back to back, and the end of each."""
+def encode_batch(batch: pa.RecordBatch, sync: bytes, max_records: int, max_bytes: int) -> np.ndarray:
+    """The batch's records in Avro binary encoding, as whole blocks of at most ``max_records`` records and
+    ``max_bytes`` bytes (a record larger than that is a block of its own), each followed by ``sync``."""
     if batch.num_rows == 0:
-        return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.uint8)
     key_off, key_data, key_valid = binary_parts(batch.column("key"))
     val_off, val_data, val_valid = binary_parts(batch.column("value"))
     hdr_off, hdr_data, _ = binary_parts(batch.column("headers"))
     horizon = batch.column("delete_horizon_ms")
-    return codec.encode_records(_ints(batch.column("offset"), np.int64), _ints(batch.column("timestamp"), np.int64),
-                                _ints(batch.column("timestamp_type"), np.int64), key_off, key_data, key_valid,
-                                val_off, val_data, val_valid, hdr_off, hdr_data, _ints(horizon, np.int64),
-                                validity(horizon))
+    return codec.encode_blocks(_ints(batch.column("offset"), np.int64), _ints(batch.column("timestamp"), np.int64),
+                               _ints(batch.column("timestamp_type"), np.int64), key_off, key_data, key_valid,
+                               val_off, val_data, val_valid, hdr_off, hdr_data, _ints(horizon, np.int64),
+                               validity(horizon), np.frombuffer(sync, dtype=np.uint8), max_records, max_bytes)
 
 
 def _binary_array(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:

@@ -141,11 +141,10 @@ def object_header(seg: SegmentMeta) -> bytes:
     return container_header(seg.sync_marker, {HDR_BASE: str(seg.base_offset)})
 
 
-def encode_blocks(batch: pa.RecordBatch, sync_marker: bytes) -> bytes:
-    """The batch's records as whole Avro blocks, for an object with this sync marker."""
-    payload, ends = encode_batch(batch)
-    return codec.frame_blocks(payload, ends, np.frombuffer(sync_marker, dtype=np.uint8), BLOCK_RECORDS,
-                              BLOCK_BYTES).tobytes()
+def encode_blocks(batch: pa.RecordBatch, sync_marker: bytes) -> memoryview:
+    """The batch's records as whole Avro blocks, for an object with this sync marker. A view of the encoder's
+    buffer, not a copy: a writer joins it with the header or writes it as it is."""
+    return memoryview(encode_batch(batch, sync_marker, BLOCK_RECORDS, BLOCK_BYTES))
 
 
 def read_header(f: BinaryIO) -> tuple[dict[str, bytes], bytes, int]:

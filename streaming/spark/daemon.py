@@ -13,6 +13,10 @@ A process that forks must have no other thread, or the child inherits locks that
 loaded: OpenBLAS (numpy) and the jemalloc that pyarrow bundles. The compactor does no linear algebra and
 pyarrow allocates through mimalloc, so the daemon turns both threads off before it imports them, and
 refuses to start if any thread but its own is running after the preload.
+
+What the preload made is frozen out of the cyclic collector (gc.freeze) before the first fork: pyspark's
+worker collects after every task, and each full collection walked the daemon's hundred thousand objects
+(numba's above all), writing to every page it touched and so unsharing it (bench/README.md).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"  # set, not defaulted: a forking proces
 os.environ["JE_ARROW_MALLOC_CONF"] = "background_thread:false"
 
 # Everything below is imported after those settings, which the libraries read when they load.
+import gc
 import sys
 import tempfile
 import threading
@@ -67,4 +72,5 @@ if __name__ == "__main__":
         preload()
     if len(threads()) != 1:
         raise SystemExit(f"kcompact's Spark daemon would fork with other threads running: {threads()}")
+    gc.freeze()
     daemon.manager()

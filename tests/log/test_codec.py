@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 
 from streaming.log import batch_from_records, decode_headers, encode_headers, records_from_batch
-from streaming.log.codec import frame_blocks
 from streaming.log.columns import DecodeError, decode_blocks, encode_batch
 from streaming.log.record import parsed_schema
 from streaming.log.segment import container_header, encode_blocks
@@ -32,12 +31,19 @@ def fastavro_bytes(records: list[dict]) -> bytes:
     return out.getvalue()
 
 
+def fastavro_long(n: int) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, "long", n)
+    return out.getvalue()
+
+
 @settings(max_examples=300, deadline=None)
 @given(RECORDS)
 def test_encoding_is_byte_for_byte_fastavros(records: list[dict]) -> None:
-    payload, ends = encode_batch(batch_from_records(records))
-    assert bytes(payload) == fastavro_bytes(records)
-    assert list(ends) == list(np.cumsum([len(fastavro_bytes([r])) for r in records]))
+    sync = os.urandom(16)
+    body = encode_batch(batch_from_records(records), sync, len(records) + 1, 1 << 30).tobytes()
+    payload = fastavro_bytes(records)
+    assert body == (fastavro_long(len(records)) + fastavro_long(len(payload)) + payload + sync if records else b"")
 
 
 @settings(max_examples=200, deadline=None)
@@ -45,9 +51,11 @@ def test_encoding_is_byte_for_byte_fastavros(records: list[dict]) -> None:
 def test_blocks_read_back_with_fastavro_and_with_the_codec(records: list[dict], per_block: int, block_bytes: int) -> None:
     header = container_header(metadata={"kcompact.base_offset": "0"})
     sync = header[-16:]
-    payload, ends = encode_batch(batch_from_records(records))
-    body = frame_blocks(payload, ends, np.frombuffer(sync, dtype=np.uint8), per_block, block_bytes).tobytes()
+    body = encode_batch(batch_from_records(records), sync, per_block, block_bytes).tobytes()
     assert list(fastavro.reader(io.BytesIO(header + body))) == records
+    for block in fastavro.block_reader(io.BytesIO(header + body)):
+        assert 1 <= block.num_records <= per_block
+        assert block.num_records == 1 or len(block.bytes_.getvalue()) <= block_bytes
     batch, used = decode_blocks(np.frombuffer(body, dtype=np.uint8), 0, len(body), sync)
     assert used == len(body)
     assert records_from_batch(batch) == records
