@@ -266,10 +266,13 @@ class PartitionLog:
             chunks.pop()
             body.insert(0, blocks)
             size += len(blocks)
-        data = b"".join([header, *body])
         name = object_name(seg.base_offset)
-        self.storage.put(self.object_path(name), data)
-        new = dataclasses.replace(seg, chunks=(*chunks, Chunk(name, len(data), zlib.crc32(data))))
+        crc = 0
+        with self.storage.open_put(self.object_path(name)) as f:
+            for part in (header, *body):  # written part by part: joined first, each byte was copied once more
+                f.write(part)
+                crc = zlib.crc32(part, crc)
+        new = dataclasses.replace(seg, chunks=(*chunks, Chunk(name, size, crc)))
         new.observe(batch, sizes, lag)
         return new
 

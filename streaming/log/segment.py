@@ -181,36 +181,55 @@ def verify_object(storage: Storage, path: str, chunk: Chunk) -> None:
         raise _mismatch(path, crc, chunk.bytes, chunk)
 
 
+def _fill(f: BinaryIO, buf: np.ndarray, start: int) -> int:
+    """Read into buf[start:] until it is full or the object ends; returns the end of what buf holds."""
+    view = memoryview(buf)
+    while start < len(buf):
+        got = f.readinto(view[start:])
+        if not got:
+            break
+        start += got
+    return start
+
+
 def read_batches(storage: Storage, path: str, decode: BlockDecoder = decode_blocks,
                  checked_against: Chunk | None = None) -> Iterator[pa.RecordBatch]:
     """The object's records, a batch per READ_CHUNK of blocks (memory stays flat whatever its size).
 
+    One buffer is read into and reused: what a batch holds is copied out of it by the decoder, and the
+    part of a block cut off at the buffer's end moves to its front before the next read (a block larger
+    than the buffer doubles it).
+
     With ``checked_against``, the bytes are checked against the manifest as they are read, and damage
     raises CorruptSegmentError only after the last batch: for a reader that acts on nothing before the
     end (the cleaner's map), this saves reading the object twice."""
+    checking = checked_against is not None
     with storage.open_read(path) as f:
-        first = f.read(READ_CHUNK)  # read front to back, never seeking: one streamed download on a store
-        _, sync, pos = read_header(io.BytesIO(first))
-        crc, length = (zlib.crc32(first), len(first)) if checked_against is not None else (0, 0)
-        pending = first[pos:]
+        buf = np.empty(READ_CHUNK, dtype=np.uint8)
+        held = _fill(f, buf, 0)  # read front to back, never seeking: one streamed download on a store
+        _, sync, pos = read_header(io.BytesIO(buf[:held].tobytes()))
+        crc, length = (zlib.crc32(buf[:held]), held) if checking else (0, 0)
+        start = 0  # the object's position of buf[0]
         while True:
-            data_read = f.read(READ_CHUNK)
-            if checked_against is not None:
-                crc, length = zlib.crc32(data_read, crc), length + len(data_read)
-            data = pending + data_read if pending else data_read
-            if not data:
-                break
-            buf = np.frombuffer(data, dtype=np.uint8)
-            batch, used = decode(buf, 0, len(buf), sync)
+            ended = held < len(buf)
+            batch, pos = decode(buf, pos, held, sync)
             if batch.num_rows:
                 yield batch
-            pending = data[used:]
-            if not data_read:
-                if pending:
-                    raise DecodeError(codec.ERR_TRUNCATED, pos)
+            if ended:
+                if pos < held:
+                    raise DecodeError(codec.ERR_TRUNCATED, start + pos)
                 break
-            pos += used
-    if checked_against is not None and (crc, length) != (checked_against.crc32, checked_against.bytes):
+            tail = held - pos
+            if tail == len(buf):  # not one whole block in a full buffer
+                buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+            else:
+                buf[:tail] = buf[pos:held]
+                start += pos
+            pos, before = 0, tail
+            held = _fill(f, buf, tail)
+            if checking:
+                crc, length = zlib.crc32(buf[before:held], crc), length + held - before
+    if checking and (crc, length) != (checked_against.crc32, checked_against.bytes):
         raise _mismatch(path, crc, length, checked_against)
 
 

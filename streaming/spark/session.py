@@ -15,6 +15,9 @@ from streaming.spark.source.kafka_source import KafkaDataSource
 from streaming.spark.home import choose_spark_home
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# Spark's Python processes, its planning process for our source included (started for every query): numpy's
+# OpenBLAS otherwise starts a thread per core that spins after any call, and the compactor does no linear algebra
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def build_session(app_name: str = "kcompact", master: str | None = None, ui: bool = False,
@@ -33,7 +36,8 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
                 "spark.ui.enabled": str(ui).lower(), "spark.ui.showConsoleProgress": "false",
                 "spark.driver.memory": driver_memory, "spark.sql.shuffle.partitions": "2",
                 "spark.sql.execution.arrow.pyspark.enabled": "true",
-                "spark.python.worker.reuse": "true", "spark.python.daemon.module": "streaming.spark.daemon"}
+                "spark.python.worker.reuse": "true", "spark.python.daemon.module": "streaming.spark.daemon",
+                **{f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()}}
     builder = SparkSession.builder.appName(app_name)
     for k, v in defaults.items():
         if submitted is None or not submitted.contains(k):

@@ -26,7 +26,10 @@ class KafkaSourceOptions:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
-    records_per_batch: int = 50_000
+    # Records per consume() and per Arrow batch. Each message is a few small Python objects: a consume() of 50k
+    # made and freed ten megabytes of them at a time, and the small-object allocator gave those pages back to
+    # the system and faulted them in again for the next (bench/README.md); 10k is also Spark's Arrow batch size.
+    records_per_batch: int = 10_000
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

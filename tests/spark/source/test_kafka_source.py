@@ -1,5 +1,5 @@
-"""A partition read that gets no records says why it waits while it waits, and gives up, naming the option,
-at kafkaConsumer.pollTimeoutMs."""
+"""The source's partition reads: their consumers' settings, and a read that gets no records says why it waits
+while it waits, and gives up, naming the option, at kafkaConsumer.pollTimeoutMs."""
 
 from __future__ import annotations
 
@@ -27,3 +27,14 @@ def test_a_read_that_gets_no_records_says_it_waits_and_stops_at_the_poll_timeout
     waits = [r.getMessage() for r in caplog.records if "waiting for the source cluster" in r.getMessage()]
     assert waits and all(f"partition {topic}-0 gave no records from offset 10" in w for w in waits), waits
     assert len(waits) <= 4, "one line a second, not one per poll"
+
+
+def test_the_source_fetches_large_and_soon_unless_the_user_says_otherwise() -> None:
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"})
+    config = kafka_source.consumer_config(options)
+    assert config["max.partition.fetch.bytes"] == str(8 << 20) and config["fetch.queue.backoff.ms"] == "10"
+    assert config["enable.auto.commit"] is False and config["group.id"].startswith("kcompact-source-")
+    mine = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                                     "kafka.max.partition.fetch.bytes": "1048576", "kafka.fetch.queue.backoff.ms": "1000"})
+    config = kafka_source.consumer_config(mine)
+    assert config["max.partition.fetch.bytes"] == "1048576" and config["fetch.queue.backoff.ms"] == "1000"
