@@ -155,6 +155,18 @@ def append_partitions(batches: Iterator[pa.RecordBatch], task: AppendTask) -> It
                                   locks, task.audit_keys)
 
 
+def _partitions_of(batch: pa.RecordBatch) -> list[PartitionId]:
+    """The topic-partitions a batch's rows come from. A read of one partition (the ingest source's every
+    batch) is recognised without grouping, which cost more than the rest of a small batch's bookkeeping."""
+    topics, parts = batch.column("topic"), batch.column("partition")
+    if not topics.null_count and not parts.null_count:
+        low, high = pc.min_max(parts).values()
+        if low == high and pc.count_distinct(topics).as_py() == 1:
+            return [PartitionId(topics[0].as_py(), low.as_py())]
+    keys = pa.Table.from_batches([batch.select(["topic", "partition"])]).group_by(["topic", "partition"])
+    return [PartitionId(r["topic"], r["partition"]) for r in keys.aggregate([]).to_pylist()]
+
+
 def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of: Callable[[str], LogConfig],
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
@@ -177,8 +189,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        keys = pa.Table.from_batches([batch.select(["topic", "partition"])]).group_by(["topic", "partition"])
-        pids = [PartitionId(r["topic"], r["partition"]) for r in keys.aggregate([]).to_pylist()]
+        pids = _partitions_of(batch)
         for pid in pids:
             rows = batch if len(pids) == 1 else batch.filter(
                 pc.and_(pc.equal(batch.column("topic"), pid.topic), pc.equal(batch.column("partition"), pid.partition)))

@@ -191,3 +191,21 @@ def test_record_with_a_null_header_key_is_set_aside_and_the_others_keep_their_he
 def _rejected(tmp_path) -> list[dict]:
     directory = os.path.join(log_dir(open_state_dir(str(tmp_path)), "t", 0), REJECTED)
     return [json.loads(line) for name in sorted(os.listdir(directory)) for line in open(os.path.join(directory, name))]
+
+
+def test_a_batch_of_several_partitions_goes_to_each_partitions_log(tmp_path) -> None:
+    """The ingest source's batches hold one partition each; a batch from any other reader may mix them."""
+    rows = [("t", 0, 10), ("u", 0, 20), ("t", 1, 30), ("t", 0, 11), ("u", 0, 21)]
+    n = len(rows)
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([b"k"] * n), pa.array([b"v"] * n), pa.array([t for t, _, _ in rows]),
+        pa.array([p for _, p, _ in rows], pa.int32()), pa.array([o for *_, o in rows], pa.int64()),
+        pa.array([1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([0] * n, pa.int32()), pa.array([[]] * n, ARROW_SCHEMA.field("headers").type)], schema=ARROW_SCHEMA)
+    configs = {"t": LogConfig(fsync=False), "u": LogConfig(fsync=False)}
+    stats = next(append_partitions(iter([batch, batch.slice(3, 1)]), AppendTask(str(tmp_path), configs, now_ms=0)))
+    assert sorted((r["topic"], r["partition"], r["appended"], r["skipped"]) for r in stats.to_pylist()) == [
+        ("t", 0, 2, 1), ("t", 1, 1, 0), ("u", 0, 2, 0)]
+    assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 11]
+    assert [o for o, *_ in log_contents(str(tmp_path), "t", 1)] == [30]
+    assert [o for o, *_ in log_contents(str(tmp_path), "u", 0)] == [20, 21]
