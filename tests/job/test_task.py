@@ -36,11 +36,13 @@ def _worker_facts(_):
     import sys as worker_sys
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         parent = f.read().replace(b"\0", b" ").decode()
-    return parent, "streaming.log.codec" in worker_sys.modules
+    return parent, "streaming.log.codec" in worker_sys.modules, gc.get_freeze_count(), os.environ.get("OPENBLAS_NUM_THREADS")
 
 
 def test_spark_tasks_run_in_workers_forked_from_the_preloaded_daemon(spark) -> None:
     facts = spark.sparkContext.parallelize(range(2), 2).map(_worker_facts).collect()
-    for parent, codec_loaded in facts:
+    for parent, codec_loaded, frozen, blas_threads in facts:
         assert "-m streaming.spark.daemon pyspark.worker" in parent
         assert codec_loaded, "the codec was imported by the daemon, before the worker was forked"
+        assert frozen > 10_000, "what the daemon preloaded is frozen out of the cyclic collector"
+        assert blas_threads == "1"
