@@ -122,13 +122,23 @@ def _record_ends(offset, timestamp, timestamp_type, key_off, key_valid, val_off,
 
 
 @njit(cache=True, nogil=True)
-def _block_end(ends, i, start, max_records, max_bytes):
-    """The record after the block that starts at record i (byte ``start``): at most max_records records
-    and max_bytes bytes, but never empty."""
-    j = i + 1
-    while j < ends.shape[0] and j - i < max_records and ends[j] - start <= max_bytes:
-        j += 1
-    return j
+def _block_bounds(ends, max_records, max_bytes):
+    """The first record of each block and, last, the record count: at most max_records records and max_bytes
+    bytes a block, but never an empty one."""
+    n = ends.shape[0]
+    bounds = np.empty(n + 1, dtype=np.int64)
+    blocks = 0
+    i = 0
+    while i < n:
+        bounds[blocks] = i
+        blocks += 1
+        start = ends[i - 1] if i else 0
+        j = i + 1
+        while j < n and j - i < max_records and ends[j] - start <= max_bytes:
+            j += 1
+        i = j
+    bounds[blocks] = n
+    return bounds[:blocks + 1]
 
 
 @njit(cache=True, nogil=True)
@@ -138,19 +148,14 @@ def encode_blocks(offset, timestamp, timestamp_type, key_off, key_data, key_vali
     once, straight into its block: the buffer is sized from the records' ends before anything is written."""
     ends = _record_ends(offset, timestamp, timestamp_type, key_off, key_valid, val_off, val_valid, hdr_off, horizon,
                         horizon_valid)
+    bounds = _block_bounds(ends, max_records, max_bytes)
     n = ends.shape[0]
-    blocks = 0
-    i = 0
-    while i < n:
-        i = _block_end(ends, i, ends[i - 1] if i else 0, max_records, max_bytes)
-        blocks += 1
-    out = np.empty((ends[n - 1] if n else 0) + blocks * 36, dtype=np.uint8)  # two varints (<= 10 bytes each), sync
+    out = np.empty((ends[n - 1] if n else 0) + (bounds.shape[0] - 1) * 36, dtype=np.uint8)  # varints <= 10 bytes, sync
     pos = 0
-    i = 0
-    while i < n:
+    for k in range(bounds.shape[0] - 1):
+        i, j = bounds[k], bounds[k + 1]
         start = ends[i - 1] if i else 0
-        j = _block_end(ends, i, start, max_records, max_bytes)
-        pos = _put_long(out, pos, np.int64(j - i))
+        pos = _put_long(out, pos, j - i)
         pos = _put_long(out, pos, ends[j - 1] - start)
         for r in range(i, j):
             pos = _put_long(out, pos, offset[r])
@@ -173,7 +178,6 @@ def encode_blocks(offset, timestamp, timestamp_type, key_off, key_data, key_vali
                 pos += 1
         out[pos:pos + 16] = sync
         pos += 16
-        i = j
     return out[:pos]
 
 

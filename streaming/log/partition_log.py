@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 ROOM_WINDOW = 1024  # records scanned at first for the next roll point
 # Objects of the active segment are folded together up to this size (held in memory). Past it, one more read
-# of an object costs little beside reading its bytes, and every doubling would copy each byte again: a large
-# --once appends 100k records at a time, and at 64 MiB it wrote its data about twice over (bench/README.md).
+# of an object costs little beside reading its bytes, and every fold copies each byte again: a large --once
+# appends 100k records (about 14 MB) at a time, which a 64 MiB limit folded into 28 and then 56 MB objects.
 MERGE_LIMIT = 16 << 20
 GC_EVERY = 32  # commits between garbage collections (replaced and folded objects, old manifests)
 

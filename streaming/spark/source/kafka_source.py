@@ -248,7 +248,7 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
             while i < len(msgs) and position < end:
                 j = next((k for k in errors if k >= i), len(msgs))
                 if j > i:
-                    position = cols.add(msgs if i == 0 and j == len(msgs) else msgs[i:j], position, end)
+                    position = cols.add(msgs[i:j], position, end)
                 if j == len(msgs):
                     break
                 err = msgs[j].error()
