@@ -90,7 +90,7 @@ class Cleaner:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
         self.map = OffsetMap(config.dedupe_buffer_size, config.compaction_strategy is not Strategy.OFFSET,
-                             config.io_buffer_load_factor)
+                             config.io_buffer_load_factor, records=0)  # each pass grows it to what it maps
         self.memo = HashMemo(config.dedupe_buffer_size // 4)
         self.clock = clock
         self.sleep = sleep
@@ -105,7 +105,8 @@ class Cleaner:
         versions = VersionReader(self.config)
         result = CleanResult(target.partition, target.first_dirty_offset, target.first_dirty_offset, now_ms,
                              _log=plog)
-        self.map.clear()
+        lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
+        self.map.clear(sum(s.record_count for s in plog.segments[:-1] if s.next_offset > lo and s.base_offset < hi))
         self.memo.clear()
         checked: set[int] = set()
         result.end_offset = self._build_map(plog, target, versions, result, throttler, checked)

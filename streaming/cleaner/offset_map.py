@@ -3,8 +3,12 @@
 Like Kafka's SkimpyOffsetMap: an open-addressing table with linear probing over one preallocated numpy
 array, each slot holding a 128-bit MD5 of the key (two 64-bit words) and the winner's offset: 24 bytes a key,
 plus 8 for the version under a version strategy. A slot's words sit side by side, as in Kafka's byte buffer,
-so a probe costs one cache miss, not one per word. Memory is fixed at construction whatever the log holds; when
-the table reaches its load factor the pass stops mapping and cleans only what it mapped.
+so a probe costs one cache miss, not one per word. The budget is fixed at construction: when the map holds
+the budget's load factor of keys, the pass stops mapping and cleans only what it mapped.
+
+Unlike Kafka's buffer, the table is not all allocated up front: each pass says how many records it can map
+at most, and the table grows to that (never past the budget) and stays. Filling a fresh 128 MiB table costs
+a new Python worker about 0.3 s of page faults (bench/README.md), most of a small partition's pass.
 
 All operations take whole chunks of keys; probing, inserting and ranking run in compiled loops (numba),
 as is the MD5 of the keys: no Python call per record.
@@ -155,26 +159,44 @@ def _lookup(table, h1, h2):
 
 
 class OffsetMap:
-    def __init__(self, memory_bytes: int, versioned: bool, load_factor: float = 0.9) -> None:
+    def __init__(self, memory_bytes: int, versioned: bool, load_factor: float = 0.9,
+                 records: int | None = None) -> None:
+        """Room for ``records`` records at first (None: the whole budget); clear() grows it."""
         self.versioned = versioned
+        self.load_factor = load_factor
         self.bytes_per_entry = HASH_BYTES + OFFSET_BYTES + (VERSION_BYTES if versioned else 0)
-        self.slots = max(2, memory_bytes // self.bytes_per_entry)
+        self.slots = max(2, memory_bytes // self.bytes_per_entry)  # the budget's
         self.max_entries = max(1, min(self.slots - 1, int(self.slots * load_factor)))
-        # Hashes are kept as int64 bit patterns, so one array holds every word of a slot.
-        self.table = np.zeros((self.slots, self.bytes_per_entry // 8), dtype=np.int64)
-        self.off = self.table[:, OFF]
-        self.ver = self.table[:, VER] if versioned else None
+        self._allocate(self._slots_for(records))
         self.clear()
+
+    def _slots_for(self, records: int | None) -> int:
+        return self.slots if records is None else min(self.slots, int(records / self.load_factor) + 2)
+
+    def _allocate(self, slots: int) -> None:
+        # Hashes are kept as int64 bit patterns, so one array holds every word of a slot.
+        self.table = np.empty((slots, self.bytes_per_entry // 8), dtype=np.int64)
+        self.off = self.table[:, OFF]
+        self.ver = self.table[:, VER] if self.versioned else None
+        self._limit = max(1, min(slots - 1, int(slots * self.load_factor)))  # entries this table takes
 
     @property
     def nbytes(self) -> int:
+        """Bytes allocated now: at most the budget."""
         return self.table.nbytes
 
     @property
     def utilization(self) -> float:
+        """Of the budget, as Kafka's max-buffer-utilization-percent reports it."""
         return self.size / self.slots
 
-    def clear(self) -> None:
+    def clear(self, records: int | None = None) -> None:
+        """Empty the map for a pass that maps at most ``records`` records: the table grows to hold that many
+        keys at the load factor (doubling, so passes of slowly growing ranges do not reallocate each time),
+        never past the budget. None keeps the table as it is."""
+        needed = self._slots_for(records or 0)
+        if needed > self.table.shape[0]:
+            self._allocate(min(self.slots, max(needed, 2 * self.table.shape[0])))
         self.off.fill(EMPTY)
         self.size = 0
 
@@ -194,8 +216,9 @@ class OffsetMap:
 
     def put(self, h1: np.ndarray, h2: np.ndarray, off: np.ndarray, ver: np.ndarray | None) -> int:
         """Map records in offset order, each key keeping its best-ranked record. Stops at the first record
-        whose key is new while the map is at its load factor; returns how many records were mapped."""
+        whose key is new while the map is at its load factor (the budget's, or the table's when the pass
+        brings more records than it said); returns how many records were mapped."""
         none = np.zeros(1, dtype=np.int64)
-        mapped, self.size = _insert(self.table, self.ver is not None, self.size, self.max_entries,
+        mapped, self.size = _insert(self.table, self.ver is not None, self.size, min(self.max_entries, self._limit),
                                     h1.view(np.int64), h2.view(np.int64), off, none if ver is None else ver)
         return int(mapped)

@@ -72,3 +72,25 @@ def test_key_hashes_are_md5(keys: list[bytes]) -> None:
     digests = b"".join(hashlib.md5(k).digest() for k in keys)
     words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2) if keys else np.empty((0, 2), dtype="<u8")
     assert h1.tolist() == words[:, 0].tolist() and h2.tolist() == words[:, 1].tolist()
+
+
+def test_the_table_grows_to_what_a_pass_can_map_and_never_past_the_budget() -> None:
+    m = OffsetMap(24 * 10_000, versioned=False, records=0)
+    m.clear(records=100)
+    small = m.nbytes
+    assert small < 24 * 200
+    m.clear(records=150)  # grows by doubling at least
+    assert m.nbytes >= 2 * small
+    m.clear(records=10)  # kept, not shrunk
+    assert m.nbytes >= 2 * small
+    m.clear(records=10**9)
+    assert m.nbytes <= 24 * 10_000 and m.table.shape[0] == m.slots
+
+
+def test_a_pass_that_brings_more_records_than_it_said_stops_where_the_table_is_full() -> None:
+    m = OffsetMap(24 * 10_000, versioned=False, records=10)
+    h1, h2 = hash_keys(pa.array([b"k%d" % i for i in range(100)], pa.binary()))
+    mapped = m.put(h1, h2, np.arange(100, dtype=np.int64), None)
+    assert 10 <= mapped < 100 and m.size == mapped
+    _, off, _ = m.get(h1[:mapped], h2[:mapped])
+    assert off.tolist() == list(range(mapped))
