@@ -19,7 +19,7 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
                                   OffsetSpec)
 
 from streaming.errors import JobError
-from streaming.kafka.client_log import with_client_log
+from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import REFUSED, retrying
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Cluster:
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
-        self.admin = AdminClient(with_client_log({"bootstrap.servers": self.bootstrap_servers, **self.settings,
+        self.admin = AdminClient(client_settings({"bootstrap.servers": self.bootstrap_servers, **self.settings,
                                   "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
 
     def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
@@ -149,7 +149,7 @@ def wait_for_metadata(bootstrap_servers: str, timeout_s: float = 60.0, alive: Ca
                       brokers: int = 1) -> None:
     """Block until a cluster that is starting answers a metadata request naming ``brokers`` brokers, or raise
     naming the address. ``alive`` is asked between tries: a broker process that exited is not waited for."""
-    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 2000}))
+    admin = AdminClient(client_settings({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 2000}))
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -174,7 +174,7 @@ def create_topic(bootstrap_servers: str, name: str, partitions: int = 1,
                  client_config: Mapping[str, str] | None = None) -> str:
     """Create a topic with the cluster's default replication and wait until the broker confirms it; raise with
     the topic name on failure."""
-    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap_servers, **(client_config or {})}))
+    admin = AdminClient(client_settings({"bootstrap.servers": bootstrap_servers, **(client_config or {})}))
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))],
         operation_timeout=timeout_s, request_timeout=timeout_s)

@@ -9,7 +9,7 @@ from typing import Iterator, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
-from streaming.kafka.client_log import with_client_log
+from streaming.kafka.client_settings import client_settings
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class RecordProducer:
 
     def __init__(self, bootstrap_servers: str) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self._producer = Producer(with_client_log({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True}))
+        self._producer = Producer(client_settings({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True}))
 
     def send(self, topic: str, record: TopicRecord, partition: int | None = None) -> None:
         extra = {} if partition is None else {"partition": partition}
@@ -56,7 +56,7 @@ class PartitionReader:
 
     def __init__(self, client_config: Mapping[str, str], topic: str, partition: int) -> None:
         self.tp = TopicPartition(topic, partition)
-        self._consumer = Consumer(with_client_log({**client_config, "enable.auto.commit": False,
+        self._consumer = Consumer(client_settings({**client_config, "enable.auto.commit": False,
                                                    "isolation.level": "read_committed",
                                                    "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
         self._assigned = False
@@ -102,7 +102,7 @@ def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_
     settings = {"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader"}
     # The high watermark, not the last stable offset a read_committed client is told: that one can trail a
     # transaction committed a moment ago, whose records would then be missed.
-    marks = Consumer(with_client_log({**settings, "isolation.level": "read_uncommitted"}))
+    marks = Consumer(client_settings({**settings, "isolation.level": "read_uncommitted"}))
     try:
         highs = [marks.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
                  for p in range(partitions)]

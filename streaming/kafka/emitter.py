@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping, TypeVar
 
 from confluent_kafka import KafkaException, Producer
 
-from streaming.kafka.client_log import with_client_log
+from streaming.kafka.client_settings import client_settings
 from streaming.kafka.clients import PartitionReader
 from streaming.kafka.failures import TRY_S, is_fatal, retrying, timed_out
 from streaming.log.record import LogRecord
@@ -41,11 +41,6 @@ TRANSACTION_RECORDS = 20_000
 # a poll after every record cost about a tenth of the emission (bench/README.md).
 POLL_EVERY = 1_000
 TIMEOUT_S = 60.0
-# librdkafka connects to a broker it learns of only when a request needs it (sparse connections), and
-# init_transactions, finding no connection up yet, waited for its 500 ms retry timer in about half the tasks
-# (bench/README.md). Connecting to every broker at once makes it a few milliseconds: one producer per sink
-# partition and task, a connection to each broker. A user's kafka setting wins.
-SPARSE_CONNECTIONS = "enable.sparse.connections"
 
 
 def transactional_id(sink_topic: str, partition: int, prefix: str = "kcompact") -> str:
@@ -109,7 +104,7 @@ class PartitionEmitter:
         self.source_topic = source_topic or topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
-        self.producer_config = {SPARSE_CONNECTIONS: "false", **self.client_config,
+        self.producer_config = {**self.client_config,
                                 "transactional.id": transactional_id(topic, partition, txn_prefix),
                                 "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
         self.committed_records = 0
@@ -119,7 +114,7 @@ class PartitionEmitter:
         self.emitted_up_to = self._read_progress()
 
     def _new_producer(self) -> Producer:
-        producer = Producer(with_client_log(self.producer_config))
+        producer = Producer(client_settings(self.producer_config))
         _waiting(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
                  f"the transaction coordinator of {self.producer_config['transactional.id']}")
         return producer

@@ -12,7 +12,8 @@ from confluent_kafka import KafkaException
 from streaming.brokers.local.server import free_port
 from streaming.kafka import emitter as emitter_module
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
-from streaming.kafka.emitter import OFFSET_HEADER, SPARSE_CONNECTIONS, PartitionEmitter, sink_headers, source_offset
+from streaming.kafka.client_settings import SPARSE_CONNECTIONS
+from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
 from streaming.log import make_record
 
 pytestmark = pytest.mark.integration
@@ -92,10 +93,8 @@ def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up
         waits
 
 
-def test_the_emitter_connects_to_every_broker_at_once_unless_the_user_says_otherwise(bootstrap_servers,
-                                                                                    new_topic) -> None:
+def test_the_emitter_keeps_the_users_connection_setting(bootstrap_servers, new_topic) -> None:
     sink = new_topic()
-    assert PartitionEmitter(bootstrap_servers, sink, 0).producer_config[SPARSE_CONNECTIONS] == "false"
     given = PartitionEmitter(bootstrap_servers, sink, 0, {SPARSE_CONNECTIONS: "true"})
     assert given.producer_config[SPARSE_CONNECTIONS] == "true"
     assert given.emit(_records([1])) == 1, "and it emits as well either way"

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
-from streaming.kafka.client_log import with_client_log
+from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import SAY_EVERY_S, TRANSIENT, TRY_S, retrying
 from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
 from streaming.partition_id import PartitionId
@@ -86,7 +86,7 @@ def consumer_config(options: KafkaSourceOptions) -> dict:
 
 
 def _consumer(options: KafkaSourceOptions) -> Consumer:
-    return Consumer(with_client_log(consumer_config(options)))
+    return Consumer(client_settings(consumer_config(options)))
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
