@@ -45,6 +45,7 @@ from streaming.brokers.local.jars import ensure_kafka_jars
 from streaming.cleaner import CompactionConfig
 from streaming.erasure.events import AuditKeys
 from streaming.kafka.admin import Cluster
+from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.job.runner import CompactorJob
 from streaming.spark.session import build_session
@@ -73,8 +74,8 @@ def cpu_s(pid: int | None) -> float:
 
 def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int,
             tombstone_every: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 2_000_000})
+    producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                                         "queue.buffering.max.messages": 2_000_000}))
     value = os.urandom(100)
     for i in range(records):
         while True:
@@ -133,7 +134,7 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
     with open(path, "w") as f:
         f.writelines(f"{k} = {v}\n" for k, v in props.items())
     target = f"{src}.{source}"
-    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": f"watch-{run}"})
+    watcher = Consumer(with_client_log({"bootstrap.servers": bootstrap, "group.id": f"watch-{run}"}))
     log4j = os.path.join(work, "mm2-log4j2.properties")
     with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
         f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
@@ -166,7 +167,7 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
         watcher.close()
         proc.terminate()
         proc.wait(60)
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # its target and internal topics go: the next side
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # its target and internal topics go: the next side
     made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
     for future in admin.delete_topics(made).values():  # starts on a broker with nothing of this run left
         future.result(60)
@@ -180,7 +181,7 @@ def warm_up_topic(bootstrap: str, args: argparse.Namespace) -> str:
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the deletion is done
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # held until the deletion is done
     for future in admin.delete_topics([topic]).values():
         future.result(60)
 
