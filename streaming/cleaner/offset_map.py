@@ -7,8 +7,8 @@ so a probe costs one cache miss, not one per word. The budget is fixed at constr
 the budget's load factor of keys, the pass stops mapping and cleans only what it mapped.
 
 Unlike Kafka's buffer, the table is not all allocated up front: each pass says how many records it can map
-at most, and the table grows to that (never past the budget) and stays. Filling a fresh 128 MiB table costs
-a new Python worker about 0.3 s of page faults (bench/README.md), most of a small partition's pass.
+at most, and the table grows to that (never past the budget) and stays. Spark starts Python workers afresh,
+and filling the whole budget's pages was most of a small partition's first pass there (bench/README.md).
 
 All operations take whole chunks of keys; probing, inserting and ranking run in compiled loops (numba),
 as is the MD5 of the keys: no Python call per record.

@@ -2,8 +2,7 @@
 through Python logging (streaming.kafka.client_log).
 
 librdkafka connects to a broker only when a request needs it (enable.sparse.connections, on by default), and
-a new client's first request then waits on its retry timers: about 60 ms for a first metadata or watermark
-request to a local broker, up to 500 ms for init_transactions (bench/README.md). kcompact's clients ask at
+a new client's first request then waits on its retry timers (bench/README.md). kcompact's clients ask at
 once (a source task's consumer its log start, an emitter its coordinator and its progress, the planning
 process its metadata), often on the path every record waits for, so they connect when they are made. A
 user's setting wins.
