@@ -73,8 +73,14 @@ ensure_venv() {
     want="$(sha256sum "$KCOMPACT_ROOT/pyproject.toml" | cut -d' ' -f1)"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "kcompact: installing the package and its dependencies into $KCOMPACT_VENV" >&2
-        "$KCOMPACT_VENV/bin/python" -m pip install -q --upgrade pip
-        "$KCOMPACT_VENV/bin/python" -m pip install -q -e "$KCOMPACT_ROOT[test]"
+        # pip's and the build backend's own output (warnings included) is kept, and shown only if it fails
+        local log="$KCOMPACT_VENV/kcompact-install.log"
+        if ! { "$KCOMPACT_VENV/bin/python" -m pip install -q --upgrade pip &&
+               "$KCOMPACT_VENV/bin/python" -m pip install -q -e "$KCOMPACT_ROOT[test]"; } >"$log" 2>&1; then
+            cat "$log" >&2
+            echo "kcompact: installing into $KCOMPACT_VENV failed (pip's output above, also in $log)" >&2
+            exit 1
+        fi
         echo "$want" > "$stamp"
     fi
 }
