@@ -105,8 +105,7 @@ class Cleaner:
         versions = VersionReader(self.config)
         result = CleanResult(target.partition, target.first_dirty_offset, target.first_dirty_offset, now_ms,
                              _log=plog)
-        lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
-        self.map.clear(sum(s.record_count for s in plog.segments[:-1] if s.next_offset > lo and s.base_offset < hi))
+        self.map.clear(target.cleanable_records)
         self.memo.clear()
         checked: set[int] = set()
         result.end_offset = self._build_map(plog, target, versions, result, throttler, checked)

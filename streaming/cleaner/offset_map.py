@@ -166,9 +166,13 @@ class OffsetMap:
         self.load_factor = load_factor
         self.bytes_per_entry = HASH_BYTES + OFFSET_BYTES + (VERSION_BYTES if versioned else 0)
         self.slots = max(2, memory_bytes // self.bytes_per_entry)  # the budget's
-        self.max_entries = max(1, min(self.slots - 1, int(self.slots * load_factor)))
+        self.max_entries = self._entries(self.slots)
         self._allocate(self._slots_for(records))
         self.clear()
+
+    def _entries(self, slots: int) -> int:
+        """Keys a table of ``slots`` takes at the load factor (one slot stays empty, so probes end)."""
+        return max(1, min(slots - 1, int(slots * self.load_factor)))
 
     def _slots_for(self, records: int | None) -> int:
         return self.slots if records is None else min(self.slots, int(records / self.load_factor) + 2)
@@ -178,7 +182,6 @@ class OffsetMap:
         self.table = np.empty((slots, self.bytes_per_entry // 8), dtype=np.int64)
         self.off = self.table[:, OFF]
         self.ver = self.table[:, VER] if self.versioned else None
-        self._limit = max(1, min(slots - 1, int(slots * self.load_factor)))  # entries this table takes
 
     @property
     def nbytes(self) -> int:
@@ -219,6 +222,6 @@ class OffsetMap:
         whose key is new while the map is at its load factor (the budget's, or the table's when the pass
         brings more records than it said); returns how many records were mapped."""
         none = np.zeros(1, dtype=np.int64)
-        mapped, self.size = _insert(self.table, self.ver is not None, self.size, min(self.max_entries, self._limit),
+        mapped, self.size = _insert(self.table, self.ver is not None, self.size, self._entries(self.table.shape[0]),
                                     h1.view(np.int64), h2.view(np.int64), off, none if ver is None else ver)
         return int(mapped)

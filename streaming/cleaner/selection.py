@@ -22,6 +22,7 @@ class LogToClean:
     first_uncleanable_offset: int
     clean_bytes: int
     cleanable_bytes: int
+    cleanable_records: int  # of the segments cleanable_bytes counts: at most what a pass maps
     compaction_delay_ms: int
     tombstones_due: bool
     checkpoint_reset: bool  # the checkpoint lay outside the log and was reset (read by tests: the job needs no note)
@@ -66,14 +67,15 @@ def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint
 
     clean_bytes = sum(s.size_bytes for s in segments if s.next_offset <= first_dirty)
     # A segment straddling first_dirty counts whole, but only while some of its dirty part is cleanable.
-    cleanable_bytes = sum(s.size_bytes for s in sealed_dirty if s.base_offset < uncleanable) if uncleanable > first_dirty else 0
+    cleanable = [s for s in sealed_dirty if s.base_offset < uncleanable] if uncleanable > first_dirty else []
+    cleanable_bytes = sum(s.size_bytes for s in cleanable)
     firsts = [s.first_timestamp for s in sealed_dirty if s.first_timestamp is not None]
     earliest = min(firsts) if firsts else None
     delay = max(0, now_ms - config.max_compaction_lag_ms - earliest) if earliest is not None else 0
     tombstones_due = any(s.min_delete_horizon_ms is not None and s.min_delete_horizon_ms <= now_ms
                          for s in segments[:-1])
-    return LogToClean(partition, start, first_dirty, uncleanable, clean_bytes, cleanable_bytes, delay, tombstones_due,
-                      reset)
+    return LogToClean(partition, start, first_dirty, uncleanable, clean_bytes, cleanable_bytes,
+                      sum(s.record_count for s in cleanable), delay, tombstones_due, reset)
 
 
 @dataclass(frozen=True)
