@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from streaming.erasure import events as audit
 from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
+from streaming.moments import Moment, reached
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
 from streaming.state.locks import partition_lock
@@ -178,6 +179,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             locks.enter_context(partition_lock(state, where.directory))
             logs[pid] = open_partition_log(state, where, config_of(pid.topic))
         rows = pa.Table.from_batches(pending.pop(pid)).combine_chunks().to_batches()[0]
+        reached(Moment.APPEND, str(pid))
         try:
             counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms, audit_keys)
         except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again

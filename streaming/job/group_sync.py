@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from streaming.job.spec import TopicPlan
+from streaming.kafka.failures import reason
 from streaming.kafka.group_sync import GroupOffsetSync, GroupSyncTotals, MirroredTopic, SyncRound
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,8 @@ class GroupSyncSchedule:
         try:
             done = self.syncer.sync(mirrored(plans))
         except Exception as exc:  # noqa: BLE001 (the sync is beside the job: it must not stop it)
-            log.warning("consumer group offset sync failed, to be tried again in %.0fs: %s", self.interval_s, exc)
+            log.warning("consumer group offset sync failed, to be tried again in %.0fs: %s", self.interval_s,
+                        reason(exc))
             return None
         self.totals.add(done)
         if done.offsets_moved:

@@ -37,6 +37,7 @@ from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
 from streaming.kafka.failures import is_refused, is_transient
 from streaming.log.storage import LocalStorage, Storage
+from streaming.moments import Moment, reached
 from streaming.state.layout import checkpoint_dir, list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 DISK_FULL = "No space left on device"
 IDLE = "waiting for records"
+STOP_GRACE_S = 8.0  # the first Ctrl-C waits this long for the batch in flight, then the job stops at once
 
 
 def state_dir_full(state_dir: str) -> JobError:
@@ -118,6 +120,7 @@ class CompactorJob:
         self._closing = False  # the query is being stopped: a micro-batch that starts now is refused
         self._phase = "starting"
         self._ingest_lag: int | None = None
+        self._batch_began = time.monotonic()
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
         self._sink_read: set[PartitionId] = set()  # partitions whose progress this run read from the sink
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
@@ -148,6 +151,9 @@ class CompactorJob:
             if self._closing:
                 raise StopRequested(f"batch {batch_id} is read again on the next start")
             self._phase = f"ingesting batch {batch_id}"
+            self._batch_began = time.monotonic()
+            if not self.totals.batches:
+                reached(Moment.FIRST_BATCH, f"batch {batch_id}")
             self._stage_after_batch = False
             self.sync_topics()
             self.appender(batch, batch_id)
@@ -155,6 +161,7 @@ class CompactorJob:
             self.totals.ingested += self.appender.last_batch.appended
             self.totals.rejected += self.appender.last_batch.rejected
             self.totals.odd_timestamps += self.appender.last_batch.odd_timestamps
+            reached(Moment.BEFORE_CLEAN, f"batch {batch_id}")
             self.compaction_stage()
 
     def compaction_stage(self, drain: bool = False) -> list[StageReport]:
@@ -261,6 +268,9 @@ class CompactorJob:
         """The figures the progress display shows; the phase counts the Spark tasks done in a long stage."""
         t = self.totals
         phase = self._phase
+        if phase == IDLE and self._ingest_lag:  # the source has records the next micro-batch is to read
+            phase = (f"{self._ingest_lag:,} records to read; the last micro-batch began "
+                     f"{time.monotonic() - self._batch_began:.0f}s ago")
         done = self.engine.tasks_done()
         if done and phase != IDLE:
             phase += f": {done[0]}/{done[1]} tasks"
@@ -278,13 +288,17 @@ class CompactorJob:
         """SIGTERM, or the first Ctrl-C: finish the batch in flight, then stop. A second Ctrl-C stops at once:
         the batch in flight is not committed, and the next start reads it again."""
         if self._stop.is_set() and signum == signal.SIGINT:
-            print("kcompact: stopped at once; the next start reads the interrupted batch again", file=sys.stderr,
-                  flush=True)
-            os._exit(130)
+            _stop_at_once("stopped at once")
         self._stop_signal = signum
         if signum == signal.SIGINT:
             print("kcompact: stopping after the current batch (Ctrl-C again stops at once)", file=sys.stderr,
                   flush=True)
+            # A batch in flight can wait on a cluster in the middle of a failover: a person at the terminal is
+            # not kept waiting for it
+            grace = threading.Timer(STOP_GRACE_S, _stop_at_once,
+                                    (f"the batch in flight did not end within {STOP_GRACE_S:.0f}s: stopped at once",))
+            grace.daemon = True
+            grace.start()
         self._stop.set()
 
     def run(self) -> int:
@@ -398,6 +412,11 @@ class CompactorJob:
             if waiting:
                 log.warning("%s", waiting)
         return 1 if failed else 0
+
+
+def _stop_at_once(what: str) -> None:
+    print(f"kcompact: {what}; the next start reads the interrupted batch again", file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 def _report_failures(reports: list[StageReport]) -> None:

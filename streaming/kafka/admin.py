@@ -42,6 +42,11 @@ class Cluster:
         self.admin = AdminClient(client_settings({"bootstrap.servers": self.bootstrap_servers, **self.settings,
                                   "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
 
+    @property
+    def settings_with_bootstrap(self) -> dict[str, str]:
+        """The settings a new client of this cluster starts from."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.settings}
+
     def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
         """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
         timeout_s = self.connect_timeout_s if timeout_s is None else timeout_s
@@ -62,13 +67,14 @@ class Cluster:
     def cluster_id(self) -> str:
         """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree."""
         self.metadata()  # a refusal or an absent cluster is named first
-        return self._answer(lambda: self.admin.describe_cluster(request_timeout=30).result(30).cluster_id,
+        return self.answer(lambda: self.admin.describe_cluster(request_timeout=30).result(30).cluster_id,
                             "cluster id")
 
-    def _answer(self, call: Callable[[], T], what: str) -> T:
-        """A start-up request, retried while the cluster passes through a restart (a broker going away
-        between the metadata answer and this request) for up to connect_timeout_s."""
-        return retrying(call, what, self.connect_timeout_s, side=self.role)
+    def answer(self, call: Callable[[], T], what: str) -> T:
+        """A request retried while the cluster passes through a restart or a leader moves (a broker going
+        away between the metadata answer and this request) for up to connect_timeout_s, with fresh
+        metadata between tries."""
+        return retrying(call, what, self.connect_timeout_s, side=self.role, client=self.admin)
 
     def partition_count(self, topic: str) -> int:
         t = self.metadata().topics.get(topic)
@@ -82,7 +88,7 @@ class Cluster:
             futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
             return next(iter(futures.values())).result(30)
 
-        entries = self._answer(describe, f"configs of topic {topic}")
+        entries = self.answer(describe, f"configs of topic {topic}")
         return {e.name: e.value for e in entries.values()
                 if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
 
@@ -92,7 +98,7 @@ class Cluster:
             futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
             return next(iter(futures.values())).result(self.connect_timeout_s)
 
-        entries = self._answer(describe, f"configs of topic {topic}")
+        entries = self.answer(describe, f"configs of topic {topic}")
         return {n: entries[n].value for n in names if n in entries and entries[n].value is not None}
 
     def end_offsets(self, topic: str, partitions: list[int], timeout_s: float = 5.0) -> dict[int, int]:
@@ -111,7 +117,7 @@ class Cluster:
                 futures = self.admin.list_offsets({tp: spec for tp in tps}, request_timeout=timeout_s)
                 return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
 
-            for p, offset in self._answer(offsets, f"offsets of topic {topic}").items():
+            for p, offset in self.answer(offsets, f"offsets of topic {topic}").items():
                 found[p].append(offset)
         return {p: (low, high) for p, (low, high) in found.items()}
 

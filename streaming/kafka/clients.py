@@ -18,6 +18,7 @@ class TopicRecord:
     value: bytes | None
     headers: Sequence[tuple[str, bytes | None]] = field(default_factory=tuple)
     offset: int = -1  # where the topic stored it; -1 before it is produced
+    timestamp_ms: int = -1  # the record's timestamp, as read; -1 before it is produced
 
 
 class RecordProducer:
@@ -67,6 +68,11 @@ class PartitionReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def client(self) -> Consumer:
+        """The consumer itself, for a metadata refresh between two tries of a read."""
+        return self._consumer
+
     def close(self) -> None:
         self._consumer.close()
 
@@ -95,6 +101,16 @@ class PartitionReader:
                     raise KafkaException(m.error())
                 if m.offset() < high:
                     yield m
+
+
+def scan(client_config: Mapping[str, str], topic: str, partition: int, start: int, high: int,
+         timeout_s: float = 120.0) -> Iterator[TopicRecord]:
+    """The committed records of one partition in [start, high), one at a time: a reader of a whole topic
+    holds no more than a fetch of it."""
+    config = {**client_config, "group.id": f"kcompact-scan-{topic}-{partition}"}
+    with PartitionReader(config, topic, partition) as reader:
+        for m in reader.read(start, high, timeout_s, f"to scan {topic}-{partition}"):
+            yield TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset(), m.timestamp()[1])
 
 
 def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0) -> list[TopicRecord]:

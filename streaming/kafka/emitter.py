@@ -26,8 +26,9 @@ from confluent_kafka import KafkaException, Producer
 
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.clients import PartitionReader
-from streaming.kafka.failures import TRY_S, is_fatal, retrying, timed_out
+from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
 from streaming.log.record import LogRecord
+from streaming.moments import Moment, reached
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +70,18 @@ class Delivered:
     at_ms: int  # when its transaction committed
 
 
-def _waiting(call: Callable[[], T], what: str, pause_s: float = 1.0) -> T:
-    """A sink call in TRY_S tries for up to TIMEOUT_S, saying why it waits while the sink is away."""
-    return retrying(call, what, TIMEOUT_S, side="sink", pause_s=pause_s)
+def _waiting(call: Callable[[], T], what: str, client: MetadataClient, topic: str, pause_s: float = 1.0) -> T:
+    """A sink call in TRY_S tries for up to TIMEOUT_S, saying why it waits while the sink is away; ``client``
+    asks for ``topic``'s metadata anew between tries (a new leader, a new coordinator)."""
+    return retrying(call, what, TIMEOUT_S, side="sink", client=client, topic=topic, pause_s=pause_s)
 
 
 def read_progress(client_config: Mapping[str, str], topic: str, partition: int) -> int:
     """The source offset of the last committed record of a sink partition, or -1: how far emission got."""
     config = {**client_config, "group.id": f"kcompact-progress-{topic}-{partition}"}
     with PartitionReader(config, topic, partition) as reader:
-        low, high = _waiting(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}")
+        low, high = _waiting(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}",
+                             reader.client, topic)
         window = 64
         while high > low:
             start = max(low, high - window)
@@ -115,8 +118,9 @@ class PartitionEmitter:
 
     def _new_producer(self) -> Producer:
         producer = Producer(client_settings(self.producer_config))
+        reached(Moment.INIT_TRANSACTIONS, f"{self.topic}-{self.partition}")
         _waiting(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
-                 f"the transaction coordinator of {self.producer_config['transactional.id']}")
+                 f"the transaction coordinator of {self.producer_config['transactional.id']}", producer, self.topic)
         return producer
 
     def _renew(self) -> None:
@@ -169,7 +173,9 @@ class PartitionEmitter:
             self._sent.append((source, timestamp, msg.offset()))
 
     def _commit(self, last_offset: int, records: int) -> None:
+        reached(Moment.FLUSH, f"{self.topic}-{self.partition}")
         self._flush()  # every delivery report first: the tombstones' sink offsets
+        reached(Moment.COMMIT, f"{self.topic}-{self.partition}")
         self._commit_transaction()
         at_ms = int(time.time() * 1000)
         self.tombstones.extend(Delivered(source, ts, sink, at_ms) for source, ts, sink in self._sent)
@@ -201,11 +207,11 @@ class PartitionEmitter:
         def flushed() -> None:
             if left := self.producer.flush(TRY_S):
                 raise timed_out(f"{left} records not yet acknowledged")
-        _waiting(flushed, f"acknowledgements from {self.topic}-{self.partition}", pause_s=0)
+        _waiting(flushed, f"acknowledgements from {self.topic}-{self.partition}", self.producer, self.topic, pause_s=0)
 
     def _commit_transaction(self) -> None:
         _waiting(lambda: self.producer.commit_transaction(TRY_S),  # a timed-out commit goes on when called again
-                 f"the commit to {self.topic}-{self.partition}")
+                 f"the commit to {self.topic}-{self.partition}", self.producer, self.topic)
 
     def close(self) -> None:
         self.producer.flush(TIMEOUT_S)

@@ -4,13 +4,18 @@ librdkafka already reconnects and retries inside each call's timeout; what is le
 outlived its timeout while the cluster was away. Those are retried here until a deadline, and a Spark
 query that failed on one is restarted by the job (streaming.job.runner). Authentication and authorization
 failures are never retried: they need an operator, and a clear error says so.
+
+A client that is not fetching learns of a new leader only from a metadata refresh, which librdkafka makes
+every topic.metadata.refresh.interval.ms (5 minutes): until then each try goes to the dead leader again. So
+between two tries the client given asks for metadata anew, and the first try after an election succeeds.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -76,22 +81,53 @@ def timed_out(what: str) -> KafkaException:
     return KafkaException(KafkaError(KafkaError._TIMED_OUT, what))
 
 
-def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, pause_s: float = 1.0,
-             say_every_s: float = SAY_EVERY_S) -> T:
-    """call() until it succeeds, retrying transient failures until timeout_s has passed. While it waits it
+def reason(exc: BaseException) -> str:
+    """What a failure says, never empty: a future's timeout carries no message of its own."""
+    err = kafka_error(exc)
+    if err is not None:
+        return err.str() or err.name()
+    return str(exc) or type(exc).__name__
+
+
+class MetadataClient(Protocol):
+    """Consumer, Producer and AdminClient alike: each asks for cluster metadata with list_topics."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> object: ...
+
+
+def refresh_metadata(client: MetadataClient, topic: str | None) -> None:
+    """Ask ``client``'s cluster for ``topic``'s metadata now (every topic's when None): librdkafka keeps the
+    answer, so the client's next request goes to the leader elected since. A cluster that does not answer
+    leaves the next try to fail and say so."""
+    try:
+        client.list_topics(topic, timeout=TRY_S)
+    except KafkaException as exc:
+        log.debug("metadata refresh for %s failed: %s", topic or "every topic", reason(exc))
+
+
+def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, client: MetadataClient | None = None,
+             topic: str | None = None, pause_s: float = 1.0, say_every_s: float = SAY_EVERY_S) -> T:
+    """call() until it succeeds, retrying transient failures until timeout_s has passed; between two tries
+    ``client`` refreshes its metadata of ``topic`` (a leader that died is replaced in it). While it waits it
     says so on the first failure and then every ``say_every_s``, naming the ``side`` (source or sink) whose
-    cluster is away, rather than a line per try."""
+    cluster is away and the reason, rather than a line per try. A future that timed out counts as a
+    transient failure."""
     deadline = time.monotonic() + timeout_s
     said = -float("inf")
     while True:
         try:
             return call()
-        except KafkaException as exc:
+        except (KafkaException, concurrent.futures.TimeoutError) as failure:
+            exc = failure if isinstance(failure, KafkaException) else timed_out(f"no answer to {what}")
             now = time.monotonic()
             if not is_transient(exc) or now + pause_s > deadline:
-                raise
+                if exc is failure:
+                    raise
+                raise exc from failure
             if now - said >= say_every_s:
                 log.warning("waiting for the %s cluster: %s: %s; retrying for up to %.0fs", side, what,
-                            exc.args[0], deadline - now)
+                            reason(exc), deadline - now)
                 said = now
+            if client is not None:
+                refresh_metadata(client, topic)
             time.sleep(pause_s)

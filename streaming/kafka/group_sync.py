@@ -22,12 +22,12 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 
 from streaming.errors import JobError
 from streaming.kafka.admin import Cluster
+from streaming.kafka.failures import TRY_S, reason
 from streaming.kafka.translate import SinkReader, translate
+from streaming.moments import Moment, reached
 from streaming.partition_id import PartitionId
 
 log = logging.getLogger(__name__)
-
-TIMEOUT_S = 30.0
 
 
 class GroupSyncError(JobError):
@@ -179,10 +179,12 @@ class GroupOffsetSync:
 
     def _groups(self) -> list[str]:
         try:
-            listed = self.source.admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+            listed = self.source.answer(
+                lambda: self.source.admin.list_consumer_groups(request_timeout=TRY_S).result(TRY_S),
+                "the list of consumer groups")
         except KafkaException as exc:
             raise GroupSyncError(f"cannot list the consumer groups of the source cluster {self.source.bootstrap_servers}: "
-                                 f"{exc.args[0]}") from exc
+                                 f"{reason(exc)}") from exc
         return sorted(g.group_id for g in listed.valid if self.pattern.fullmatch(g.group_id))
 
     def _source_committed(self, group: str, topics: Mapping[str, MirroredTopic]) -> dict[PartitionId, int]:
@@ -199,34 +201,37 @@ class GroupOffsetSync:
     def _offsets(self, cluster: Cluster, group: str, partitions: list[TopicPartition] | None) -> list[TopicPartition]:
         request = ConsumerGroupTopicPartitions(group, partitions)
         try:
-            result = cluster.admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(
-                TIMEOUT_S)
+            result = cluster.answer(
+                lambda: cluster.admin.list_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(
+                    TRY_S), f"the offsets of consumer group {group}")
         except KafkaException as exc:
             raise GroupSyncError(f"cannot read the offsets of consumer group {group} on the {cluster.role} cluster "
-                                 f"{cluster.bootstrap_servers}: "
-                                 f"{exc.args[0]}") from exc
+                                 f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
         return list(result.topic_partitions or [])
 
     def _active_on_sink(self, group: str) -> bool:
         try:
-            described = self.sink.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(
-                TIMEOUT_S)
+            described = self.sink.answer(
+                lambda: self.sink.admin.describe_consumer_groups([group], request_timeout=TRY_S)[group].result(TRY_S),
+                f"the members of consumer group {group}")
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # never seen on the sink: nobody is in it
                 return False
             raise GroupSyncError(f"cannot describe consumer group {group} on the sink cluster {self.sink.bootstrap_servers}: "
-                                 f"{exc.args[0]}") from exc
+                                 f"{reason(exc)}") from exc
         return bool(described.members)
 
     def _commit(self, group: str, rows: list[OffsetSync]) -> None:
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(r.sink_topic, r.partition, r.sink_offset)
                                                        for r in rows])
         cannot = f"cannot commit the offsets of consumer group {group} on the sink cluster {self.sink.bootstrap_servers}"
+        reached(Moment.GROUP_SYNC_COMMIT, group)
         try:
-            result = self.sink.admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[group].result(
-                TIMEOUT_S)
+            result = self.sink.answer(
+                lambda: self.sink.admin.alter_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(
+                    TRY_S), f"the commit of consumer group {group}'s offsets")
         except KafkaException as exc:
-            raise GroupSyncError(f"{cannot}: {exc.args[0]}") from exc
+            raise GroupSyncError(f"{cannot}: {reason(exc)}") from exc
         failed = [tp for tp in result.topic_partitions if tp.error is not None]
         if failed:
             raise GroupSyncError(f"{cannot}: {failed[0].topic}-{failed[0].partition}: {failed[0].error}")

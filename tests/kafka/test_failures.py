@@ -3,10 +3,12 @@ a task failure reaches the driver as."""
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streaming.kafka.failures import is_refused, is_transient, retrying
+from streaming.kafka.failures import is_refused, is_transient, reason, retrying
 from streaming.job.runner import Restarts
 
 SPARK_TEXT = ('[FOREACH_BATCH_USER_FUNCTION_ERROR] ... Traceback (most recent call last):\n'
@@ -89,3 +91,61 @@ def test_restarts_back_off_reset_on_progress_and_give_up_without_it(monkeypatch)
     assert r.next_pause(6) == 1, "progress since the last failure starts over"
     clock[0] = 151
     assert r.next_pause(6) is None, "no progress for longer than the timeout: give up"
+
+
+class _Metadata:
+    """A client's metadata calls, recorded: what retrying asks of the client between two tries."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.asked: list[str | None] = []
+        self.fail = fail
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
+        self.asked.append(topic)
+        if self.fail:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+
+def test_retrying_refreshes_the_clients_metadata_between_tries_and_not_after_a_success() -> None:
+    client, calls = _Metadata(), []
+
+    def stale() -> str:
+        calls.append(len(client.asked))  # how many refreshes came before this try
+        if len(calls) < 3:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return "ok"
+
+    assert retrying(stale, "watermarks of t-0", timeout_s=5, side="source", client=client, topic="t",
+                    pause_s=0.01) == "ok"
+    assert calls == [0, 1, 2] and client.asked == ["t", "t"]
+
+
+def test_a_refresh_that_fails_leaves_the_next_try_to_say_why() -> None:
+    client, calls = _Metadata(fail=True), []
+
+    def once_more() -> str:
+        calls.append(1)
+        if len(calls) < 2:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return "ok"
+
+    assert retrying(once_more, "w", timeout_s=5, side="sink", client=client, topic="t", pause_s=0.01) == "ok"
+    assert client.asked == ["t"]
+
+
+def test_a_future_that_timed_out_is_retried_and_its_line_has_a_reason(caplog) -> None:
+    calls = []
+
+    def slow_future() -> str:
+        calls.append(1)
+        if len(calls) < 2:
+            raise concurrent.futures.TimeoutError()  # no message of its own
+        return "ok"
+
+    assert retrying(slow_future, "the commit of consumer group g's offsets", timeout_s=5, side="sink",
+                    pause_s=0.01) == "ok"
+    said = [r.getMessage() for r in caplog.records if r.name == "streaming.kafka.failures"]
+    assert said and said[0].endswith("no answer to the commit of consumer group g's offsets; retrying for up to 5s"), said
+    assert reason(concurrent.futures.TimeoutError()) == "TimeoutError"
+    assert reason(KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get watermark offsets"))) == \
+        "Failed to get watermark offsets"

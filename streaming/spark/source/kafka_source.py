@@ -25,8 +25,9 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.failures import SAY_EVERY_S, TRANSIENT, TRY_S, retrying
+from streaming.kafka.failures import SAY_EVERY_S, TRANSIENT, TRY_S, refresh_metadata, retrying
 from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
+from streaming.moments import Moment, reached
 from streaming.partition_id import PartitionId
 from streaming.logging_setup import configure_worker
 from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
@@ -108,9 +109,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = _consumer(self.options)
         return self._client
 
-    def _retrying(self, call, what: str):
-        """Driver-side metadata calls ride out a broker that is away for up to kafkaConsumer.pollTimeoutMs."""
-        return retrying(call, what, self.options.poll_timeout_ms / 1000, side="source")
+    def _retrying(self, call, what: str, topic: str | None = None):
+        """Driver-side metadata calls ride out a broker that is away for up to kafkaConsumer.pollTimeoutMs,
+        asking for ``topic``'s metadata anew between tries."""
+        return retrying(call, what, self.options.poll_timeout_ms / 1000, side="source",
+                        client=self._metadata() if topic else None, topic=topic)
 
     def _topic_partitions(self) -> list[TopicPartitionKey]:
         md = self._retrying(lambda: self._metadata().list_topics(timeout=TRY_S),
@@ -136,7 +139,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         c = self._metadata()
         return {tp: self._retrying(lambda tp=tp: c.get_watermark_offsets(TopicPartition(*tp), cached=False,
                                                                          timeout=TRY_S),
-                                   f"watermarks of {tp[0]}-{tp[1]}")
+                                   f"watermarks of {tp[0]}-{tp[1]}", tp[0])
                 for tp in tps}
 
     def initialOffset(self) -> Offsets:
@@ -227,8 +230,10 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
     def log_start() -> int:
         return retrying(lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=False,
                                                                timeout=TRY_S)[0],
-                        f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000, side="source")
+                        f"log start of {topic}-{partition}", options.poll_timeout_ms / 1000, side="source",
+                        client=consumer, topic=topic)
     try:
+        reached(Moment.LOG_START, f"{topic}-{partition}")
         low = log_start()
         if start < low:
             data_loss(f"partition {topic}-{partition}: offsets [{start}, {min(low, end)}) were deleted "
@@ -240,7 +245,8 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
         consumer.assign([tp])
         cols = _Columns(topic, partition)
         position = start
-        idle_since = said = time.monotonic()
+        idle_since = said = refreshed = time.monotonic()
+        fetching = False
         while position < end:
             msgs = consumer.consume(min(end - position, options.records_per_batch), timeout=1.0)
             errors = _error_indexes(msgs)
@@ -272,7 +278,11 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
                     raise TimeoutError(f"partition {topic}-{partition}: no progress from offset {position} "
                                        f"towards {end} within kafkaConsumer.pollTimeoutMs="
                                        f"{options.poll_timeout_ms}")
-                # a leader away: librdkafka fetches again once one is elected; meanwhile say so now and then
+                # a leader away: librdkafka fetches again once one is elected and its metadata names it, which
+                # a refresh now and then brings sooner; meanwhile say so now and then
+                if now - refreshed >= TRY_S:
+                    refresh_metadata(consumer, topic)
+                    refreshed = time.monotonic()
                 if min(now - idle_since, now - said) >= SAY_EVERY_S:
                     log.warning("waiting for the source cluster: partition %s-%d gave no records from offset %d "
                                 "for %.0fs; waiting for up to %.0fs more", topic, partition, position,
@@ -280,6 +290,9 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
                     said = now
             else:
                 idle_since = time.monotonic()
+                if not fetching and position < end:
+                    fetching = True
+                    reached(Moment.FETCH, f"{topic}-{partition} at offset {position}")
             if len(cols) >= options.records_per_batch:
                 yield cols.take()
         if len(cols):
