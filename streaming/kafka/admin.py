@@ -36,6 +36,12 @@ class Cluster:
     _refusals: list[KafkaError] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.renew_admin()
+
+    def renew_admin(self) -> None:
+        """A new admin client in place of the one in use. One whose coordinator request timed out against a dead
+        node is not asked again: librdkafka 2.16 aborts the process (rd_kafka_enq_once_del_source_return) on
+        the third such request to one client, and a new client looks its coordinators and leaders up afresh."""
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
@@ -74,7 +80,7 @@ class Cluster:
         """A request retried while the cluster passes through a restart or a leader moves (a broker going
         away between the metadata answer and this request) for up to connect_timeout_s, with fresh
         metadata between tries."""
-        return retrying(call, what, self.connect_timeout_s, side=self.role, client=self.admin)
+        return retrying(call, what, self.connect_timeout_s, side=self.role, renew=self.renew_admin)
 
     def partition_count(self, topic: str) -> int:
         t = self.metadata().topics.get(topic)

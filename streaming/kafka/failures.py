@@ -106,9 +106,11 @@ def refresh_metadata(client: MetadataClient, topic: str | None) -> None:
 
 
 def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, client: MetadataClient | None = None,
-             topic: str | None = None, pause_s: float = 1.0, say_every_s: float = SAY_EVERY_S) -> T:
+             topic: str | None = None, renew: Callable[[], None] | None = None, pause_s: float = 1.0,
+             say_every_s: float = SAY_EVERY_S) -> T:
     """call() until it succeeds, retrying transient failures until timeout_s has passed; between two tries
-    ``client`` refreshes its metadata of ``topic`` (a leader that died is replaced in it). While it waits it
+    ``client`` refreshes its metadata of ``topic`` (a leader that died is replaced in it), or ``renew`` makes
+    the client anew where asking the old one again is not safe. While it waits it
     says so on the first failure and then every ``say_every_s``, naming the ``side`` (source or sink) whose
     cluster is away and the reason, rather than a line per try. A future that timed out counts as a
     transient failure."""
@@ -128,6 +130,8 @@ def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, c
                 log.warning("waiting for the %s cluster: %s: %s; retrying for up to %.0fs", side, what,
                             reason(exc), deadline - now)
                 said = now
-            if client is not None:
+            if renew is not None:
+                renew()
+            elif client is not None:
                 refresh_metadata(client, topic)
             time.sleep(pause_s)

@@ -3,11 +3,14 @@ it, watch its own phase lines and the progress it writes, and stop it with SIGTE
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Mapping
 
 from tests.e2e.helpers import NO_SINK_COMPACTION, JobProgress, wait_for
 
@@ -16,7 +19,7 @@ PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 
 class RunningJob:
     def __init__(self, bootstrap: str, source: str, sink: str, work: Path, *config: str,
-                 trigger_interval_s: float = 0.5, extra: tuple[str, ...] = ()) -> None:
+                 trigger_interval_s: float = 0.5, extra: tuple[str, ...] = (), env: Mapping[str, str] = {}) -> None:
         self.state_dir = str(work / "state")
         self.log_path = work / "job.log"
         self.command = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
@@ -24,11 +27,12 @@ class RunningJob:
                         "--trigger-interval", str(trigger_interval_s), *NO_SINK_COMPACTION, *extra]
         for c in config:
             self.command += ["--config", c]
+        self.env = {**os.environ, **env}
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "RunningJob":
         with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -66,6 +70,16 @@ class RunningJob:
         """SIGTERM, as an operator stops it: it must end on its own, with exit status 0."""
         self.process.send_signal(signal.SIGTERM)
         assert self.process.wait(timeout_s) == 0, self.log()[-4000:]
+
+    def interrupt(self, timeout_s: float = 30) -> tuple[int, float]:
+        """Ctrl-C, as a person at the terminal stops it: (exit status, seconds it took)."""
+        began = time.monotonic()
+        self.process.send_signal(signal.SIGINT)
+        try:
+            code = self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"Ctrl-C did not stop the job within {timeout_s:.0f}s: {self.log()[-4000:]}") from None
+        return code, time.monotonic() - began
 
     def lines_since(self, offset: int) -> list[str]:
         return self.log()[offset:].splitlines()

@@ -14,16 +14,14 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from streaming.brokers.broker import Broker
-from streaming.brokers.choice import start_local_cluster
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.emitter import transactional_id
+from tests.e2e.cluster import isr_full, leader, transaction_coordinator
 from tests.e2e.helpers import JobProgress, assert_sink_contract, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
@@ -31,55 +29,7 @@ from tests.kafka_helpers import ChangeProducer
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
-TRANSACTION_STATE_PARTITIONS = 4  # transaction.state.log.num.partitions (streaming.brokers.properties)
 CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
-
-
-@pytest.fixture(scope="module")
-def cluster_broker() -> Iterator[Broker]:
-    with start_local_cluster() as broker:
-        yield broker
-
-
-@pytest.fixture
-def cluster(cluster_broker: Broker) -> Iterator[LocalCluster]:
-    """The cluster whole before and after each test: every node running and every partition's ISR full."""
-    nodes = cluster_broker.cluster
-    yield nodes
-    for node_id in set(n.node_id for n in nodes.nodes) - set(nodes.running()):
-        nodes.restart(node_id)
-    wait_for(lambda: isr_full(nodes.bootstrap_servers), 180, "every ISR full again")
-
-
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
-
-
-def isr_full(bootstrap: str) -> bool:
-    """Every partition of every topic (the internal ones too) has all three replicas in sync."""
-    try:
-        topics = _admin(bootstrap).list_topics(timeout=10).topics
-    except Exception:  # noqa: BLE001 (a cluster that is not answering is not full)
-        return False
-    return all(len(p.isrs) == 3 and p.leader >= 0 for t in topics.values() for p in t.partitions.values())
-
-
-def leader(bootstrap: str, topic: str, partition: int) -> int:
-    return _admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions[partition].leader
-
-
-def java_hash(text: str) -> int:
-    """Java's String.hashCode, which places a transactional id on a partition of __transaction_state."""
-    h = 0
-    for ch in text:  # topic names, and so transactional ids, are ASCII: one UTF-16 unit a character
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def transaction_coordinator(bootstrap: str, txn_id: str) -> int:
-    """The node leading the __transaction_state partition of ``txn_id`` (Kafka's Utils.abs(hashCode) % n)."""
-    h = java_hash(txn_id)
-    return leader(bootstrap, "__transaction_state", (0 if h == -(1 << 31) else abs(h)) % TRANSACTION_STATE_PARTITIONS)
 
 
 def _run(cluster: LocalCluster, tmp_path, fault) -> None:

@@ -149,3 +149,18 @@ def test_a_future_that_timed_out_is_retried_and_its_line_has_a_reason(caplog) ->
     assert reason(concurrent.futures.TimeoutError()) == "TimeoutError"
     assert reason(KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get watermark offsets"))) == \
         "Failed to get watermark offsets"
+
+
+def test_retrying_makes_the_client_anew_between_tries_when_told_to() -> None:
+    made, calls = [], []
+
+    def timed_out_once() -> str:
+        calls.append(len(made))
+        if len(calls) < 2:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return "ok"
+
+    client = _Metadata()
+    assert retrying(timed_out_once, "w", timeout_s=5, side="sink", client=client, renew=lambda: made.append(1),
+                    pause_s=0.01) == "ok"
+    assert calls == [0, 1] and client.asked == []  # made anew, not asked for metadata
