@@ -1,7 +1,8 @@
 """Soak: the compactor running continuously on a live three-node cluster for a long time, with the faults of
 an ordinary week packed into it, and the sink checked against the source at the end.
 
-    python bench/bench_soak.py [--minutes 20 --rate 400 --partitions 4 --keys 2000 --restart-every-s 240 --kills 2]
+    python bench/bench_soak.py [--minutes 20 --rate 400 --partitions 4 --keys 2000 --restart-every-s 240 --kills 2
+                                [--sample-every-s 60 --out DIR]]
 
 A producer writes at a steady rate (updates, every 11th a tombstone, and one record of a key written only once
 per batch) into a topic of a local 3-node Apache Kafka (replication 3, min.insync.replicas 2). The compactor
@@ -11,9 +12,14 @@ spread over the run, and started again. At the end the producer stops, the sink 
 stops with SIGTERM, and an independent read of source and sink gives the figures:
 
     records in, sink records, lost (records that should be in the sink and are not: must be 0), duplicated
-    (a source offset twice in a partition: must be 0), the compactor's memory (its process, the JVM and the
-    Python workers) at start and end, the state dir's files at start and end, and the emit lag (from a
-    record's timestamp to its arrival in the sink) p50 and p99.
+    (a source offset twice in a partition: must be 0), kcompact verify's verdict, the state dir's files at
+    start and end, and the emit lag (from a record's timestamp to its arrival in the sink) p50 and p99.
+
+Every --sample-every-s it samples memory per process: the job's Python driver, its JVM (resident, and its heap
+after a full GC through jcmd, where the JDK has it), each Python worker, and each broker node, with the state
+dir's object count beside its live segments. The samples go to DIR/memory.csv and DIR/memory.png, and the
+growth of each process that lived through the last 40 minutes (the second half of a shorter run) is printed:
+a long-running job's memory must be flat there (at most 10% growth).
 
 tests/e2e/test_cluster_faults.py runs a 3-minute version in CI on the same cluster as the failover tests.
 """
@@ -21,7 +27,10 @@ tests/e2e/test_cluster_faults.py runs a 3-minute version in CI on the same clust
 from __future__ import annotations
 
 import argparse
+import csv
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -37,8 +46,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streaming.brokers.broker import Broker
 from streaming.brokers.choice import start_local_cluster
-from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.cleaner import Overrides
+from streaming.cli.status import collect_status
+from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.emitter import source_offset
+from streaming.log.manifest import OBJECTS
+from streaming.verify.mirror import MirroredPair, verify_topic
 
 TOMBSTONE_EVERY = 11
 SINK_CONFIG = ["--sink-topic-config", "cleanup.policy=delete", "--sink-topic-config", "retention.ms=-1"]
@@ -120,30 +133,161 @@ class SinkWatcher(threading.Thread):
         self.consumer.close()
 
 
-def process_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants (the job's JVM and Python workers), in MiB."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+WINDOW_MIN = 40.0  # memory must be flat over the run's last 40 minutes
+GROWTH_LIMIT = 0.10
+HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")
+
+
+@dataclass(frozen=True)
+class Process:
+    role: str  # "driver", "driver JVM", "python worker", "broker node 2"
+    pid: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.role} {self.pid}"
+
+
+def _proc_table() -> dict[int, tuple[int, str, int]]:
+    """pid -> (parent, command name, resident bytes) for every process now."""
+    out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                stat = f.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(stat[1]), []).append(int(entry))
-            rss[int(entry)] = int(stat[21]) * os.sysconf("SC_PAGE_SIZE")
+                head, _, rest = f.read().rpartition(")")
+            stat = rest.split()
+            out[int(entry)] = (int(stat[1]), head.split("(", 1)[1], int(stat[21]) * os.sysconf("SC_PAGE_SIZE"))
         except (OSError, IndexError, ValueError):
             continue
-    total, todo = 0, [pid]
+    return out
+
+
+def job_processes(job_pid: int, brokers: dict[int, int]) -> tuple[list[Process], dict[int, int]]:
+    """The job's process tree by role, and every broker node's JVM; with each one's resident bytes."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = [Process("driver", job_pid)], list(children.get(job_pid, []))
     while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo.extend(children.get(p, []))
-    return total / 2**20
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        comm = table[pid][1]
+        found.append(Process("driver JVM" if comm == "java" else "python worker" if comm.startswith("python")
+                             else comm, pid))
+    for node, pid in brokers.items():
+        # a node's pid is its launcher's process group: the JVM is the java process in it
+        jvm = next((p for p in [pid, *children.get(pid, [])] if table.get(p, (0, ""))[1] == "java"), pid)
+        found.append(Process(f"broker node {node}", jvm))
+    return found, {p.pid: table.get(p.pid, (0, "", 0))[2] for p in found}
 
 
-def files_under(path: Path) -> int:
-    return sum(len(files) for _, _, files in os.walk(path))
+def heap_after_full_gc_mb(pid: int) -> float | None:
+    """The JVM's used heap just after a full collection (jcmd GC.run, then GC.heap_info); None without jcmd."""
+    jcmd = shutil.which("jcmd")
+    if jcmd is None:
+        return None
+    try:
+        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=60, check=True)
+        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60,
+                              check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    found = HEAP.search(info)
+    return None if found is None else int(found[2]) / 1024
+
+
+def state_objects(state: Path) -> tuple[int, int]:
+    """(object files in the logs' object dirs, segments the logs' newest manifests hold)."""
+    objects = sum(len(files) for root, _, files in os.walk(state) if Path(root).name == OBJECTS)
+    status = collect_status(str(state), int(time.time() * 1000))
+    return objects, sum(p.segments or 0 for p in status.partitions)
+
+
+@dataclass(frozen=True)
+class Sample:
+    minute: float
+    process: str
+    rss_mb: float
+    heap_mb: float | None = None
+
+
+@dataclass
+class MemoryLog:
+    """Samples as they come, written to a CSV at once so a run cut short keeps what it measured."""
+
+    path: Path
+    samples: list[Sample] = field(default_factory=list)
+    objects: list[tuple[float, int, int]] = field(default_factory=list)  # (minute, objects, live segments)
+
+    def __post_init__(self) -> None:
+        with open(self.path, "w", newline="") as f:
+            csv.writer(f).writerow(["minute", "process", "rss_mb", "heap_after_full_gc_mb"])
+
+    def take(self, minute: float, job_pid: int, brokers: dict[int, int], state: Path) -> None:
+        processes, rss = job_processes(job_pid, brokers)
+        new = [Sample(minute, p.name, rss[p.pid] / 2**20,
+                      heap_after_full_gc_mb(p.pid) if p.role == "driver JVM" else None) for p in processes]
+        self.samples += new
+        with open(self.path, "a", newline="") as f:
+            csv.writer(f).writerows([s.minute, s.process, f"{s.rss_mb:.1f}",
+                                     "" if s.heap_mb is None else f"{s.heap_mb:.1f}"] for s in new)
+        if state.exists():
+            self.objects.append((minute, *state_objects(state)))
+
+    def growth(self, minutes: float) -> dict[str, float]:
+        """Each series' growth over the window: its largest value after the window starts over its first value in
+        it, for processes sampled from the window's start to the run's end (a restarted process is another)."""
+        start = minutes - WINDOW_MIN if minutes > WINDOW_MIN else minutes / 2
+        last = max((s.minute for s in self.samples), default=0.0)
+        series: dict[str, list[float]] = {}
+        for s in self.samples:
+            if s.minute >= start:
+                series.setdefault(f"{s.process} rss", []).append(s.rss_mb)
+                if s.heap_mb is not None:
+                    series.setdefault(f"{s.process} heap", []).append(s.heap_mb)
+        ends = {}
+        for s in self.samples:
+            ends[f"{s.process} rss"] = ends[f"{s.process} heap"] = s.minute
+        out = {}
+        for name, values in series.items():
+            if len(values) >= 2 and ends.get(name) == last and values[0] > 0:
+                out[name] = max(values) / values[0] - 1
+        return out
+
+    def plot(self, path: Path, title: str) -> None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (rss_ax, heap_ax) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
+        by_process: dict[str, list[Sample]] = {}
+        for s in self.samples:
+            by_process.setdefault(s.process, []).append(s)
+        for name, samples in sorted(by_process.items()):
+            if len(samples) > 1:
+                rss_ax.plot([s.minute for s in samples], [s.rss_mb for s in samples], label=name)
+            heap = [s for s in samples if s.heap_mb is not None]
+            if heap:
+                heap_ax.plot([s.minute for s in heap], [s.heap_mb for s in heap], label=f"{name} heap after full GC")
+        if self.objects:
+            heap_ax.plot([m for m, _, _ in self.objects], [o for _, o, _ in self.objects], "k--",
+                         label="state dir objects")
+            heap_ax.plot([m for m, _, _ in self.objects], [s for _, _, s in self.objects], "k:",
+                         label="live segments")
+        rss_ax.set_ylabel("resident MiB")
+        heap_ax.set_ylabel("MiB / count")
+        heap_ax.set_xlabel("minute")
+        rss_ax.set_title(title)
+        for ax in (rss_ax, heap_ax):
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list]:
@@ -172,22 +316,32 @@ class SoakResult:
     sink_records: int
     lost: int
     duplicated: int
-    rss_start_mb: float
-    rss_end_mb: float
-    files_start: int
-    files_end: int
+    verify_lines: list[str]
+    verified: bool
+    memory: MemoryLog
+    growth: dict[str, float]
+    objects_over_segments: int  # the most object files beyond the live segments, over the window
     lag_p50_s: float
     lag_p99_s: float
     broker_restarts: int
     compactor_kills: int
 
+    @property
+    def flat(self) -> bool:
+        return all(g <= GROWTH_LIMIT for g in self.growth.values())
+
     def lines(self) -> list[str]:
+        grown = sorted(self.growth.items(), key=lambda kv: -kv[1])
         return [f"records in: {self.records_in}", f"sink records: {self.sink_records}", f"lost: {self.lost}",
                 f"duplicated: {self.duplicated}",
-                f"compactor memory (process tree RSS): {self.rss_start_mb:.0f} MiB at start, {self.rss_end_mb:.0f} MiB "
-                f"at end", f"state dir files: {self.files_start} at start, {self.files_end} at end",
+                f"kcompact verify: {'clean' if self.verified else 'MISMATCHES'}",
+                *(f"  {line}" for line in self.verify_lines),
+                f"memory over the window ({'flat' if self.flat else 'GREW'}, limit {GROWTH_LIMIT:.0%}):",
+                *(f"  {name}: {g:+.1%}" for name, g in grown),
+                f"state dir objects beyond the live segments, at most: {self.objects_over_segments}",
                 f"emit lag: p50 {self.lag_p50_s:.2f} s, p99 {self.lag_p99_s:.2f} s",
-                f"faults: {self.broker_restarts} broker restarts, {self.compactor_kills} compactor SIGKILLs"]
+                f"faults: {self.broker_restarts} broker restarts, {self.compactor_kills} compactor SIGKILLs",
+                f"samples: {self.memory.path} (plot beside it)"]
 
 
 def _winners(produced: dict[int, tuple[bytes, bytes | None]]) -> dict[bytes, int]:
@@ -198,7 +352,9 @@ def _winners(produced: dict[int, tuple[bytes, bytes | None]]) -> dict[bytes, int
 
 
 def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, keys: int = 2000,
-         restart_every_s: float = 240, kills: int = 2, work: Path | None = None) -> SoakResult:
+         restart_every_s: float = 240, kills: int = 2, work: Path | None = None,
+         sample_every_s: float = 60) -> SoakResult:
+    """``restart_every_s`` <= 0: no broker restarts."""
     cluster = broker.cluster
     work = work or Path(tempfile.mkdtemp(prefix="kcompact-soak-"))
     bootstrap = broker.bootstrap_servers
@@ -221,11 +377,15 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
     duration = minutes * 60
     started = time.monotonic()
     kill_at = [started + duration * (k + 1) / (kills + 1) for k in range(kills)]
-    next_restart, node, restarts, killed = started + restart_every_s, 1, 0, 0
-    time.sleep(min(60.0, duration / 4))  # the job's start-up and first stages: "at start" is after them
-    rss_start, files_start = process_rss_mb(job.pid), files_under(state)
+    next_restart = started + restart_every_s if restart_every_s > 0 else float("inf")
+    node, restarts, killed = 1, 0, 0
+    memory = MemoryLog(work / "memory.csv")
+    next_sample = started + min(sample_every_s, duration / 4)  # the first after the job's start-up
     while time.monotonic() - started < duration:
         now = time.monotonic()
+        if now >= next_sample:
+            memory.take((now - started) / 60, job.pid, {n.node_id: n.pid for n in cluster.nodes}, state)
+            next_sample += sample_every_s
         if job.poll() is not None:
             raise RuntimeError(f"the compactor exited with {job.returncode}; see {work / 'job.log'}")
         if kill_at and now >= kill_at[0]:
@@ -238,7 +398,7 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
             cluster.restart(node)
             node, restarts, next_restart = node % len(cluster.nodes) + 1, restarts + 1, now + restart_every_s
         time.sleep(1)
-    rss_end, files_end = process_rss_mb(job.pid), files_under(state)
+    memory.take(duration / 60, job.pid, {n.node_id: n.pid for n in cluster.nodes}, state)
     producer.halt.set()
     producer.join()
     if producer.failures:
@@ -252,6 +412,8 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
         if all(last[p] == want.get(p, {}) for p in range(partitions)) or time.monotonic() > deadline:
             break
         time.sleep(5)
+    verdicts = [v for p in (MirroredPair(src, sink),)
+                for v in verify_topic(Cluster("source", bootstrap), Cluster("sink", bootstrap), p, Overrides())]
     job.send_signal(signal.SIGTERM)
     job.wait(300)
     watcher.halt.set()
@@ -268,9 +430,13 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
         lost += len(once - arrived) + sum(1 for key, o in want.get(p, {}).items() if last[p].get(key) != o
                                           and o not in once)
     lags = sorted(watcher.lags_ms) or [0]
-    return SoakResult(sum(len(r) for r in produced.values()), sink_records, lost, duplicated, rss_start, rss_end,
-                      files_start, files_end, statistics.median(lags) / 1000,
-                      lags[min(len(lags) - 1, int(len(lags) * 0.99))] / 1000, restarts, killed)
+    window = duration / 60 - WINDOW_MIN if duration / 60 > WINDOW_MIN else duration / 120
+    over = max((o - live for m, o, live in memory.objects if m >= window), default=0)
+    memory.plot(work / "memory.png", f"kcompact soak: {minutes:g} minutes at {rate} records/s, {partitions} partitions")
+    return SoakResult(sum(len(r) for r in produced.values()), sink_records, lost, duplicated,
+                      [v.line() for v in verdicts], all(v.ok for v in verdicts), memory, memory.growth(duration / 60),
+                      over, statistics.median(lags) / 1000, lags[min(len(lags) - 1, int(len(lags) * 0.99))] / 1000,
+                      restarts, killed)
 
 
 def main() -> None:
@@ -281,9 +447,14 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=2000)
     parser.add_argument("--restart-every-s", type=float, default=240)
     parser.add_argument("--kills", type=int, default=2)
+    parser.add_argument("--sample-every-s", type=float, default=60, help="how often memory is sampled")
+    parser.add_argument("--out", type=Path, default=None, help="where memory.csv, memory.png and job.log go")
     args = parser.parse_args()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
     with start_local_cluster() as broker:
-        result = soak(broker, args.minutes, args.rate, args.partitions, args.keys, args.restart_every_s, args.kills)
+        result = soak(broker, args.minutes, args.rate, args.partitions, args.keys, args.restart_every_s, args.kills,
+                      args.out, args.sample_every_s)
     print(f"soak: {args.minutes:g} minutes at {args.rate} records/s on a 3-node cluster")
     for line in result.lines():
         print(f"  {line}")

@@ -120,14 +120,19 @@ def test_the_active_controller_killed(cluster: LocalCluster, tmp_path) -> None:
 
 def test_a_short_soak_loses_and_duplicates_nothing(cluster: LocalCluster, cluster_broker: Broker, tmp_path) -> None:
     """bench/bench_soak.py for 3 minutes: a steady produce rate, a broker restarted every minute and the
-    compactor SIGKILLed twice. The figures are printed; lost and duplicated must be 0."""
+    compactor SIGKILLed twice. The figures are printed; lost and duplicated must be 0 and kcompact verify clean;
+    memory is sampled per process into a CSV and a plot."""
     soak = _load_bench("bench_soak")
     result = soak.soak(cluster_broker, minutes=3, rate=200, partitions=2, keys=500, restart_every_s=60, kills=2,
-                       work=tmp_path)
+                       work=tmp_path, sample_every_s=30)
     print("\n".join(result.lines()))
     assert (result.lost, result.duplicated) == (0, 0), result.lines()
+    assert result.verified and len(result.verify_lines) == 2, result.lines()
     assert result.broker_restarts >= 2 and result.compactor_kills == 2
     assert result.sink_records > 0 and result.records_in > 20_000
+    roles = {s.process.rsplit(" ", 1)[0] for s in result.memory.samples}
+    assert {"driver", "driver JVM", "python worker", "broker node 1", "broker node 2", "broker node 3"} <= roles, roles
+    assert (tmp_path / "memory.png").stat().st_size > 0 and len(result.memory.objects) >= 4
 
 
 def _load_bench(name: str):
