@@ -26,7 +26,7 @@ from tests.e2e.helpers import JobProgress, assert_sink_contract, sink_caught_up,
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PARTITIONS = 2
 CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")

@@ -10,6 +10,7 @@ sink that kcompact verify and the sink contract both pass.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
 CATCH_UP_S = 30.0  # from the new leader's election to every winner in the sink
 STOP_S = 10.0
 GROUP = "failover-readers"
+PROGRESS = re.compile(r"progress: .* lag ([-\d,]+), .*; (.*)$")  # the job's progress line: its lag and what it does
 BACKLOG = 24_000  # records a partition holds before the job starts: its first read takes several fetches
 
 
@@ -174,6 +176,9 @@ def test_a_node_killed_at_the_moment(fault: Fault, cluster: LocalCluster, tmp_pa
           f"Ctrl-C took {took:.1f}s")
     assert code == 130 and took <= STOP_S, (code, took, log[-3000:])
     assert "Traceback" not in log, log[-6000:]
+    idle_with_records = [line for line in log.splitlines()
+                         if (m := PROGRESS.search(line)) and m[1] not in ("-", "0") and m[2] == "waiting for records"]
+    assert not idle_with_records, idle_with_records[:3]
     assert_sink_contract(bootstrap, topics.sink, backlog + sent, PARTITIONS)
     _verify(bootstrap, topics)
 
