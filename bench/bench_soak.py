@@ -149,7 +149,7 @@ class Process:
 
 
 def _proc_table() -> dict[int, tuple[int, str, int]]:
-    """pid -> (parent, command name, resident bytes) for every process now."""
+    """pid -> (parent, command name, resident bytes) for every live process now (zombies left out)."""
     out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -158,7 +158,8 @@ def _proc_table() -> dict[int, tuple[int, str, int]]:
             with open(f"/proc/{entry}/stat") as f:
                 head, _, rest = f.read().rpartition(")")
             stat = rest.split()
-            out[int(entry)] = (int(stat[1]), head.split("(", 1)[1], int(stat[21]) * os.sysconf("SC_PAGE_SIZE"))
+            if stat[0] != "Z":
+                out[int(entry)] = (int(stat[1]), head.split("(", 1)[1], int(stat[21]) * os.sysconf("SC_PAGE_SIZE"))
         except (OSError, IndexError, ValueError):
             continue
     return out
@@ -170,17 +171,15 @@ def job_processes(job_pid: int, brokers: dict[int, int]) -> tuple[list[Process],
     children: dict[int, list[int]] = {}
     for pid, (parent, _, _) in table.items():
         children.setdefault(parent, []).append(pid)
-    found, todo = [Process("driver", job_pid)], list(children.get(job_pid, []))
+    found = [Process("driver", job_pid)] if job_pid in table else []
+    todo = list(children.get(job_pid, []))
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
         comm = table[pid][1]
         found.append(Process("driver JVM" if comm == "java" else "python worker" if comm.startswith("python")
                              else comm, pid))
-    for node, pid in brokers.items():
-        # a node's pid is its launcher's process group: the JVM is the java process in it
-        jvm = next((p for p in [pid, *children.get(pid, [])] if table.get(p, (0, ""))[1] == "java"), pid)
-        found.append(Process(f"broker node {node}", jvm))
+    found += [Process(f"broker node {node}", pid) for node, pid in brokers.items() if pid in table]
     return found, {p.pid: table.get(p.pid, (0, "", 0))[2] for p in found}
 
 
@@ -206,6 +205,17 @@ def state_objects(state: Path) -> tuple[int, int]:
     return objects, sum(p.segments or 0 for p in status.partitions)
 
 
+def window_start(minutes: float) -> float:
+    """The minute the flat-memory window starts: the last 40 minutes, or the second half of a shorter run."""
+    return minutes - WINDOW_MIN if minutes > WINDOW_MIN else minutes / 2
+
+
+@dataclass(frozen=True)
+class Growth:
+    trend: float   # the last samples' median over the first samples' median, less one
+    spread: float  # the largest sample over the smallest, less one
+
+
 @dataclass(frozen=True)
 class Sample:
     minute: float
@@ -225,6 +235,12 @@ class MemoryLog:
     def __post_init__(self) -> None:
         with open(self.path, "w", newline="") as f:
             csv.writer(f).writerow(["minute", "process", "rss_mb", "heap_after_full_gc_mb"])
+        with open(self._objects_path, "w", newline="") as f:
+            csv.writer(f).writerow(["minute", "objects", "live_segments"])
+
+    @property
+    def _objects_path(self) -> Path:
+        return self.path.with_name("objects.csv")
 
     def take(self, minute: float, job_pid: int, brokers: dict[int, int], state: Path) -> None:
         processes, rss = job_processes(job_pid, brokers)
@@ -236,25 +252,43 @@ class MemoryLog:
                                      "" if s.heap_mb is None else f"{s.heap_mb:.1f}"] for s in new)
         if state.exists():
             self.objects.append((minute, *state_objects(state)))
+            with open(self._objects_path, "a", newline="") as f:
+                csv.writer(f).writerow(self.objects[-1])
 
-    def growth(self, minutes: float) -> dict[str, float]:
-        """Each series' growth over the window: its largest value after the window starts over its first value in
-        it, for processes sampled from the window's start to the run's end (a restarted process is another)."""
-        start = minutes - WINDOW_MIN if minutes > WINDOW_MIN else minutes / 2
+    @classmethod
+    def read(cls, path: Path) -> "MemoryLog":
+        """The samples of an earlier run (its memory.csv), to report on again."""
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        memory = cls.__new__(cls)
+        memory.path, memory.objects = path, []
+        if memory._objects_path.exists():
+            with open(memory._objects_path, newline="") as f:
+                memory.objects = [(float(r["minute"]), int(r["objects"]), int(r["live_segments"]))
+                                  for r in csv.DictReader(f)]
+        memory.samples = [Sample(float(r["minute"]), r["process"], float(r["rss_mb"]),
+                                 float(r["heap_after_full_gc_mb"]) if r["heap_after_full_gc_mb"] else None) for r in rows]
+        return memory
+
+    def growth(self, minutes: float) -> dict[str, Growth]:
+        """Each series' growth over the window, for the processes sampled at its start and at the run's end (a
+        restarted process is another): the median of its last few samples over the median of its first few, so
+        a JVM whose committed heap breathes from one sample to the next is not taken for one that grows."""
+        start = window_start(minutes)
         last = max((s.minute for s in self.samples), default=0.0)
-        series: dict[str, list[float]] = {}
+        series: dict[str, list[tuple[float, float]]] = {}
         for s in self.samples:
-            if s.minute >= start:
-                series.setdefault(f"{s.process} rss", []).append(s.rss_mb)
-                if s.heap_mb is not None:
-                    series.setdefault(f"{s.process} heap", []).append(s.heap_mb)
-        ends = {}
-        for s in self.samples:
-            ends[f"{s.process} rss"] = ends[f"{s.process} heap"] = s.minute
+            series.setdefault(f"{s.process} rss", []).append((s.minute, s.rss_mb))
+            if s.heap_mb is not None:
+                series.setdefault(f"{s.process} heap", []).append((s.minute, s.heap_mb))
         out = {}
-        for name, values in series.items():
-            if len(values) >= 2 and ends.get(name) == last and values[0] > 0:
-                out[name] = max(values) / values[0] - 1
+        for name, points in series.items():
+            inside = [v for m, v in points if m >= start]
+            if points[0][0] > start or points[-1][0] != last or len(inside) < 2 or min(inside) <= 0:
+                continue
+            k = max(1, min(5, len(inside) // 4))
+            out[name] = Growth(statistics.median(inside[-k:]) / statistics.median(inside[:k]) - 1,
+                               max(inside) / min(inside) - 1)
         return out
 
     def plot(self, path: Path, title: str) -> None:
@@ -319,7 +353,7 @@ class SoakResult:
     verify_lines: list[str]
     verified: bool
     memory: MemoryLog
-    growth: dict[str, float]
+    growth: dict[str, Growth]
     objects_over_segments: int  # the most object files beyond the live segments, over the window
     lag_p50_s: float
     lag_p99_s: float
@@ -328,16 +362,16 @@ class SoakResult:
 
     @property
     def flat(self) -> bool:
-        return all(g <= GROWTH_LIMIT for g in self.growth.values())
+        return all(g.trend <= GROWTH_LIMIT for g in self.growth.values())
 
     def lines(self) -> list[str]:
-        grown = sorted(self.growth.items(), key=lambda kv: -kv[1])
+        grown = sorted(self.growth.items(), key=lambda kv: -kv[1].trend)
         return [f"records in: {self.records_in}", f"sink records: {self.sink_records}", f"lost: {self.lost}",
                 f"duplicated: {self.duplicated}",
                 f"kcompact verify: {'clean' if self.verified else 'MISMATCHES'}",
                 *(f"  {line}" for line in self.verify_lines),
                 f"memory over the window ({'flat' if self.flat else 'GREW'}, limit {GROWTH_LIMIT:.0%}):",
-                *(f"  {name}: {g:+.1%}" for name, g in grown),
+                *(f"  {name}: {g.trend:+.1%} (samples within {g.spread:.0%} of each other)" for name, g in grown),
                 f"state dir objects beyond the live segments, at most: {self.objects_over_segments}",
                 f"emit lag: p50 {self.lag_p50_s:.2f} s, p99 {self.lag_p99_s:.2f} s",
                 f"faults: {self.broker_restarts} broker restarts, {self.compactor_kills} compactor SIGKILLs",
@@ -430,8 +464,7 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
         lost += len(once - arrived) + sum(1 for key, o in want.get(p, {}).items() if last[p].get(key) != o
                                           and o not in once)
     lags = sorted(watcher.lags_ms) or [0]
-    window = duration / 60 - WINDOW_MIN if duration / 60 > WINDOW_MIN else duration / 120
-    over = max((o - live for m, o, live in memory.objects if m >= window), default=0)
+    over = max((o - live for m, o, live in memory.objects if m >= window_start(duration / 60)), default=0)
     memory.plot(work / "memory.png", f"kcompact soak: {minutes:g} minutes at {rate} records/s, {partitions} partitions")
     return SoakResult(sum(len(r) for r in produced.values()), sink_records, lost, duplicated,
                       [v.line() for v in verdicts], all(v.ok for v in verdicts), memory, memory.growth(duration / 60),
@@ -449,7 +482,17 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=2)
     parser.add_argument("--sample-every-s", type=float, default=60, help="how often memory is sampled")
     parser.add_argument("--out", type=Path, default=None, help="where memory.csv, memory.png and job.log go")
+    parser.add_argument("--report", type=Path, default=None, metavar="DIR",
+                        help="report on an earlier run's DIR/memory.csv again (and plot it), without running")
     args = parser.parse_args()
+    if args.report:
+        memory = MemoryLog.read(args.report / "memory.csv")
+        minutes = max(s.minute for s in memory.samples)
+        memory.plot(args.report / "memory.png", f"kcompact soak: {minutes:.0f} minutes")
+        print(f"memory over minutes {window_start(minutes):.0f}-{minutes:.0f} (limit {GROWTH_LIMIT:.0%}):")
+        for name, g in sorted(memory.growth(minutes).items(), key=lambda kv: -kv[1].trend):
+            print(f"  {name}: {g.trend:+.1%} (samples within {g.spread:.0%} of each other)")
+        return
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     with start_local_cluster() as broker:
