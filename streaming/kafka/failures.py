@@ -13,11 +13,14 @@ between two tries the client given asks for metadata anew, and the first try aft
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import time
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Iterator, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
+
+from streaming.errors import JobError
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,16 @@ def reason(exc: BaseException) -> str:
     if err is not None:
         return err.str() or err.name()
     return str(exc) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def said_in_one_line(what: str) -> Iterator[None]:
+    """A Kafka failure that outlived its retries (or a read that ran out of time), as the one-line error of a
+    command, naming what it was doing."""
+    try:
+        yield
+    except (KafkaException, TimeoutError) as exc:
+        raise JobError(f"{what}: {reason(exc)}") from exc
 
 
 class MetadataClient(Protocol):

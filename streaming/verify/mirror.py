@@ -15,6 +15,7 @@ from streaming.job.spec import resolve_compaction_config
 from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import scan
 from streaming.kafka.emitter import source_offset
+from streaming.kafka.failures import said_in_one_line
 from streaming.verify.oracle import PartitionVerdict, SinkLatest, SinkRecord, SourceWinners, judge
 
 
@@ -25,7 +26,15 @@ class MirroredPair:
 
 
 def verify_topic(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Overrides) -> Iterator[PartitionVerdict]:
-    """One verdict per partition of the source topic, as each is done."""
+    """One verdict per partition of the source topic, as each is done; a cluster that stops answering is a
+    one-line error."""
+    source.metadata()  # a cluster that is away or refuses us is named first
+    sink.metadata()
+    with said_in_one_line(f"cannot verify {pair.source} -> {pair.sink}"):
+        yield from _verdicts(source, sink, pair, overrides)
+
+
+def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Overrides) -> Iterator[PartitionVerdict]:
     config = resolve_compaction_config(source.explicit_settings(pair.source), pair.source, overrides)
     compacted = "compact" in source.topic_configs(pair.source, ["cleanup.policy"]).get("cleanup.policy", "")
     partitions = list(range(source.partition_count(pair.source)))

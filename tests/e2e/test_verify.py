@@ -123,3 +123,7 @@ def test_mistakes_get_one_line(bootstrap_servers, new_topic, capsys) -> None:
                  "--sink-topic", unique_topic_name("absent")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "does not exist on the sink cluster" in err[0], err
+    assert main(["verify", "--bootstrap-servers", "127.0.0.1:1", "--source-topic", src, "--sink-topic", "s",
+                 "--cluster-timeout", "2"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("kcompact: error: the source cluster at 127.0.0.1:1 did not answer"), err

@@ -8,7 +8,8 @@ import concurrent.futures
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streaming.kafka.failures import is_refused, is_transient, reason, retrying
+from streaming.errors import JobError
+from streaming.kafka.failures import is_refused, is_transient, reason, retrying, said_in_one_line
 from streaming.job.runner import Restarts
 
 SPARK_TEXT = ('[FOREACH_BATCH_USER_FUNCTION_ERROR] ... Traceback (most recent call last):\n'
@@ -164,3 +165,12 @@ def test_retrying_makes_the_client_anew_between_tries_when_told_to() -> None:
     assert retrying(timed_out_once, "w", timeout_s=5, side="sink", client=client, renew=lambda: made.append(1),
                     pause_s=0.01) == "ok"
     assert calls == [0, 1] and client.asked == []  # made anew, not asked for metadata
+
+
+def test_a_failure_that_outlived_its_retries_is_one_line_naming_what_was_done() -> None:
+    with pytest.raises(JobError) as raised, said_in_one_line("cannot verify t -> s"):
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer to end offsets of s"))
+    assert str(raised.value) == "cannot verify t -> s: no answer to end offsets of s"
+    with pytest.raises(JobError) as raised, said_in_one_line("cannot verify t -> s"):
+        raise TimeoutError("s-0: could not read [0, 9) within 120s")
+    assert str(raised.value) == "cannot verify t -> s: s-0: could not read [0, 9) within 120s"
