@@ -61,29 +61,34 @@ def _partition(where: str) -> int:
     return int(head.rsplit("-", 1)[1]) if "-" in head and head.rsplit("-", 1)[1].isdigit() else 0
 
 
+def _moved(now: Callable[[], int], node: int) -> Callable[[], bool]:
+    """Whether another node than ``node`` does the job now. While the cluster elects, a metadata request can
+    time out or name no leader: not yet."""
+    def moved() -> bool:
+        try:
+            return now() not in (-1, node)
+        except (KafkaException, KeyError):
+            return False
+    return moved
+
+
 def _leader_of(topic_of: Callable[[Topics], str]):
     def victim(bootstrap: str, topics: Topics, where: str) -> tuple[int, Callable[[], bool]]:
         topic, p = topic_of(topics), _partition(where)
         node = leader(bootstrap, topic, p)
-        return node, lambda: leader(bootstrap, topic, p) not in (-1, node)
+        return node, _moved(lambda: leader(bootstrap, topic, p), node)
     return victim
 
 
 def _coordinator(bootstrap: str, topics: Topics, where: str) -> tuple[int, Callable[[], bool]]:
     txn_id = transactional_id(topics.sink, _partition(where))
     node = transaction_coordinator(bootstrap, txn_id)
-    return node, lambda: transaction_coordinator(bootstrap, txn_id) not in (-1, node)
+    return node, _moved(lambda: transaction_coordinator(bootstrap, txn_id), node)
 
 
 def _group_coordinator(bootstrap: str, topics: Topics, where: str) -> tuple[int, Callable[[], bool]]:
     node = group_coordinator(bootstrap, where)
-
-    def moved() -> bool:
-        try:
-            return group_coordinator(bootstrap, where) != node
-        except Exception:  # noqa: BLE001 (no coordinator yet)
-            return False
-    return node, moved
+    return node, _moved(lambda: group_coordinator(bootstrap, where), node)
 
 
 SOURCE_LEADER = _leader_of(lambda t: t.source)
