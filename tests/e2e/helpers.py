@@ -7,12 +7,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streaming.cli.main import main
 from streaming.job.metrics import read_doc
 from streaming.state.stores import open_state_dir
 from streaming.kafka.emitter import OFFSET_HEADER, source_offset
+from streaming.kafka.failures import is_transient
 from tests.cleaner.reference_model import rank
 
 NO_SINK_COMPACTION = ["--sink-topic-config", "cleanup.policy=delete", "--sink-topic-config", "retention.ms=-1"]
@@ -100,6 +101,10 @@ def sink_caught_up(bootstrap: str, sink: str, sent, partitions: int) -> bool:
     try:
         got = read_topic(bootstrap, sink, partitions, timeout_s=10)
     except IncompleteRead:
+        return False
+    except KafkaException as exc:  # a leader just elected, its high watermark not caught up yet: read again
+        if not is_transient(exc):
+            raise
         return False
     return all({r["key"]: r["source_offset"] for r in got.get(p, [])}
                == {s.key: s.offset for s in winners([s for s in sent if s.partition == p])}
