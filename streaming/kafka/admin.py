@@ -45,7 +45,7 @@ class Cluster:
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
-        self.admin = AdminClient(client_settings({"bootstrap.servers": self.bootstrap_servers, **self.settings,
+        self.admin = AdminClient(client_settings({**self.settings_with_bootstrap,
                                   "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
 
     @property
@@ -78,8 +78,8 @@ class Cluster:
 
     def answer(self, call: Callable[[], T], what: str) -> T:
         """A request retried while the cluster passes through a restart or a leader moves (a broker going
-        away between the metadata answer and this request) for up to connect_timeout_s, with fresh
-        metadata between tries."""
+        away between the metadata answer and this request) for up to connect_timeout_s, with a new admin
+        client between tries (renew_admin)."""
         return retrying(call, what, self.connect_timeout_s, side=self.role, renew=self.renew_admin)
 
     def partition_count(self, topic: str) -> int:

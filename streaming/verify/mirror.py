@@ -41,22 +41,23 @@ def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Ove
     sink_partitions = sink.partition_count(pair.sink)
     source_ranges = source.offset_ranges(pair.source, partitions)
     source_ends = source.answer(lambda: source.end_offsets(pair.source, partitions), f"end offsets of {pair.source}")
+    mirrored = [p for p in partitions if p < sink_partitions]
+    sink_starts = {p: low for p, (low, _) in sink.offset_ranges(pair.sink, mirrored).items()}
+    sink_ends = sink.answer(lambda: sink.end_offsets(pair.sink, mirrored), f"end offsets of {pair.sink}")
     for p in partitions:
         if p >= sink_partitions:
             yield judge(pair.source, pair.sink, p, SourceWinners(), _missing_partition(p), 0)
             continue
-        latest = _sink_latest(sink, pair.sink, p)
+        latest = _sink_latest(sink.settings_with_bootstrap, pair.sink, p, sink_starts[p], sink_ends[p])
         low = source_ranges[p][0]
         winners = _source_winners(source.settings_with_bootstrap, pair.source, p, config, low,
                                   min(latest.progress + 1, source_ends[p]))
         yield judge(pair.source, pair.sink, p, winners, latest, low, _unchecked(low, compacted, latest.progress))
 
 
-def _sink_latest(sink: Cluster, topic: str, partition: int) -> SinkLatest:
-    low = sink.offset_ranges(topic, [partition])[partition][0]
-    end = sink.answer(lambda: sink.end_offsets(topic, [partition]), f"end offsets of {topic}")[partition]
+def _sink_latest(client_config: Mapping[str, str], topic: str, partition: int, start: int, end: int) -> SinkLatest:
     latest = SinkLatest()
-    for r in scan(sink.settings_with_bootstrap, topic, partition, low, end):
+    for r in scan(client_config, topic, partition, start, end):
         latest.add(SinkRecord(r.key, r.value, source_offset(list(r.headers)), r.offset))
     return latest
 
