@@ -45,8 +45,12 @@ class Cluster:
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
-        self.admin = AdminClient(client_settings({**self.settings_with_bootstrap,
-                                  "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
+        try:
+            self.admin = AdminClient(client_settings({**self.settings_with_bootstrap,
+                                      "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
+        except KafkaException as exc:  # librdkafka refuses a setting when the client is made, before any request
+            raise JobError(f"the {self.role} cluster's settings were refused: {exc.args[0].str()}. Check "
+                           f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
 
     @property
     def settings_with_bootstrap(self) -> dict[str, str]:

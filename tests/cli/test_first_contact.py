@@ -200,6 +200,14 @@ def test_a_state_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     assert_one_error(kcompact(*run_args("127.0.0.1:1", "t", "s", tmp_path / "f"), timeout=60), "is a file")
 
 
+def test_a_setting_librdkafka_does_not_know_is_one_line_naming_the_option_and_nothing_is_made(tmp_path: Path) -> None:
+    for option, side in (("--kafka", "source"), ("--sink-kafka", "sink")):
+        out = kcompact(*run_args("127.0.0.1:1", "t", "s", tmp_path / "state"), option, "securty.protocol=SSL",
+                       timeout=60)
+        assert_one_error(out, f"the {side} cluster's settings were refused", '"securty.protocol"', f"Check {option}")
+        assert not (tmp_path / "state").exists()
+
+
 @pytest.mark.integration
 def test_a_missing_bucket_is_one_line_before_the_sink_topic_is_made(bootstrap_servers: str, new_topic,
                                                                     s3_server) -> None:
