@@ -36,6 +36,10 @@ class Masker:
         with self._lock:
             self._values |= {v for k, v in config.items() if SECRET_KEY.search(k) and len(v) >= 3}
 
+    def register_values(self, values: Iterable[object]) -> None:
+        with self._lock:
+            self._values |= {v for v in values if isinstance(v, str) and len(v) >= 3}
+
     def mask(self, text: str) -> str:
         for value in sorted(self._values, key=len, reverse=True):
             text = text.replace(value, REDACTED)
@@ -52,6 +56,11 @@ def mask(text: str) -> str:
 def register(configs: Iterable[Mapping[str, str]]) -> None:
     for config in configs:
         MASKER.register(config)
+
+
+def register_values(values: Iterable[object]) -> None:
+    """Values that are secret whatever their setting's name (those a config-provider reference named)."""
+    MASKER.register_values(values)
 
 
 class MaskingFilter(logging.Filter):

@@ -39,6 +39,11 @@ def test_docker_and_testcontainers_are_imported_only_by_the_brokers_package() ->
     assert owners and all(m.startswith("streaming.brokers.") for m in owners), owners
 
 
+def test_certificates_and_properties_files_have_one_owner_each() -> None:
+    assert _importers("cryptography") == {"streaming.certificates"}
+    assert _importers("javaproperties") == {"streaming.java_properties"}
+
+
 def test_each_object_store_client_is_imported_by_its_own_module_only() -> None:
     assert _importers("boto3") == {"streaming.state.s3"} and _importers("botocore") == {"streaming.state.s3"}
     assert _importers("google") == {"streaming.state.gcs"}

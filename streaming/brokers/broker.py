@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable
 
 from streaming.brokers.local import LocalKafka
 from streaming.brokers.local.cluster import LocalCluster
+from streaming.brokers.properties import ADMIN_USER, SCRAM_MECHANISM
+from streaming.certificates import Certificates
 from streaming.errors import UserError
+from streaming.kafka.acls import upsert_scram_user
 
 
 class BrokerKind(str, Enum):
@@ -21,11 +25,42 @@ class BrokerError(UserError, RuntimeError):
     """The broker could not be reached or started; the message says which and why."""
 
 
+@dataclass(frozen=True)
+class SecureAccess:
+    """The secured listeners of a broker the project started, and what a client needs on each: SCRAM-SHA-512
+    over TLS (SASL_SSL), and TLS with a client certificate (SSL, mTLS). ``admin_password`` is the SCRAM super
+    user's (properties.ADMIN_USER)."""
+
+    ssl_bootstrap_servers: str
+    sasl_ssl_bootstrap_servers: str
+    certificates: Certificates
+    admin_password: str
+
+    def scram(self, user: str, password: str) -> dict[str, str]:
+        """librdkafka settings for a SCRAM login over TLS (bootstrap.servers: sasl_ssl_bootstrap_servers)."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": SCRAM_MECHANISM, "sasl.username": user,
+                "sasl.password": password, **self.certificates.client_settings()}
+
+    def admin(self) -> dict[str, str]:
+        return self.scram(ADMIN_USER, self.admin_password)
+
+    def mtls(self) -> dict[str, str]:
+        """librdkafka settings for the client certificate (bootstrap.servers: ssl_bootstrap_servers)."""
+        return {"security.protocol": "SSL", **self.certificates.client_settings(mutual=True)}
+
+
+def secure_access(bootstrap_servers: str, ssl: str, sasl_ssl: str, certificates: Certificates) -> SecureAccess:
+    """The secured listeners of a broker that answers, once its SCRAM super user has a new password."""
+    password = secrets.token_urlsafe(18)
+    upsert_scram_user(bootstrap_servers, ADMIN_USER, password)
+    return SecureAccess(ssl, sasl_ssl, certificates, password)
+
+
 @dataclass
 class Broker:
     """A reachable broker. ``server`` is the process of a local broker and ``cluster`` the nodes of a local
     cluster (which tests may kill and start again); ``sasl_bootstrap_servers`` a SASL_PLAINTEXT listener
-    taking the given users' PLAIN logins, if known."""
+    taking the given users' PLAIN logins, if known; ``secure`` the TLS listeners of a broker we started."""
 
     bootstrap_servers: str
     kind: BrokerKind
@@ -33,6 +68,7 @@ class Broker:
     sasl_bootstrap_servers: str | None = None
     server: LocalKafka | None = field(default=None, repr=False)
     cluster: LocalCluster | None = field(default=None, repr=False)
+    secure: SecureAccess | None = field(default=None, repr=False)
 
     @property
     def pid(self) -> int | None:

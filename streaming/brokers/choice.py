@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from streaming.brokers.broker import Broker, BrokerError, BrokerKind
+from streaming.brokers.broker import Broker, BrokerError, BrokerKind, secure_access
 from streaming.brokers.engine import DockerLibraryMissing, EngineMissing, client
 from streaming.brokers.local import KafkaJarsError, LocalKafka, LocalKafkaError
 from streaming.brokers.local.cluster import LocalCluster
@@ -47,13 +47,15 @@ def start_local_broker(port: int | None = None, data_dir: str | Path | None = No
 
     try:
         wait_for_metadata(server.bootstrap_servers, alive=lambda: server.proc is not None and server.proc.poll() is None)
+        secure = secure_access(server.bootstrap_servers, server.ssl_bootstrap_servers,
+                               server.sasl_ssl_bootstrap_servers, server.certificates)
     except BaseException:
         server.stop()
         raise
     log.info("started local Apache Kafka %s pid=%d at %s (data dir %s)", server.jars.version, server.pid,
              server.bootstrap_servers, server.data_dir)
     return Broker(server.bootstrap_servers, BrokerKind.LOCAL, stop,
-                  sasl_bootstrap_servers=server.sasl_bootstrap_servers, server=server)
+                  sasl_bootstrap_servers=server.sasl_bootstrap_servers, server=server, secure=secure)
 
 
 def start_local_cluster(data_dir: str | Path | None = None, sasl_users: Mapping[str, str] | None = None,
@@ -67,13 +69,15 @@ def start_local_cluster(data_dir: str | Path | None = None, sasl_users: Mapping[
         raise BrokerError(str(exc)) from exc
     try:
         wait_for_metadata(cluster.bootstrap_servers, brokers=len(cluster.nodes))
+        secure = secure_access(cluster.bootstrap_servers, cluster.ssl_bootstrap_servers,
+                               cluster.sasl_ssl_bootstrap_servers, cluster.certificates)
     except BaseException:
         cluster.stop()
         raise
     log.info("started a local Apache Kafka cluster of %d nodes at %s (data dir %s)", len(cluster.nodes),
              cluster.bootstrap_servers, cluster.data_dir)
     return Broker(cluster.bootstrap_servers, BrokerKind.LOCAL, cluster.stop,
-                  sasl_bootstrap_servers=cluster.sasl_bootstrap_servers, cluster=cluster)
+                  sasl_bootstrap_servers=cluster.sasl_bootstrap_servers, cluster=cluster, secure=secure)
 
 
 def container_broker(sasl_users: Mapping[str, str] | None = None) -> Broker | None:

@@ -8,12 +8,15 @@ the host's port is not the container's, and every commit would hang)."""
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from typing import Mapping
 
-from streaming.brokers.broker import Broker, BrokerError, BrokerKind
+from streaming.brokers.broker import Broker, BrokerError, BrokerKind, secure_access
 from streaming.brokers.engine import run_labels
 from streaming.brokers.local.server import LOCAL_HOST, STARTED, free_port
 from streaming.brokers.properties import Listeners, as_environment, broker_properties
+from streaming.certificates import make_certificates
 from streaming.kafka.admin import wait_for_metadata
 
 log = logging.getLogger(__name__)
@@ -26,18 +29,27 @@ def start_kafka_container(image: str, sasl_users: Mapping[str, str] | None = Non
     from testcontainers.core.container import DockerContainer  # noqa: PLC0415 (the Docker path only)
     from testcontainers.core.wait_strategies import LogMessageWaitStrategy  # noqa: PLC0415
 
-    clients, controller, sasl = (f"{LOCAL_HOST}:{free_port()}" for _ in range(3))
-    settings = broker_properties(1, Listeners(clients, controller, sasl, clients, sasl), f"1@{controller}",
-                                 DATA_DIR, sasl_users or {})
+    listeners = Listeners(*(f"{LOCAL_HOST}:{free_port()}" for _ in range(5)))
+    # the certificates are made here and seen at the same path inside (a bind mount, read-only)
+    tls_dir = tempfile.mkdtemp(prefix="kcompact-tls-")
+    certificates = make_certificates(tls_dir)
+    settings = broker_properties(1, listeners, f"1@{listeners.controller}", DATA_DIR, sasl_users or {}, certificates)
     container = (DockerContainer(image).with_envs(**as_environment(settings))
+                 .with_volume_mapping(tls_dir, tls_dir, "ro")
                  .with_kwargs(labels=run_labels(), network_mode="host")
                  .waiting_for(LogMessageWaitStrategy(STARTED).with_startup_timeout(int(startup_timeout_s))))
+
+    def stop() -> None:
+        container.stop()
+        shutil.rmtree(tls_dir, ignore_errors=True)
+
     try:
         container.start()
-        wait_for_metadata(clients)
+        wait_for_metadata(listeners.broker)
+        secure = secure_access(listeners.broker, listeners.ssl, listeners.sasl_ssl, certificates)
     except Exception as exc:  # the engine's, testcontainers' and the broker's failures alike: one line says which
-        container.stop()
+        stop()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BrokerError(f"the Kafka container ({image}) did not start: {first}") from exc
-    log.info("started Apache Kafka in a container of %s at %s", image, clients)
-    return Broker(clients, BrokerKind.CONTAINER, container.stop, sasl_bootstrap_servers=sasl)
+    log.info("started Apache Kafka in a container of %s at %s", image, listeners.broker)
+    return Broker(listeners.broker, BrokerKind.CONTAINER, stop, sasl_bootstrap_servers=listeners.sasl, secure=secure)

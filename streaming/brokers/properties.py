@@ -2,17 +2,27 @@
 node of a local three-node cluster, or the project's Kafka image in a container (which reads it from
 KAFKA_* environment variables, as the official apache/kafka image does).
 
-Every node is a combined broker and controller (KRaft) with three listeners: PLAINTEXT for clients and the
-other brokers, CONTROLLER for the quorum, and SASL_PLAINTEXT taking PLAIN logins of the given users (SCRAM is
-offered too, with no credentials, so a client that uses it is refused as by a cluster that does not know
-it: the security tests need both). The log cleaner runs with a short back-off, so tests can use Kafka's own
-cleaner as an oracle.
+Every node is a combined broker and controller (KRaft) with five listeners:
+
+- PLAINTEXT, for the other brokers and for set-up (its principal, ANONYMOUS, is a super user);
+- CONTROLLER, for the quorum;
+- SASL_PLAINTEXT, taking PLAIN logins of the given users (super users too, as before ACLs were enforced;
+  SCRAM-SHA-256 is offered with no credentials, so a client using it is refused as by a cluster that does
+  not know it);
+- SSL, which requires a client certificate (mTLS; the principal is the certificate's CN);
+- SASL_SSL, taking SCRAM-SHA-512 logins of users made at start (streaming.kafka.acls).
+
+ACLs are enforced (KRaft's StandardAuthorizer, allow.everyone.if.no.acl.found=false): a principal that is
+not a super user may do only what an ACL grants it, as on a production cluster. The log cleaner runs with a
+short back-off, so tests can use Kafka's own cleaner as an oracle.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
+
+from streaming.certificates import Certificates
 
 ENV_PREFIX = "KAFKA_"
 
@@ -36,31 +46,50 @@ class Listeners:
     broker: str
     controller: str
     sasl: str
-    advertised_broker: str
-    advertised_sasl: str
+    ssl: str
+    sasl_ssl: str
+
+
+ADMIN_USER = "admin"  # the SCRAM super user of the SASL_SSL listener
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+# An mTLS client's principal is its certificate's CN, not the whole distinguished name.
+CN_PRINCIPAL_RULE = "RULE:^CN=([^,]*).*$/$1/,DEFAULT"
 
 
 def broker_properties(node_id: int, listeners: Listeners, voters: str, log_dirs: str,
-                      sasl_users: Mapping[str, str], replication: Replication = SINGLE_NODE) -> dict[str, str]:
-    """``voters``: the quorum, as controller.quorum.voters takes it (``1@host:port,2@host:port,...``)."""
+                      sasl_users: Mapping[str, str], certificates: Certificates,
+                      replication: Replication = SINGLE_NODE) -> dict[str, str]:
+    """``voters``: the quorum, as controller.quorum.voters takes it (``1@host:port,2@host:port,...``). Every
+    listener binds the host it advertises (127.0.0.1 here)."""
     r = replication
+    scram_login = "org.apache.kafka.common.security.scram.ScramLoginModule required ;"
+    super_users = ["User:ANONYMOUS", f"User:{ADMIN_USER}", *(f"User:{u}" for u in sasl_users)]
     return {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
         "listeners": f"PLAINTEXT://{listeners.broker},CONTROLLER://{listeners.controller},"
-                     f"SASL_PLAINTEXT://{listeners.sasl}",
-        "advertised.listeners": f"PLAINTEXT://{listeners.advertised_broker},"
-                                f"SASL_PLAINTEXT://{listeners.advertised_sasl}",
+                     f"SASL_PLAINTEXT://{listeners.sasl},SSL://{listeners.ssl},SASL_SSL://{listeners.sasl_ssl}",
+        "advertised.listeners": f"PLAINTEXT://{listeners.broker},SASL_PLAINTEXT://{listeners.sasl},"
+                                f"SSL://{listeners.ssl},SASL_SSL://{listeners.sasl_ssl}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "SSL:SSL,SASL_SSL:SASL_SSL",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             + "".join(f'user_{u}="{pw}" ' for u, pw in sasl_users.items()) + ";",
-        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required ;",
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram_login,
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_login,
+        "listener.name.ssl.ssl.client.auth": "required",
+        **certificates.broker_settings(),
+        "ssl.principal.mapping.rules": CN_PRINCIPAL_RULE,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": ";".join(super_users),
+        "allow.everyone.if.no.acl.found": "false",
         "log.dirs": log_dirs,
         "num.partitions": "1",
         "default.replication.factor": str(r.factor),

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-import javaproperties
-
+from streaming import java_properties
 from streaming.settings import SETTINGS
 from streaming.errors import UsageError
 
@@ -43,7 +42,7 @@ def key_of(dest: str) -> str:
 def read(path: str, parser: argparse.ArgumentParser) -> FileSettings:
     try:
         with open(path, encoding="utf-8") as f:
-            props = javaproperties.load(f)
+            props = java_properties.load(f)
     except OSError as exc:
         raise UsageError(f"--config-file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
@@ -114,4 +113,4 @@ def render(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
         for key_value in getattr(args, dest):
             key, _, value = key_value.partition("=")
             lines.append((key if keep else prefix + key, value))
-    return javaproperties.dumps(dict(lines), timestamp=False, sort_keys=False)
+    return java_properties.dumps(dict(lines))

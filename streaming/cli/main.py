@@ -15,7 +15,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Sequence
 
-from streaming import __version__, logging_setup, redaction
+from streaming import __version__, config_providers, logging_setup, redaction
 from streaming.errors import USER_ERRORS, UsageError
 from streaming.kafka.subscription import StartingOffsets, subscription_of
 
@@ -78,13 +78,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
+    if not args.sink_bootstrap_servers:  # the sink is the source cluster: it is reached the same way
+        sink_kafka = {**source_kafka, **sink_kafka}
     redaction.register([source_kafka, sink_kafka])
     sink_topic_config = parse_pairs(args.sink_topic_config, "--sink-topic-config")
     spark_conf = parse_pairs(args.spark_conf, "--spark-conf")
     if args.print_config:
         print(redaction.mask(config_file.render(args, args.subparser)), end="")
         return 0
-    for option, value in (("--trigger-interval", args.trigger_interval), ("--retry-timeout", args.retry_timeout)):
+    for settings in (source_kafka, sink_kafka, spark_conf):  # a missing secret file is one line now, not later
+        redaction.register_values(config_providers.resolve_all(settings)[k]
+                                  for k in config_providers.referenced(settings))
+    for option, value in (("--trigger-interval", args.trigger_interval), ("--retry-timeout", args.retry_timeout),
+                          ("--sync-topic-acls-interval", args.sync_topic_acls_interval)):
         if value <= 0:
             raise UsageError(f"{option} must be > 0 seconds, got {value}")
     if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger <= 0:
@@ -107,7 +113,9 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     from streaming.job.runner import CompactorJob  # noqa: PLC0415
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
+    from streaming.cli.security import spark_settings, warn_if_readable_by_others  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.kafka.permissions import AccessCheck, JobAccess  # noqa: PLC0415
     from streaming.spark.driver import SparkEngine  # noqa: PLC0415
     from streaming.spark.session import build_session  # noqa: PLC0415
     from streaming.state.locks import StateDirLock  # noqa: PLC0415
@@ -122,11 +130,15 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     state = open_state_dir(args.state_dir)
     check_access(state, write=True)
     check_state_dir_mapping(state, mapping)
+    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
+    warn_if_readable_by_others(args.checkpoint_location, "--checkpoint-location")
 
     wait = min(CONNECT_TIMEOUT_S, args.retry_timeout)
     source = Cluster("source", args.bootstrap_servers, source_kafka, connect_timeout_s=wait)
     sink = Cluster("sink", sink_bootstrap, sink_kafka, connect_timeout_s=wait)
     sync = TopicSync(source, sink, subscription, naming, overrides, sink_topic_config, args.dead_letter_topic)
+    permissions = AccessCheck(source, sink)  # both clusters have answered and accepted the login
+    permissions.named_source_topics(subscription.names)
     group_sync = None if group_pattern is None else _group_sync_schedule(args, group_pattern, source, sink)
     present = sync.present()
     if not present:
@@ -136,29 +148,38 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
         log.warning("no topic on the source cluster matches --source-topic-pattern '%s' yet; waiting for one",
                     subscription.pattern)
     sync.refuse_sinks(present)
+    access = JobAccess(tuple(sorted(present)), tuple(naming.sink_of(t) for t in sorted(present)),
+                       args.dead_letter_topic, _synced_groups(group_pattern, group_sync), args.sync_topic_acls)
+    permissions.before_creating(access)
     _check_starting_offsets(starting, present, source)
+    plans = sync.sync({})
+    permissions.after_creating(access)
+    previous_umask = os.umask(0o077)  # the state dir is a copy of the mirrored data: for this user only
     lock = StateDirLock(state)
     try:
-        spec = JobSpec(mapping, args.state_dir, sync.sync({}), source_kafka=source_kafka,
+        spec = JobSpec(mapping, args.state_dir, plans, source_kafka=source_kafka,
                        sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic,
                        trigger_interval_ms=round(args.trigger_interval * 1000))
         _print_plans(spec, source_kafka, sink_kafka)
         spec.save(state)
-        extra = {**logging_setup.for_workers(args.log_level, args.log_format), **spark_conf}
+        public_conf, secret_conf = spark_settings(spark_conf)
+        extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
         engine = SparkEngine(lambda: build_session("kcompact", master=args.spark_master, log_level=args.log_level,
-                                                   extra=extra))  # started when first needed
+                                                   extra=extra, secret=secret_conf))  # started when first needed
         job = CompactorJob(engine, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
                            checkpoint_location=args.checkpoint_location,
                            max_offsets_per_trigger=args.max_offsets_per_trigger,
                            starting_offsets=starting, retry_timeout_s=args.retry_timeout,
                            group_sync=group_sync, drain=args.drain, allow_data_loss=args.allow_data_loss,
-                           live_progress=ProgressDisplay.wanted_live(args.log_format))
+                           live_progress=ProgressDisplay.wanted_live(args.log_format),
+                           acl_sync=_acl_sync_schedule(args, source, sink))
         if args.metrics_port is not None:
             serve_metrics(job.collector, args.metrics_port, args.metrics_host)
             log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
         return job.run()
     finally:
         lock.release()
+        os.umask(previous_umask)
 
 
 def _group_pattern(text: str, option: str) -> re.Pattern[str]:
@@ -186,6 +207,24 @@ def _group_sync_schedule(args: argparse.Namespace, pattern: re.Pattern[str], sou
 
     syncer = GroupOffsetSync(source, sink, pattern, args.sync_group_offsets_allow_rewind)
     return GroupSyncSchedule(syncer, args.sync_group_offsets_interval, GroupSyncTotals())
+
+
+def _synced_groups(pattern: re.Pattern[str] | None, schedule) -> tuple[str, ...]:
+    """The groups whose ACLs the start can check: those the pattern names literally, and those the source
+    lists to the principal now (a group it may not describe is not listed to it)."""
+    if pattern is None:
+        return ()
+    literal = (pattern.pattern,) if re.escape(pattern.pattern).replace("\\-", "-") == pattern.pattern else ()
+    return tuple(sorted({*literal, *schedule.syncer.groups()}))
+
+
+def _acl_sync_schedule(args: argparse.Namespace, source: Cluster, sink: Cluster):
+    if not args.sync_topic_acls:
+        return None
+    from streaming.job.acl_sync import AclSyncSchedule  # noqa: PLC0415
+    from streaming.kafka.acl_sync import TopicAclSync  # noqa: PLC0415
+
+    return AclSyncSchedule(TopicAclSync(source, sink), args.sync_topic_acls_interval)
 
 
 def _check_starting_offsets(starting: StartingOffsets, present: dict[str, int], source: Cluster) -> None:
@@ -448,6 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time between two group offset syncs (default 30)")
     p.add_argument("--sync-group-offsets-allow-rewind", action="store_true",
                    help="let a sync move a sink group's offset back (default: never)")
+    p.add_argument("--sync-topic-acls", action="store_true",
+                   help="copy each mirrored topic's ALLOW READ/DESCRIBE ACLs (ALL as READ) to its sink topic, at "
+                        "start and every interval, as MirrorMaker 2 does; WRITE is never copied")
+    p.add_argument("--sync-topic-acls-interval", type=float, default=600.0, metavar="SECONDS",
+                   help="time between two topic ACL syncs")
     p.set_defaults(func=_cmd_run, subparser=p)
 
     p = sub.add_parser("status", help="per-partition log and cleaner state, and the cleaner's metrics")
@@ -553,6 +597,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging_setup.configure(args.log_level, args.log_format)
     try:
+        if args.command == "run":
+            from streaming.cli.security import PAIR_OPTIONS, warn_secrets_on_command_line  # noqa: PLC0415
+
+            warn_secrets_on_command_line({dest: getattr(args, dest) for dest, _ in PAIR_OPTIONS})
         if getattr(args, "config_file", None):
             _read_config_file(args, argv)
         return args.func(args)

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from streaming.job.periodic import every
 from streaming.job.spec import TopicPlan
 from streaming.kafka.failures import reason
 from streaming.kafka.group_sync import GroupOffsetSync, GroupSyncTotals, MirroredTopic, SyncRound
@@ -40,9 +41,4 @@ class GroupSyncSchedule:
         return done
 
     def start(self, stop: threading.Event, plans: Callable[[], Mapping[str, TopicPlan]]) -> threading.Thread:
-        def rounds() -> None:
-            while not stop.wait(self.interval_s):
-                self.round(plans())
-        thread = threading.Thread(target=rounds, name="group-offset-sync", daemon=True)
-        thread.start()
-        return thread
+        return every(self.interval_s, stop, "group-offset-sync", lambda: self.round(plans()))

@@ -32,6 +32,7 @@ from streaming.job.topics import TopicSync
 from streaming.kafka.subscription import StartingOffsets
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
+from streaming.job.acl_sync import AclSyncSchedule
 from streaming.job.group_sync import GroupSyncSchedule
 from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
@@ -88,7 +89,8 @@ class CompactorJob:
                  checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
                  starting_offsets: StartingOffsets = StartingOffsets(), clock: Callable[[], float] = time.time,
                  retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None,
-                 drain: bool = False, allow_data_loss: bool = False, live_progress: bool = False) -> None:
+                 drain: bool = False, allow_data_loss: bool = False, live_progress: bool = False,
+                 acl_sync: AclSyncSchedule | None = None) -> None:
         self.engine = engine
         self.spec = spec
         self.sync = sync  # None: the topics are the spec's, fixed
@@ -101,6 +103,7 @@ class CompactorJob:
         self.clock = clock
         self.retry_timeout_s = retry_timeout_s
         self.group_sync = group_sync
+        self.acl_sync = acl_sync
         self.drain = drain  # --once: roll every active segment before the last stage
         self.allow_data_loss = allow_data_loss
         self.live_progress = live_progress
@@ -314,6 +317,10 @@ class CompactorJob:
         previous = {s: signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)}
         if self.group_sync and not self.once:
             self.group_sync.start(self._stop, lambda: self.spec.topics)
+        if self.acl_sync:  # at start, then every interval
+            self.acl_sync.round(self.spec.topics)
+            if not self.once:
+                self.acl_sync.start(self._stop, lambda: self.spec.topics)
         try:
             if self.once and self._nothing_to_do():
                 code = self._outcome()

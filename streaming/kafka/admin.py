@@ -20,7 +20,7 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
 
 from streaming.errors import JobError
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.failures import REFUSED, retrying
+from streaming.kafka.failures import refusal_hint, refuses, retrying
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ class Cluster:
         refusals = self._refusals
         try:
             self.admin = AdminClient(client_settings({**self.settings_with_bootstrap,
-                                      "error_cb": lambda err: refusals.append(err) if err.code() in REFUSED else None}))
+                                      "error_cb": lambda err: refusals.append(err) if refuses(err) else None},
+                                     refusals_reported=True))
         except KafkaException as exc:  # librdkafka refuses a setting when the client is made, before any request
             raise JobError(f"the {self.role} cluster's settings were refused: {exc.args[0].str()}. Check "
                            f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
@@ -67,8 +68,10 @@ class Cluster:
             except KafkaException as exc:
                 self.admin.poll(0)
                 if self._refusals:
+                    said = self._refusals[-1]
+                    hint = refusal_hint(said)
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} refused the compactor: "
-                                   f"{self._refusals[-1].str()}. Check the security settings given with "
+                                   f"{said.str()}. {hint[0].upper() + hint[1:]} in the settings given with "
                                    f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
                 if time.monotonic() > deadline:
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "

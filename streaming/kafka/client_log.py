@@ -22,9 +22,10 @@ class LibrdkafkaLog:
     """What confluent-kafka calls: ``log(level, fmt, facility, client name, message)``. Lines that differ
     only in numbers (counts, times, ports) within REPEAT_WINDOW_S are one line."""
 
-    def __init__(self, name: str = "librdkafka") -> None:
+    def __init__(self, name: str = "librdkafka", news: bool = True) -> None:
         self._log = logging.getLogger(name)
         self._seen: dict[str, float] = {}
+        self._news = news
 
     def log(self, level: int, fmt: str, *args) -> None:
         text = fmt % args if args else fmt
@@ -35,14 +36,16 @@ class LibrdkafkaLog:
         if len(self._seen) > _MAX_REMEMBERED:
             self._seen.clear()
         self._seen[shape] = now
-        self._log.log(logging.WARNING if NEWS.search(text) and level >= logging.WARNING else logging.DEBUG,
-                      "%s", text)
+        news = self._news and NEWS.search(text) and level >= logging.WARNING
+        self._log.log(logging.WARNING if news else logging.DEBUG, "%s", text)
 
 
 _LOG = LibrdkafkaLog()
+_REPORTED = LibrdkafkaLog(news=False)
 
 
-def with_client_log(settings: Mapping[str, object]) -> dict[str, object]:
+def with_client_log(settings: Mapping[str, object], refusals_reported: bool = False) -> dict[str, object]:
     """A client's settings with librdkafka's log routed through Python logging; every client kcompact
-    makes is configured through here."""
-    return {**settings, "logger": _LOG}
+    makes is configured through here. ``refusals_reported``: the caller names a refused login in its own
+    error (the admin client of streaming.kafka.admin), so librdkafka's line about it would say it twice."""
+    return {**settings, "logger": _REPORTED if refusals_reported else _LOG}

@@ -10,6 +10,7 @@ from typing import Iterator, Mapping, Sequence
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from streaming.kafka.client_settings import client_settings
+from streaming.kafka.failures import UNUSED_GROUP_REFUSED
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class PartitionReader:
                                    f"{timeout_s:.0f}s{' ' + purpose if purpose else ''}")
             for m in self._consumer.consume(max(1, min(high - start, batch)), timeout=self.POLL_S):
                 if m.error() is not None:
+                    if m.error().code() == UNUSED_GROUP_REFUSED:  # this reader uses no group
+                        continue
                     raise KafkaException(m.error())
                 if m.offset() < high:
                     yield m

@@ -44,9 +44,12 @@ POLL_EVERY = 1_000
 TIMEOUT_S = 60.0
 
 
-def transactional_id(sink_topic: str, partition: int, prefix: str = "kcompact") -> str:
+TRANSACTIONAL_PREFIX = "kcompact-"  # every transactional id starts so: what a prefixed ACL grants
+
+
+def transactional_id(sink_topic: str, partition: int) -> str:
     """Stable per sink partition, so a restarted job fences the producer of the run it replaces."""
-    return f"{prefix}-{sink_topic}-{partition}"
+    return f"{TRANSACTIONAL_PREFIX}{sink_topic}-{partition}"
 
 
 def source_offset(headers: list[tuple[str, bytes | None]] | None) -> int | None:
@@ -101,14 +104,14 @@ class TransactionInterrupted(RuntimeError):
 
 class PartitionEmitter:
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
-                 client_config: Mapping[str, str] | None = None, txn_prefix: str = "kcompact",
+                 client_config: Mapping[str, str] | None = None,
                  source_topic: str | None = None) -> None:
         self.topic = topic
         self.source_topic = source_topic or topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
         self.producer_config = {**self.client_config,
-                                "transactional.id": transactional_id(topic, partition, txn_prefix),
+                                "transactional.id": transactional_id(topic, partition),
                                 "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
         self.committed_records = 0
         self.tombstones: list[Delivered] = []  # committed since the emitter was made

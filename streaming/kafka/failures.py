@@ -44,7 +44,23 @@ REFUSED = frozenset({
     KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError._SSL,  # a TLS handshake that failed on our side: the broker's certificate is not trusted
 })
+# A broker that wants a client certificate ends the handshake with an alert, which librdkafka reports as a
+# transport failure: only its text tells it from a broker that is away.
+CERTIFICATE_WANTED_TEXT = ("alert bad certificate", "alert certificate required", "alert handshake failure")
+# What to check, by what a refusal says.
+_REFUSAL_HINTS = (
+    ("certificate verify failed", "the broker's certificate is not trusted: give the CA that signed it with "
+                                  "ssl.ca.location"),
+    (CERTIFICATE_WANTED_TEXT, "the broker wants a client certificate: give ssl.certificate.location and "
+                              "ssl.key.location"),
+    ("SASL authentication", "check sasl.mechanism, sasl.username and sasl.password"),
+)
+# What the group lookup of a consumer that only reads assigned partitions (and never commits) gets when its
+# principal may not describe the group: librdkafka looks the coordinator up anyway and says so once. The
+# reads go on; a job needs no group ACL for them.
+UNUSED_GROUP_REFUSED = KafkaError.GROUP_AUTHORIZATION_FAILED
 # How the codes read in text, for failures that reach the driver as text (a task's traceback in a Java
 # exception), and our own timeouts for "no progress while the cluster was away".
 TRANSIENT_TEXT = tuple(f"code={KafkaError(c).name()}," for c in TRANSIENT) + (
@@ -71,6 +87,21 @@ def is_refused(exc: BaseException | str) -> bool:
     if err is not None:
         return err.code() in REFUSED
     return any(t in str(exc) for t in REFUSED_TEXT)
+
+
+def refuses(err: KafkaError) -> bool:
+    """An error a client's error callback gets that says the cluster will not have us (not that it is away)."""
+    return err.code() in REFUSED or (err.code() == KafkaError._TRANSPORT
+                                     and any(t in err.str() for t in CERTIFICATE_WANTED_TEXT))
+
+
+def refusal_hint(err: KafkaError) -> str:
+    """What to check for a refusal, where its text says."""
+    text = err.str()
+    for said, hint in _REFUSAL_HINTS:
+        if any(t in text for t in ((said,) if isinstance(said, str) else said)):
+            return hint
+    return "check the security settings"
 
 
 def is_fatal(exc: BaseException) -> bool:

@@ -145,7 +145,7 @@ class GroupOffsetSync:
         readers: dict[PartitionId, SinkReader] = {}
         rows: list[OffsetSync] = []
         try:
-            for group in self._groups():
+            for group in self.groups():
                 committed = self._source_committed(group, by_source)
                 if not committed:
                     continue
@@ -177,7 +177,8 @@ class GroupOffsetSync:
 
     # ----- admin requests -------------------------------------------------------------------------------
 
-    def _groups(self) -> list[str]:
+    def groups(self) -> list[str]:
+        """The source groups the pattern matches, of those the principal may describe."""
         try:
             listed = self.source.answer(
                 lambda: self.source.admin.list_consumer_groups(request_timeout=TRY_S).result(TRY_S),

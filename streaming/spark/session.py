@@ -22,11 +22,14 @@ WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 def build_session(app_name: str = "kcompact", master: str | None = None, ui: bool = False,
                   driver_memory: str = "1g", extra: dict[str, str] | None = None,
-                  log_level: str = "INFO") -> SparkSession:
+                  log_level: str = "INFO", secret: dict[str, str] | None = None) -> SparkSession:
     """A session for the compactor. Executors run this interpreter unless told otherwise, so they import
     the same package. Under spark-submit, what was submitted (--master, --conf) wins over these defaults;
     an explicit ``master`` (--spark-master) and ``extra`` (--spark-conf) win over everything. The JVM this
-    launches logs through Python logging (jvm_log)."""
+    launches logs through Python logging (jvm_log).
+
+    ``secret`` settings are given to the JVM only once it runs: PySpark hands whatever the builder holds when
+    it launches the JVM to spark-submit as --conf arguments, which every user of the host sees in ps."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     submitted = _submitted()
@@ -51,6 +54,10 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
     for k, v in extra.items():
         builder = builder.config(k, v)
     with jvm_log.jvm_stderr_to_logging() if submitted is None else contextlib.nullcontext():
+        if secret and submitted is None:
+            SparkContext._ensure_initialized(conf=SparkConf().setAll(builder._options.items()))  # noqa: SLF001
+        for k, v in (secret or {}).items():
+            builder = builder.config(k, v)
         spark = builder.getOrCreate()
     spark.dataSource.register(KafkaDataSource)
     spark.dataSource.register(KafkaIngestSource)

@@ -21,6 +21,7 @@ from typing import Mapping
 
 from streaming.brokers.local.server import LocalKafka, LocalKafkaError
 from streaming.brokers.properties import THREE_NODES
+from streaming.certificates import make_certificates
 
 NODES = 3
 NODE_HEAP = "-Xmx512m"
@@ -32,8 +33,10 @@ class LocalCluster:
                  nodes: int = NODES, heap: str = NODE_HEAP) -> None:
         self.owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kcompact-cluster-")) if data_dir is None else Path(data_dir)
+        self.certificates = make_certificates(self.data_dir / "tls")
         self.nodes = [LocalKafka(self.data_dir / f"node-{i}", sasl_users=sasl_users, node_id=i,
-                                 replication=THREE_NODES, heap=heap) for i in range(1, nodes + 1)]
+                                 replication=THREE_NODES, heap=heap, certificates=self.certificates)
+                      for i in range(1, nodes + 1)]
         voters = ",".join(n.voter for n in self.nodes)
         for n in self.nodes:
             n.voters = voters
@@ -46,6 +49,14 @@ class LocalCluster:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return ",".join(n.sasl_bootstrap_servers for n in self.nodes)
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        return ",".join(n.ssl_bootstrap_servers for n in self.nodes)
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        return ",".join(n.sasl_ssl_bootstrap_servers for n in self.nodes)
 
     def node(self, node_id: int) -> LocalKafka:
         return self.nodes[node_id - 1]

@@ -28,6 +28,7 @@ from typing import Mapping
 from streaming.brokers.local.jars import KafkaJars, ensure_kafka_jars
 from streaming.brokers.properties import (SINGLE_NODE, Listeners, Replication, as_properties_file,
                                           broker_properties)
+from streaming.certificates import Certificates, make_certificates
 
 LOCAL_HOST = "127.0.0.1"
 HEAP = "-Xmx768m"
@@ -79,6 +80,8 @@ class Ports:
     broker: int
     controller: int
     sasl: int
+    ssl: int
+    sasl_ssl: int
 
 
 def free_port(host: str = LOCAL_HOST) -> int:
@@ -123,7 +126,8 @@ class LocalKafka:
 
     def __init__(self, data_dir: str | Path | None = None, port: int | None = None,
                  sasl_users: Mapping[str, str] | None = None, jars: KafkaJars | None = None, node_id: int = 1,
-                 replication: Replication = SINGLE_NODE, heap: str = HEAP) -> None:
+                 replication: Replication = SINGLE_NODE, heap: str = HEAP,
+                 certificates: Certificates | None = None) -> None:
         self.owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kcompact-kafka-")) if data_dir is None else Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -133,6 +137,8 @@ class LocalKafka:
         self.replication = replication
         self.heap = heap
         self.ports = self._ports(port)
+        # a node of a cluster is given the cluster's; a broker alone makes its own, kept across restarts
+        self.certificates = certificates or make_certificates(self.data_dir / "tls")
         self.voters = self.voter  # a cluster hands every node the whole quorum before it starts
         self.cluster_id = cluster_id()  # used when the storage is formatted, i.e. on the first start only
         self.proc: subprocess.Popen | None = None
@@ -144,6 +150,14 @@ class LocalKafka:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return f"{LOCAL_HOST}:{self.ports.sasl}"
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        return f"{LOCAL_HOST}:{self.ports.ssl}"
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        return f"{LOCAL_HOST}:{self.ports.sasl_ssl}"
 
     @property
     def voter(self) -> str:
@@ -169,16 +183,15 @@ class LocalKafka:
             ports = Ports(**json.loads(saved.read_text()))
             if port is None or port == ports.broker:
                 return ports
-        ports = Ports(port or free_port(), free_port(), free_port())
+        ports = Ports(port or free_port(), *(free_port() for _ in range(4)))
         saved.write_text(json.dumps(ports.__dict__))
         return ports
 
     def properties(self) -> dict[str, str]:
         p = self.ports
-        listeners = Listeners(f"{LOCAL_HOST}:{p.broker}", f"{LOCAL_HOST}:{p.controller}", f"{LOCAL_HOST}:{p.sasl}",
-                              f"{LOCAL_HOST}:{p.broker}", f"{LOCAL_HOST}:{p.sasl}")
+        listeners = Listeners(*(f"{LOCAL_HOST}:{port}" for port in (p.broker, p.controller, p.sasl, p.ssl, p.sasl_ssl)))
         return broker_properties(self.node_id, listeners, self.voters, str(self.data_dir / "logs"), self.sasl_users,
-                                 self.replication)
+                                 self.certificates, self.replication)
 
     def _java(self, main: str, *args: str, heap: str | None = None) -> list[str]:
         java = shutil.which("java")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import operator
 import time
 import uuid
 from typing import Iterator, Sequence
@@ -25,7 +26,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.failures import SAY_EVERY_S, TRANSIENT, TRY_S, refresh_metadata, retrying
+from streaming.kafka.failures import (SAY_EVERY_S, TRANSIENT, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata,
+                                      retrying)
 from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
 from streaming.moments import Moment, reached
 from streaming.partition_id import PartitionId
@@ -259,6 +261,9 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
                     break
                 err = msgs[j].error()
                 i = j + 1
+                if err.code() == UNUSED_GROUP_REFUSED:
+                    log.debug("partition %s-%d: %s (this consumer uses no group)", topic, partition, err)
+                    continue
                 if err.code() in TRANSIENT:  # the broker is away: librdkafka reconnects, the poll timeout bounds it
                     log.warning("partition %s-%d: %s; waiting for the broker", topic, partition, err)
                     continue
@@ -305,7 +310,8 @@ def _error_indexes(msgs: list[Message]) -> list[int]:
     """Where the consume() result holds errors instead of records: almost always nowhere, which one pass
     in C finds (the per-message work of this loop is the source's CPU, bench/README.md)."""
     errors = list(map(Message.error, msgs))
-    if errors.count(None) == len(errors):
+    # not errors.count(None): comparing a KafkaError with None raises inside list.count (a SystemError)
+    if not any(map(operator.is_not, errors, itertools.repeat(None))):
         return []
     return [k for k, e in enumerate(errors) if e is not None]
 
