@@ -95,7 +95,8 @@ def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Nam
     return builder.sign(signer, hashes.SHA256())
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
+    """A file only its owner may read, from its first byte on (no window between writing and chmod)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
@@ -117,13 +118,13 @@ def make_certificates(directory: str | Path) -> Certificates:
     client_cert = _certificate(CLIENT_NAME, client_key, ca_cert.subject, ca_key)
     password = secrets.token_urlsafe(18)
     pem = serialization.Encoding.PEM
-    _write_private(directory / CA_FILE, ca_cert.public_bytes(pem))
-    _write_private(directory / KEYSTORE_FILE, pkcs12.serialize_key_and_certificates(
+    write_private(directory / CA_FILE, ca_cert.public_bytes(pem))
+    write_private(directory / KEYSTORE_FILE, pkcs12.serialize_key_and_certificates(
         b"broker", server_key, server_cert, [ca_cert], serialization.BestAvailableEncryption(password.encode())))
-    _write_private(directory / CLIENT_CERT_FILE, client_cert.public_bytes(pem))
-    _write_private(directory / CLIENT_KEY_FILE, client_key.private_bytes(
+    write_private(directory / CLIENT_CERT_FILE, client_cert.public_bytes(pem))
+    write_private(directory / CLIENT_KEY_FILE, client_key.private_bytes(
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    _write_private(password_file, password.encode())
+    write_private(password_file, password.encode())
     return Certificates(directory, password)
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Callable
 
 from streaming.brokers.local import LocalKafka
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.brokers.properties import ADMIN_USER, SCRAM_MECHANISM
-from streaming.certificates import Certificates
+from streaming.certificates import Certificates, write_private
+from streaming import java_properties
 from streaming.errors import UserError
 from streaming.kafka.acls import upsert_scram_user
 
@@ -47,6 +49,31 @@ class SecureAccess:
     def mtls(self) -> dict[str, str]:
         """librdkafka settings for the client certificate (bootstrap.servers: ssl_bootstrap_servers)."""
         return {"security.protocol": "SSL", **self.certificates.client_settings(mutual=True)}
+
+    def write_client_files(self) -> ClientFiles:
+        """Beside the certificates: the admin's password, and a `kcompact run --config-file` for each secured
+        listener, whose password is a reference to that file (never the password itself)."""
+        d = self.certificates.dir
+        files = ClientFiles(d / PASSWORDS_FILE, d / SCRAM_CONFIG_FILE, d / MTLS_CONFIG_FILE)
+        write_private(files.passwords, java_properties.dumps({ADMIN_USER: self.admin_password}).encode())
+        scram = {**self.admin(), "sasl.password": f"${{file:{files.passwords}:{ADMIN_USER}}}"}
+        for path, bootstrap, settings in ((files.scram_config, self.sasl_ssl_bootstrap_servers, scram),
+                                          (files.mtls_config, self.ssl_bootstrap_servers, self.mtls())):
+            write_private(path, java_properties.dumps(
+                {"bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in settings.items()}}).encode())
+        return files
+
+
+PASSWORDS_FILE = "passwords.properties"
+SCRAM_CONFIG_FILE = "admin-sasl-ssl.properties"
+MTLS_CONFIG_FILE = "client-mtls.properties"
+
+
+@dataclass(frozen=True)
+class ClientFiles:
+    passwords: Path
+    scram_config: Path
+    mtls_config: Path
 
 
 def secure_access(bootstrap_servers: str, ssl: str, sasl_ssl: str, certificates: Certificates) -> SecureAccess:

@@ -8,14 +8,14 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
-import threading
 import time
 import traceback
 from typing import TYPE_CHECKING, Sequence
 
 from streaming import __version__, config_providers, logging_setup, redaction
+from streaming.cli import acls, broker
+from streaming.cli.pairs import parse_pairs, sink_settings
 from streaming.errors import USER_ERRORS, UsageError
 from streaming.kafka.subscription import StartingOffsets, subscription_of
 
@@ -28,41 +28,8 @@ log = logging.getLogger("kcompact")
 CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start
 
 
-def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value
-    return out
-
-
 def _cmd_submit_file(args: argparse.Namespace) -> int:
     print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "submit.py"))  # beside this file, not imported
-    return 0
-
-
-def _cmd_broker(args: argparse.Namespace) -> int:
-    from streaming.brokers.choice import start_local_broker, start_local_cluster  # noqa: PLC0415 (imports Kafka)
-
-    if args.brokers == 3:
-        if args.port is not None:
-            raise UsageError("--port is for one broker; a cluster's nodes take free ports (or those its --data-dir kept)")
-        broker = start_local_cluster(data_dir=args.data_dir)
-        what = f"Apache Kafka, 3 nodes, pids {', '.join(str(n.pid) for n in broker.cluster.nodes)}"
-    else:
-        broker = start_local_broker(port=args.port, data_dir=args.data_dir)
-        what = f"Apache Kafka, pid {broker.pid}"
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"bootstrap.servers={broker.bootstrap_servers}  ({what}; Ctrl-C stops it)", flush=True)
-    try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        broker.stop()
     return 0
 
 
@@ -77,9 +44,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if overrides.values.get("keyless_policy") == KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     source_kafka = parse_pairs(args.kafka, "--kafka")
-    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
-    if not args.sink_bootstrap_servers:  # the sink is the source cluster: it is reached the same way
-        sink_kafka = {**source_kafka, **sink_kafka}
+    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"),
+                               same_cluster=not args.sink_bootstrap_servers)
     redaction.register([source_kafka, sink_kafka])
     sink_topic_config = parse_pairs(args.sink_topic_config, "--sink-topic-config")
     spark_conf = parse_pairs(args.spark_conf, "--spark-conf")
@@ -149,7 +115,8 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
                     subscription.pattern)
     sync.refuse_sinks(present)
     access = JobAccess(tuple(sorted(present)), tuple(naming.sink_of(t) for t in sorted(present)),
-                       args.dead_letter_topic, _synced_groups(group_pattern, group_sync), args.sync_topic_acls)
+                       args.dead_letter_topic, _synced_groups(group_pattern, group_sync), args.sync_topic_acls,
+                       sync.same_cluster)
     permissions.before_creating(access)
     _check_starting_offsets(starting, present, source)
     plans = sync.sync({})
@@ -551,6 +518,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_sync_groups)
 
+    p = sub.add_parser("sync-acls", help="one round of topic ACL sync to the sink cluster, by hand")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--dry-run", action="store_true", help="print the ACLs it would add, add nothing")
+    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the source (credentials are not kept in the state dir)")
+    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the sink (default: --kafka's, when the sink is the source)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=acls.cmd_sync_acls)
+
     p = sub.add_parser("verify", help="check that each sink partition holds the source's winner of every key, "
                                       "reading the source topic itself; exit 1 on a mismatch")
     p.add_argument("--bootstrap-servers", required=True, help="source cluster")
@@ -573,7 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--brokers", type=int, choices=[1, 3], default=1, help="nodes (default 1)")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
-    p.set_defaults(func=_cmd_broker)
+    p.add_argument("--secure", action="store_true",
+                   help="also print how to reach the TLS listeners (SCRAM-SHA-512 over SASL_SSL, mTLS), where ACLs "
+                        "are enforced, and write a --config-file for each")
+    p.set_defaults(func=broker.cmd_broker)
 
     p = sub.add_parser("produce-changes", help="produce a keyed change stream with versions and deletes")
     p.add_argument("--bootstrap-servers", required=True)

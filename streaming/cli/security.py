@@ -32,8 +32,8 @@ def warn_secrets_on_command_line(pairs: Mapping[str, Sequence[str]]) -> None:
         for pair in pairs.get(dest, ()):
             key, _, value = pair.partition("=")
             if SECRET_KEY.search(key) and value and not config_providers.REFERENCE.search(value):
-                log.warning("%s %s=... puts a secret on the command line, where every user of this host can read "
-                            "it (ps); put it in a file and give the reference ${file:/etc/kcompact/client.properties:%s}", option, key, key)
+                log.warning("%s %s is a secret on the command line, which every user of this host can read (ps); put "
+                            "it in a file and give the reference ${file:/etc/kcompact/client.properties:%s}", option, key, key)
 
 
 def warn_if_readable_by_others(path: str | None, option: str) -> None:

@@ -40,6 +40,7 @@ TIMEOUT_S = 30.0
 SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE_CONFIGS")
 SINK_TOPIC_OPERATIONS = ("CREATE", "WRITE", "READ", "ALTER")
 DEAD_LETTER_OPERATIONS = ("CREATE", "WRITE")
+NOT_EVEN_DESCRIBE = " (it may not even describe the topic)"
 
 
 class PermissionRefused(JobError):
@@ -68,6 +69,8 @@ class JobAccess:
     dead_letter_topic: str | None = None
     groups: tuple[str, ...] = ()  # the source groups offset sync will follow, as far as they are known
     sync_acls: bool = False
+    one_cluster: bool = False  # source and sink are one cluster (and one principal): what READ or ALTER implies
+    #                            on the sink side is not asked for again on the source side
     prefix_of_sources: str | None = field(default=None)  # a pattern's literal prefix, where prefixed ACLs serve
 
 
@@ -87,11 +90,14 @@ def required_grants(access: JobAccess, source_principal: str, sink_principal: st
     if access.dead_letter_topic:
         out += [("sink", Grant(sink_principal, op, Resource.TOPIC, access.dead_letter_topic))
                 for op in DEAD_LETTER_OPERATIONS]
+    implied = access.one_cluster and source_principal == sink_principal
     for group in access.groups:
-        out.append(("source", Grant(source_principal, "DESCRIBE", Resource.GROUP, group)))
+        if not implied:
+            out.append(("source", Grant(source_principal, "DESCRIBE", Resource.GROUP, group)))
         out.append(("sink", Grant(sink_principal, "READ", Resource.GROUP, group)))
     if access.sync_acls:
-        out.append(("source", Grant(source_principal, "DESCRIBE", Resource.CLUSTER)))
+        if not implied:
+            out.append(("source", Grant(source_principal, "DESCRIBE", Resource.CLUSTER)))
         out.append(("sink", Grant(sink_principal, "ALTER", Resource.CLUSTER)))
     return out
 
@@ -139,7 +145,7 @@ class AccessCheck:
         """A named topic the principal may not describe is not in its metadata: say why, not 'missing'."""
         for name, ops in self._described(self.source, topics).items():
             if ops == []:
-                self._refuse("source", "DESCRIBE", Resource.TOPIC, name, " (READ implies it)")
+                self._refuse("source", "READ", Resource.TOPIC, name, NOT_EVEN_DESCRIBE)
 
     def before_creating(self, access: JobAccess) -> None:
         """Everything that can be asked before the sink topics exist."""
@@ -152,7 +158,7 @@ class AccessCheck:
             outputs[access.dead_letter_topic] = DEAD_LETTER_OPERATIONS
         for name, ops in self._described(self.sink, outputs).items():
             if ops == []:
-                self._refuse("sink", "DESCRIBE", Resource.TOPIC, name, " (WRITE implies it)")
+                self._refuse("sink", "WRITE", Resource.TOPIC, name, NOT_EVEN_DESCRIBE)
             if ops is None:
                 self._may_create(name, alter="ALTER" in outputs[name])
             else:
@@ -161,12 +167,13 @@ class AccessCheck:
                         self._refuse("sink", op, Resource.TOPIC, name)
         if access.sink_topics:
             self._may_write_transactions(access.sink_topics[0])
+        # the sink side first: on one cluster its grant implies the source side's
         for group in access.groups:
-            self._group("source", group, "DESCRIBE")
             self._group("sink", group, "READ")
+            self._group("source", group, "DESCRIBE")
         if access.sync_acls:
-            self._cluster("source", "DESCRIBE", " (to read the source topics' ACLs)")
             self._cluster("sink", "ALTER", " (to add ACLs to the sink topics)")
+            self._cluster("source", "DESCRIBE", " (to read the source topics' ACLs)")
 
     def after_creating(self, access: JobAccess) -> None:
         """WRITE and READ on sink topics the job has just created."""

@@ -40,6 +40,8 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
                 "spark.driver.memory": driver_memory, "spark.sql.shuffle.partitions": "2",
                 "spark.sql.execution.arrow.pyspark.enabled": "true",
                 "spark.python.worker.reuse": "true", "spark.python.daemon.module": "streaming.spark.daemon",
+                # the checkpoint is written through Hadoop's filesystem, which applies its own umask (022)
+                "spark.hadoop.fs.permissions.umask-mode": "077",
                 **{f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()}}
     builder = SparkSession.builder.appName(app_name)
     for k, v in defaults.items():

@@ -1,0 +1,55 @@
+"""`kcompact broker`: a local Apache Kafka in the foreground, for trying the compactor and for tests.
+
+With --secure it also says how to reach its secured listeners, where ACLs are enforced: the CA, the SCRAM
+super user and the file that holds its password, the client certificate, and a --config-file for each."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+from streaming.errors import UsageError
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from streaming.brokers.choice import start_local_broker, start_local_cluster  # noqa: PLC0415 (imports Kafka)
+
+    if args.brokers == 3:
+        if args.port is not None:
+            raise UsageError("--port is for one broker; a cluster's nodes take free ports (or those its --data-dir kept)")
+        broker = start_local_cluster(data_dir=args.data_dir)
+        what = f"Apache Kafka, 3 nodes, pids {', '.join(str(n.pid) for n in broker.cluster.nodes)}"
+    else:
+        broker = start_local_broker(port=args.port, data_dir=args.data_dir)
+        what = f"Apache Kafka, pid {broker.pid}"
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        print(f"bootstrap.servers={broker.bootstrap_servers}  ({what}; Ctrl-C stops it)", flush=True)
+        if args.secure:
+            print(_secured(broker), flush=True)
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+def _secured(broker) -> str:
+    from streaming.brokers.properties import ADMIN_USER  # noqa: PLC0415
+
+    s = broker.secure
+    files = s.write_client_files()
+    c = s.certificates
+    return "\n".join([
+        "secured listeners (ACLs enforced; the listener above is for set-up: its ANONYMOUS principal is a super user)",
+        f"  SASL_SSL, SCRAM-SHA-512: {s.sasl_ssl_bootstrap_servers}  user {ADMIN_USER} (a super user), password in "
+        f"{files.passwords} under '{ADMIN_USER}'",
+        f"  SSL, client certificate required: {s.ssl_bootstrap_servers}  principal User:{c.client_name}",
+        f"  ssl.ca.location={c.ca}",
+        f"  ssl.certificate.location={c.client_cert}  ssl.key.location={c.client_key}",
+        f"  kcompact run --config-file {files.scram_config} (SCRAM) or {files.mtls_config} (mTLS), "
+        f"then --source-topic/--sink-topic/--state-dir",
+    ])

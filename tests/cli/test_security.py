@@ -1,0 +1,56 @@
+"""What the command line does for secrets and privacy before any cluster answers: a password typed on the
+command line is warned about (never echoed), spark.* secrets are kept off the JVM's command line, and a state
+dir other users can read gets one warning naming the fix."""
+
+from __future__ import annotations
+
+import os
+
+from streaming.cli.main import main
+from streaming.cli.security import spark_settings
+
+NOBODY = "127.0.0.1:1"  # nothing listens there: the run ends at its first cluster contact, after the checks
+
+
+def _run(tmp_path, *extra: str) -> int:
+    return main(["run", "--bootstrap-servers", NOBODY, "--source-topic", "t", "--sink-topic", "s", "--state-dir",
+                 str(tmp_path / "state"), "--once", "--retry-timeout", "1", *extra])
+
+
+def test_a_password_typed_on_the_command_line_is_warned_about_and_a_reference_is_not(tmp_path, capsys) -> None:
+    (tmp_path / "client.properties").write_text("sasl.password=from-the-file\n")
+    assert _run(tmp_path, "--kafka", "sasl.password=typed-in-clear") == 2
+    err = capsys.readouterr().err
+    assert "--kafka sasl.password is a secret on the command line, which every user of this host can read" in err
+    assert "${file:/etc/kcompact/client.properties:sasl.password}" in err
+    assert "typed-in-clear" not in err
+    assert _run(tmp_path, "--kafka", f"sasl.password=${{file:{tmp_path}/client.properties:sasl.password}}") == 2
+    assert "a secret on the command line" not in capsys.readouterr().err
+
+
+def test_a_reference_that_cannot_be_resolved_stops_the_run_in_one_line_before_any_cluster(tmp_path, capsys) -> None:
+    assert _run(tmp_path, "--sink-kafka", "sasl.password=${file:/nonexistent/client.properties:sasl.password}") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "cannot read /nonexistent/client.properties" in lines[0], lines
+    assert not (tmp_path / "state").exists()
+
+
+def test_an_existing_state_dir_other_users_can_read_is_one_warning_naming_the_fix(tmp_path, capsys) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    _run(tmp_path)
+    warned = [line for line in capsys.readouterr().err.splitlines() if "can be read by other users" in line]
+    assert len(warned) == 1 and f"chmod -R go-rwx {state}" in warned[0] and "mode 755" in warned[0]
+    os.chmod(state, 0o700)
+    _run(tmp_path)
+    assert "can be read by other users" not in capsys.readouterr().err
+
+
+def test_spark_secrets_are_told_to_the_jvm_only_once_it_runs(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("KC_TEST_S3_KEY", "the-key")
+    public, secret = spark_settings({"spark.executor.memory": "2g",
+                                     "spark.hadoop.fs.s3a.secret.key": "typed",
+                                     "spark.hadoop.fs.s3a.access.key": "${env:KC_TEST_S3_KEY}"})
+    assert public == {"spark.executor.memory": "2g"}
+    assert secret == {"spark.hadoop.fs.s3a.secret.key": "typed", "spark.hadoop.fs.s3a.access.key": "the-key"}
