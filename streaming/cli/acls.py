@@ -1,5 +1,6 @@
-"""`kcompact sync-acls`: one round of topic ACL sync by hand, for the topics a state dir's job mirrors; with
---dry-run it adds nothing and prints what it would add."""
+"""The job's ACLs from the command line: `kcompact run --print-acls` (the least set the job's principal
+needs, as kafka-acls.sh commands), and `kcompact sync-acls` (one round of topic ACL sync by hand, for the
+topics a state dir's job mirrors; with --dry-run it adds nothing and prints what it would add)."""
 
 from __future__ import annotations
 
@@ -36,4 +37,27 @@ def cmd_sync_acls(args: argparse.Namespace) -> int:
     print(f"{'would add' if args.dry_run else 'added'} on {saved.mapping.sink_bootstrap}:")
     for g in grants:
         print(f"  {g.command(saved.mapping.sink_bootstrap)}")
+    return 0
+
+
+def print_acls(args: argparse.Namespace, subscription, naming, source_kafka: dict, sink_kafka: dict) -> int:
+    """For the topics the job would mirror now: a pattern's are asked of the source cluster."""
+    from streaming import config_providers  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.kafka.permissions import JobAccess, principal_of, required_grants  # noqa: PLC0415
+
+    topics = subscription.names
+    if not topics:
+        source = Cluster("source", args.bootstrap_servers, source_kafka)
+        topics = tuple(sorted(name for name, t in source.metadata().topics.items()
+                              if subscription.matches(name) and t.error is None))
+        print(f"# the topics matching '{subscription.pattern}' now; one created later needs its own ACLs")
+    group = args.sync_group_offsets
+    access = JobAccess(topics, tuple(naming.sink_of(t) for t in topics), args.dead_letter_topic,
+                       (group,) if group else (), args.sync_topic_acls, not args.sink_bootstrap_servers)
+    principals = {side: principal_of(config_providers.resolve_all(kafka))
+                  for side, kafka in (("source", source_kafka), ("sink", sink_kafka))}
+    where = {"source": args.bootstrap_servers, "sink": args.sink_bootstrap_servers or args.bootstrap_servers}
+    for side, grant in required_grants(access, principals["source"], principals["sink"]):
+        print(grant.command(where[side]))
     return 0

@@ -20,7 +20,7 @@ from streaming.errors import UsageError
 PREFIXES = (("sink.topic.config.", "sink_topic_config", False), ("sink.kafka.", "sink_kafka", False),
             ("kafka.", "kafka", False), ("spark.", "spark_conf", True))
 PAIRS_OPTIONS = ("config", "kafka", "sink_kafka", "sink_topic_config", "spark_conf")
-NOT_IN_FILE = ("help", "config_file", "print_config", "func", "subparser", "command", "log_level", "log_format")
+NOT_IN_FILE = ("help", "config_file", "print_config", "print_acls", "func", "subparser", "command", "log_level", "log_format")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ def _cmd_submit_file(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.cli import config_file  # noqa: PLC0415
+    from streaming.job.topics import SinkNaming  # noqa: PLC0415
     from streaming.cleaner import KeylessPolicy, Overrides  # noqa: PLC0415
 
     for dest in REQUIRED_TO_RUN:
@@ -55,6 +56,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for settings in (source_kafka, sink_kafka, spark_conf):  # a missing secret file is one line now, not later
         redaction.register_values(config_providers.resolve_all(settings)[k]
                                   for k in config_providers.referenced(settings))
+    if args.print_acls:
+        subscription = subscription_of(args.source_topic, args.source_topic_pattern)
+        naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, subscription)
+        return acls.print_acls(args, subscription, naming, source_kafka, sink_kafka)
     for option, value in (("--trigger-interval", args.trigger_interval), ("--retry-timeout", args.retry_timeout),
                           ("--sync-topic-acls-interval", args.sync_topic_acls_interval)):
         if value <= 0:
@@ -400,6 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "command-line flags win")
     p.add_argument("--print-config", action="store_true",
                    help="print the effective configuration (command line over --config-file) and exit")
+    p.add_argument("--print-acls", action="store_true",
+                   help="print the ACLs the job's principal needs, as kafka-acls.sh commands, and exit")
     p.add_argument("--bootstrap-servers", help="source cluster (required)")
     p.add_argument("--source-topic", action="append", default=[], metavar="TOPIC",
                    help="a source topic (repeatable)")

@@ -23,7 +23,7 @@ topics are created, before the state dir is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
@@ -71,18 +71,12 @@ class JobAccess:
     sync_acls: bool = False
     one_cluster: bool = False  # source and sink are one cluster (and one principal): what READ or ALTER implies
     #                            on the sink side is not asked for again on the source side
-    prefix_of_sources: str | None = field(default=None)  # a pattern's literal prefix, where prefixed ACLs serve
 
 
 def required_grants(access: JobAccess, source_principal: str, sink_principal: str) -> list[tuple[str, Grant]]:
     """The least ACL set for the job, by side ("source" or "sink")."""
-    out: list[tuple[str, Grant]] = []
-    if access.prefix_of_sources is not None:
-        out += [("source", Grant(source_principal, op, Resource.TOPIC, access.prefix_of_sources, Pattern.PREFIXED))
-                for op in SOURCE_TOPIC_OPERATIONS]
-    else:
-        out += [("source", Grant(source_principal, op, Resource.TOPIC, t))
-                for t in access.source_topics for op in SOURCE_TOPIC_OPERATIONS]
+    out = [("source", Grant(source_principal, op, Resource.TOPIC, t))
+           for t in access.source_topics for op in SOURCE_TOPIC_OPERATIONS]
     out += [("sink", Grant(sink_principal, op, Resource.TOPIC, t)) for t in access.sink_topics
             for op in SINK_TOPIC_OPERATIONS]
     out.append(("sink", Grant(sink_principal, "WRITE", Resource.TRANSACTIONAL_ID, TRANSACTIONAL_PREFIX,

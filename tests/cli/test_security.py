@@ -5,6 +5,7 @@ dir other users can read gets one warning naming the fix."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from streaming.cli.main import main
 from streaming.cli.security import spark_settings
@@ -54,3 +55,15 @@ def test_spark_secrets_are_told_to_the_jvm_only_once_it_runs(tmp_path, monkeypat
                                      "spark.hadoop.fs.s3a.access.key": "${env:KC_TEST_S3_KEY}"})
     assert public == {"spark.executor.memory": "2g"}
     assert secret == {"spark.hadoop.fs.s3a.secret.key": "typed", "spark.hadoop.fs.s3a.access.key": "the-key"}
+
+
+def test_print_acls_gives_the_least_set_as_the_readme_lists_it_without_contacting_a_cluster(capsys) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    common = ["run", "--bootstrap-servers", "SOURCE:9093", "--sink-bootstrap-servers", "SINK:9093", "--source-topic",
+              "orders", "--sink-topic", "orders.compacted", "--state-dir", "/nonexistent/state", "--kafka",
+              "security.protocol=SASL_SSL", "--kafka", "sasl.username=kcompact", "--sink-kafka",
+              "security.protocol=SASL_SSL", "--sink-kafka", "sasl.username=kcompact", "--print-acls"]
+    for extra, count in (([], 7), (["--sync-group-offsets", "billing"], 9)):
+        assert main([*common, *extra]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        assert len(printed) == count and all(line in readme for line in printed), printed

@@ -336,11 +336,3 @@ def test_a_job_authenticates_with_a_client_certificate_and_copies_read_acls_to_i
     assert Grant(viewer, "DESCRIBE", Resource.TOPIC, sink) in set(grants_of(admin))
     assert sink_grants([Grant(viewer, "DESCRIBE", Resource.TOPIC, src)], {src: sink})[0] in set(grants_of(admin))
 
-
-def test_the_readme_lists_the_least_acl_set_as_kafka_acls_commands() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    plain = JobAccess(("orders",), ("orders.compacted",))
-    synced = JobAccess(("orders",), ("orders.compacted",), groups=("billing",))
-    for access in (plain, synced):
-        for _, grant in required_grants(access, "User:kcompact", "User:kcompact"):
-            assert grant.command("BROKER:9093") in readme, grant.command("BROKER:9093")
