@@ -20,8 +20,7 @@ def cmd_sync_acls(args: argparse.Namespace) -> int:
 
     source_kafka = parse_pairs(args.kafka, "--kafka")
     saved = load_saved(open_state_dir(args.state_dir))
-    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"),
-                               same_cluster=saved.mapping.sink_bootstrap == saved.mapping.source_bootstrap)
+    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"), saved.mapping.one_cluster)
     redaction.register([source_kafka, sink_kafka])
     syncer = TopicAclSync(Cluster("source", saved.mapping.source_bootstrap, source_kafka),
                           Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka))

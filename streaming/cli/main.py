@@ -258,10 +258,10 @@ def _cmd_erasures(args: argparse.Namespace) -> int:
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
 
     source_kafka = parse_pairs(args.kafka, "--kafka")
-    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
-    redaction.register([source_kafka, sink_kafka])
     query = Query(args.topic, args.key, None if args.since is None else parse_since(args.since), args.overdue)
     found, saved = collect_erasures(args.state_dir, query, int(time.time() * 1000))
+    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"), saved.mapping.one_cluster)
+    redaction.register([source_kafka, sink_kafka])
     source = Cluster("source", saved.mapping.source_bootstrap, source_kafka, connect_timeout_s=args.cluster_timeout)
     sink = Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka, connect_timeout_s=args.cluster_timeout)
 
@@ -311,9 +311,9 @@ def _cmd_sync_groups(args: argparse.Namespace) -> int:
 
     pattern = _group_pattern(args.group, "--group")
     source_kafka = parse_pairs(args.kafka, "--kafka")
-    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
-    redaction.register([source_kafka, sink_kafka])
     saved = load_saved(open_state_dir(args.state_dir))
+    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"), saved.mapping.one_cluster)
+    redaction.register([source_kafka, sink_kafka])
     plans = saved.topics
     syncer = GroupOffsetSync(Cluster("source", saved.mapping.source_bootstrap, source_kafka),
                              Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), pattern, args.allow_rewind)
@@ -343,7 +343,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, subscription)
     overrides = Overrides.parse(parse_pairs(args.config, "--config"))
     source_kafka = parse_pairs(args.kafka, "--kafka")
-    sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
+    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"),
+                               same_cluster=not args.sink_bootstrap_servers)
     redaction.register([source_kafka, sink_kafka])
     source = Cluster("source", args.bootstrap_servers, source_kafka, connect_timeout_s=args.cluster_timeout)
     sink = Cluster("sink", args.sink_bootstrap_servers or args.bootstrap_servers, sink_kafka,
@@ -389,6 +390,16 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)".lstrip()
 
 
+def _by_hand_options(p: argparse.ArgumentParser) -> None:
+    """How a command run by hand on a job's state dir reaches the job's two clusters (whose addresses the state
+    dir keeps, and whose credentials it never does)."""
+    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the source (credentials are not kept in the state dir)")
+    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the sink (on one cluster, --kafka's apply first)")
+    p.add_argument("--json", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcompact", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"kcompact {__version__}")
@@ -422,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka setting for the source side (security.protocol, sasl.*, ssl.*)")
     p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting for the sink side")
+                   help="librdkafka setting for the sink side (on one cluster, --kafka's apply first)")
     p.add_argument("--sink-topic-config", action="append", default=[], metavar="KEY=VALUE",
                    help="topic config when the sink topic is created (default cleanup.policy=compact)")
     p.add_argument("--dead-letter-topic", help="where keyless records go with compaction.keyless.policy=dead-letter")
@@ -518,21 +529,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", required=True, metavar="REGEX", help="source consumer groups it matches whole")
     p.add_argument("--dry-run", action="store_true", help="print what would change, commit nothing")
     p.add_argument("--allow-rewind", action="store_true", help="let a sink group's offset move back")
-    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting to reach the source (credentials are not kept in the state dir)")
-    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting to reach the sink")
-    p.add_argument("--json", action="store_true")
+    _by_hand_options(p)
     p.set_defaults(func=_cmd_sync_groups)
 
     p = sub.add_parser("sync-acls", help="one round of topic ACL sync to the sink cluster, by hand")
     p.add_argument("--state-dir", required=True)
     p.add_argument("--dry-run", action="store_true", help="print the ACLs it would add, add nothing")
-    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting to reach the source (credentials are not kept in the state dir)")
-    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting to reach the sink (default: --kafka's, when the sink is the source)")
-    p.add_argument("--json", action="store_true")
+    _by_hand_options(p)
     p.set_defaults(func=acls.cmd_sync_acls)
 
     p = sub.add_parser("verify", help="check that each sink partition holds the source's winner of every key, "

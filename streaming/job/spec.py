@@ -46,6 +46,11 @@ class JobMapping:
     sink_bootstrap: str
     sink_template: str
 
+    @property
+    def one_cluster(self) -> bool:
+        """The sink was given no address of its own (it is then reached as the source is)."""
+        return self.sink_bootstrap == self.source_bootstrap
+
     def describe(self) -> str:
         return (f"{self.subscription.describe()} on {self.source_bootstrap} -> '{self.sink_template}' on "
                 f"{self.sink_bootstrap}")

@@ -67,3 +67,16 @@ def test_print_acls_gives_the_least_set_as_the_readme_lists_it_without_contactin
         assert main([*common, *extra]) == 0
         printed = capsys.readouterr().out.splitlines()
         assert len(printed) == count and all(line in readme for line in printed), printed
+
+
+def test_the_readmes_secrets_file_example_is_a_config_file_whose_references_print_as_written(tmp_path, capsys) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = readme.split("# /etc/kcompact/orders.properties", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+    config = tmp_path / "orders.properties"
+    config.write_text(example)
+    assert main(["run", "--config-file", str(config), "--source-topic", "orders", "--sink-topic", "orders.compacted",
+                 "--state-dir", str(tmp_path / "state"), "--print-config"]) == 0
+    printed = capsys.readouterr().out.replace("\\:", ":")
+    assert "kafka.sasl.password=${file:/etc/kcompact/secrets.properties:sasl.password}" in printed
+    assert "sink.kafka.ssl.key.password=${env:KCOMPACT_KEY_PASSWORD}" in printed
+    assert "sink.bootstrap.servers=dr1:9094" in printed
