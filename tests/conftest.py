@@ -92,7 +92,9 @@ def bootstrap_servers(kafka_broker: Broker) -> str:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if "kafka_broker" in getattr(item, "fixturenames", ()):
+    # the secured-cluster tests ask for the session's broker by parameter (secured="broker")
+    on_broker = getattr(getattr(item, "callspec", None), "params", {}).get("secured") == "broker"
+    if "kafka_broker" in getattr(item, "fixturenames", ()) or on_broker:
         _session["on_broker"] += 1
 
 
