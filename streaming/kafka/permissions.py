@@ -113,8 +113,8 @@ class AccessCheck:
             f"{refused.on()}{why}; grant it: {(fix or refused).command(cluster.bootstrap_servers)}")
 
     def _described(self, cluster: Cluster, topics: Iterable[str]) -> dict[str, list[str] | None]:
-        """Each topic's authorized operations, or None for one that does not exist; DESCRIBE refused is
-        raised by the caller's reading of the error."""
+        """Each topic's authorized operations: [] for one the principal may not describe, None for one that
+        does not exist."""
         names = sorted(set(topics))
         if not names:
             return {}
@@ -147,9 +147,7 @@ class AccessCheck:
             for op in SOURCE_TOPIC_OPERATIONS:
                 if ops is not None and op not in ops:
                     self._refuse("source", op, Resource.TOPIC, name)
-        outputs = {t: SINK_TOPIC_OPERATIONS for t in access.sink_topics}
-        if access.dead_letter_topic:
-            outputs[access.dead_letter_topic] = DEAD_LETTER_OPERATIONS
+        outputs = _outputs(access)
         for name, ops in self._described(self.sink, outputs).items():
             if ops == []:
                 self._refuse("sink", "WRITE", Resource.TOPIC, name, NOT_EVEN_DESCRIBE)
@@ -171,9 +169,7 @@ class AccessCheck:
 
     def after_creating(self, access: JobAccess) -> None:
         """WRITE and READ on sink topics the job has just created."""
-        outputs = {t: SINK_TOPIC_OPERATIONS for t in access.sink_topics}
-        if access.dead_letter_topic:
-            outputs[access.dead_letter_topic] = DEAD_LETTER_OPERATIONS
+        outputs = _outputs(access)
         for name, ops in self._described(self.sink, outputs).items():
             for op in outputs[name]:
                 if op != "CREATE" and ops is not None and op not in ops:
@@ -222,6 +218,14 @@ class AccessCheck:
             include_authorized_operations=True, request_timeout=TIMEOUT_S).result(TIMEOUT_S), "cluster ACLs")
         if operation not in [op.name for op in (described.authorized_operations or [])]:
             self._refuse(side, operation, Resource.CLUSTER, why=why)
+
+
+def _outputs(access: JobAccess) -> dict[str, tuple[str, ...]]:
+    """The topics the job writes on the sink cluster, with what it needs on each."""
+    outputs = {t: SINK_TOPIC_OPERATIONS for t in access.sink_topics}
+    if access.dead_letter_topic:
+        outputs[access.dead_letter_topic] = DEAD_LETTER_OPERATIONS
+    return outputs
 
 
 def _refused(future) -> bool:
