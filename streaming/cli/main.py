@@ -126,8 +126,8 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     _check_starting_offsets(starting, present, source)
     plans = sync.sync({})
     permissions.after_creating(access)
-    previous_umask = os.umask(0o077)  # the state dir is a copy of the mirrored data: for this user only
     lock = StateDirLock(state)
+    previous_umask = os.umask(0o077)  # the state dir is a copy of the mirrored data: for this user only
     try:
         spec = JobSpec(mapping, args.state_dir, plans, source_kafka=source_kafka,
                        sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic,
