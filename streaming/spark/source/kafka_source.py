@@ -335,8 +335,13 @@ class _Columns:
         return len(self.offsets)
 
     def add(self, msgs: list, position: int, end: int) -> int:
-        """Take the messages (none with an error) below ``end``; returns the new read position."""
+        """Take the messages (none with an error) from ``position`` up to ``end``; returns the new read position.
+        Messages below the position are ones taken already, delivered again after a broker came back: the log
+        would hold them twice, and a key's two copies at one offset would both be its winner."""
         offsets = list(map(Message.offset, msgs))
+        if offsets and offsets[0] < position:
+            first = bisect.bisect_left(offsets, position)
+            msgs, offsets = msgs[first:], offsets[first:]
         stop = bisect.bisect_left(offsets, end)
         if stop < len(msgs):  # a message at or past the end: the range is read
             msgs, offsets = msgs[:stop], offsets[:stop]
