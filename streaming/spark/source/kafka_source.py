@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.failures import (SAY_EVERY_S, TRANSIENT, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata,
+from streaming.kafka.failures import (SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata,
                                       retrying)
 from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
 from streaming.moments import Moment, reached
@@ -264,10 +264,7 @@ def read_partition(options: KafkaSourceOptions, topic: str, partition: int, star
                 if err.code() == UNUSED_GROUP_REFUSED:
                     log.debug("partition %s-%d: %s (this consumer uses no group)", topic, partition, err)
                     continue
-                if err.code() in TRANSIENT:  # the broker is away: librdkafka reconnects, the poll timeout bounds it
-                    log.warning("partition %s-%d: %s; waiting for the broker", topic, partition, err)
-                    continue
-                if err.code() != KafkaError.OFFSET_OUT_OF_RANGE:
+                if err.code() != KafkaError.OFFSET_OUT_OF_RANGE:  # a broker away too: the job reads the batch again
                     raise KafkaException(err)
                 data_loss(f"partition {topic}-{partition}: offset {position} is out of range",
                           options.fail_on_data_loss)
