@@ -13,18 +13,23 @@ import re
 import threading
 from typing import Iterable, Mapping
 
+from streaming.config_providers import REFERENCE
+
 REDACTED = "[redacted]"
 SECRET_KEY = re.compile(r"(password|secret|\.key$|token|credential|sasl\.jaas\.config)", re.IGNORECASE)
 # key=value / key: value pairs with a secret-looking key, for text from sources we never registered
 SECRET_PAIR = re.compile(r"((?:[\w.-]*(?:password|secret|token|credential)[\w.-]*)\s*[=:]\s*)(?!\$\{)"
                          r"(\"[^\"]*\"|'[^']*'|[^\s,;}\]\)]+)", re.IGNORECASE)
-# A config-provider reference (${file:...}, ${env:...}) names where a secret is, and is shown as it is.
-REFERENCE = re.compile(r"^\$\{[^}]*\}$")
+
+
+def _reference(value: str) -> bool:
+    """A config-provider reference names where a secret is, and is shown as it is."""
+    return REFERENCE.fullmatch(value) is not None
 
 
 def redact(config: Mapping[str, str]) -> dict[str, str]:
     """Client settings as they may be shown."""
-    return {k: (REDACTED if SECRET_KEY.search(k) and not REFERENCE.match(v) else v) for k, v in config.items()}
+    return {k: (REDACTED if SECRET_KEY.search(k) and not _reference(v) else v) for k, v in config.items()}
 
 
 class Masker:
@@ -37,7 +42,7 @@ class Masker:
     def register(self, config: Mapping[str, str]) -> None:
         with self._lock:
             self._values |= {v for k, v in config.items()
-                             if SECRET_KEY.search(k) and len(v) >= 3 and not REFERENCE.match(v)}
+                             if SECRET_KEY.search(k) and len(v) >= 3 and not _reference(v)}
 
     def register_values(self, values: Iterable[object]) -> None:
         with self._lock:

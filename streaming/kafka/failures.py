@@ -51,11 +51,11 @@ REFUSED = frozenset({
 CERTIFICATE_WANTED_TEXT = ("alert bad certificate", "alert certificate required", "alert handshake failure")
 # What to check, by what a refusal says.
 _REFUSAL_HINTS = (
-    ("certificate verify failed", "the broker's certificate is not trusted: give the CA that signed it with "
-                                  "ssl.ca.location"),
+    (("certificate verify failed",), "the broker's certificate is not trusted: give the CA that signed it with "
+                                     "ssl.ca.location"),
     (CERTIFICATE_WANTED_TEXT, "the broker wants a client certificate: give ssl.certificate.location and "
                               "ssl.key.location"),
-    ("SASL authentication", "check sasl.mechanism, sasl.username and sasl.password"),
+    (("SASL authentication",), "check sasl.mechanism, sasl.username and sasl.password"),
 )
 # What the group lookup of a consumer that only reads assigned partitions (and never commits) gets when its
 # principal may not describe the group: librdkafka looks the coordinator up anyway and says so once. The
@@ -99,7 +99,7 @@ def refusal_hint(err: KafkaError) -> str:
     """What to check for a refusal, where its text says."""
     text = err.str()
     for said, hint in _REFUSAL_HINTS:
-        if any(t in text for t in ((said,) if isinstance(said, str) else said)):
+        if any(t in text for t in said):
             return hint
     return "check the security settings"
 
