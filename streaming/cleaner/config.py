@@ -6,6 +6,7 @@ from command lines and topic configs where a typo must not silently fall back to
 
 from __future__ import annotations
 
+import difflib
 import logging
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
@@ -108,7 +109,9 @@ def _parse(values: Mapping[str, str]) -> dict[str, Any]:
     for name, text in values.items():
         setting = SETTINGS.get(name.strip())
         if setting is None:
-            raise ConfigError(name, f"unknown setting; known: {', '.join(sorted(SETTINGS))}")
+            nearest = difflib.get_close_matches(name.strip(), SETTINGS, n=1)
+            hint = f"did you mean {nearest[0]}?" if nearest else f"known: {', '.join(sorted(SETTINGS))}"
+            raise ConfigError(name, f"unknown setting; {hint}")
         try:
             out[_FIELDS[setting.name]] = setting.parse(text)
         except ValueError as exc:

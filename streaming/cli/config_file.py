@@ -10,6 +10,7 @@ prefixed client or Spark setting: ``kafka.*`` (source), ``sink.kafka.*``, ``sink
 from __future__ import annotations
 
 import argparse
+import difflib
 from dataclasses import dataclass
 
 from streaming import java_properties
@@ -60,9 +61,11 @@ def read(path: str, parser: argparse.ArgumentParser) -> FileSettings:
         else:
             prefixed = next((p for p in PREFIXES if key.startswith(p[0])), None)
             if prefixed is None:
-                raise UsageError(f"--config-file {path}: {key!r} is neither a run option (e.g. bootstrap.servers, "
-                                 f"state.dir) nor a topic config (e.g. min.cleanable.dirty.ratio), nor kafka.*, "
-                                 f"sink.kafka.*, sink.topic.config.* or spark.*")
+                nearest = difflib.get_close_matches(key, [*by_key, *SETTINGS], n=1)
+                hint = (f"did you mean {nearest[0]}?" if nearest else "neither a run option (e.g. bootstrap.servers, "
+                        "state.dir) nor a topic config (e.g. min.cleanable.dirty.ratio), nor kafka.*, sink.kafka.*, "
+                        "sink.topic.config.* or spark.*")
+                raise UsageError(f"--config-file {path}: unknown key {key!r}; {hint}")
             prefix, dest, keep = prefixed
             pairs[dest].append(f"{key if keep else key[len(prefix):]}={text}")
     return FileSettings(options, pairs)

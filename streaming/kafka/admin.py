@@ -19,7 +19,7 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
                                   OffsetSpec)
 
 from streaming.errors import JobError
-from streaming.kafka.client_settings import client_settings
+from streaming.kafka.client_settings import client_settings, refused_because
 from streaming.kafka.failures import refusal_hint, refuses, retrying
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class Cluster:
                                       "error_cb": lambda err: refusals.append(err) if refuses(err) else None},
                                      refusals_reported=True))
         except KafkaException as exc:  # librdkafka refuses a setting when the client is made, before any request
-            raise JobError(f"the {self.role} cluster's settings were refused: {exc.args[0].str()}. Check "
+            why = refused_because(self.settings_with_bootstrap) or exc.args[0].str()
+            raise JobError(f"the {self.role} cluster's settings were refused: {why}. Check "
                            f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
 
     @property

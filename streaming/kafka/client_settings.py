@@ -13,15 +13,45 @@ and what they name is masked in this process's logs from then on (streaming.conf
 
 from __future__ import annotations
 
+import difflib
+import os
 from typing import Mapping
 
 from streaming import config_providers, redaction
+from streaming.kafka import librdkafka_build
 from streaming.kafka.client_log import with_client_log
 
 SPARSE_CONNECTIONS = "enable.sparse.connections"
+FILE_SETTINGS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location",
+                 "ssl.crl.location")
+DEFAULT_SASL_MECHANISM = "GSSAPI"  # librdkafka's, which its wheels are built without (no Kerberos)
 
 
 def client_settings(settings: Mapping[str, object], refusals_reported: bool = False) -> dict[str, object]:
     resolved = config_providers.resolve_all(settings)
     redaction.register_values(resolved[k] for k in config_providers.referenced(settings))
     return with_client_log({SPARSE_CONNECTIONS: "false", **resolved}, refusals_reported)
+
+
+def refused_because(settings: Mapping[str, object]) -> str | None:
+    """Why librdkafka refused to make a client, when the settings themselves show it: a key it does not
+    know (with the nearest one it does), or SASL with a mechanism this build lacks; None when they do not,
+    and librdkafka's own message is the one to give."""
+    known = librdkafka_build.properties()
+    for key, value in settings.items():
+        if known and key not in known and not callable(value):
+            nearest = difflib.get_close_matches(key, known, n=1)
+            return f"{key!r} is not a librdkafka setting" + (f" (did you mean {nearest[0]}?)" if nearest else "")
+    for key in FILE_SETTINGS:
+        path = settings.get(key)
+        if isinstance(path, str) and path not in ("", "probe") and not os.path.exists(path):
+            return f"{key} {path}: no such file or directory"
+    protocol = str(settings.get("security.protocol", "")).upper()
+    given = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
+    mechanism = str(given or DEFAULT_SASL_MECHANISM).upper()
+    built = librdkafka_build.sasl_mechanisms()
+    if protocol.startswith("SASL") and built and mechanism not in built:
+        which = f"sasl.mechanism={mechanism}" if given else f"no sasl.mechanism (librdkafka's default is {mechanism})"
+        return (f"security.protocol={protocol} with {which}, which this librdkafka build does not support; set "
+                f"sasl.mechanism to one it does: {', '.join(built)}")
+    return None

@@ -28,8 +28,12 @@ class StateDirLock:
         if not state.local:
             return
         state_dir = state.root
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)  # a copy of the mirrored data: its owner's only
-        self._fd = os.open(state_lock_file(state), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.makedirs(state_dir, mode=0o700, exist_ok=True)  # a copy of the mirrored data: its owner's only
+            self._fd = os.open(state_lock_file(state), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise JobError(f"--state-dir {state.uri}: cannot create {exc.filename or state_dir}: "
+                           f"{exc.strerror}") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

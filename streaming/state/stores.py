@@ -96,6 +96,20 @@ def check_access(state: StateDir, write: bool) -> None:
         what = "read and write" if write else "read"
         raise StateStoreError(f"--state-dir {state.uri}: permission denied on {existing} (kcompact needs to "
                               f"{what} it); give this user access (chmod/chown), or choose another --state-dir")
+    if write and existing != state.root:
+        _probe_creation(state.uri, existing, state.root)
+
+
+def _probe_creation(uri: str, existing: str, root: str) -> None:
+    """Make and remove the first missing dir: some filesystems refuse a new dir whatever the permissions say
+    (sysfs, procfs, even to root), and a run must learn that before it creates anything elsewhere."""
+    first = os.path.join(existing, os.path.relpath(root, existing).split(os.sep)[0])
+    try:
+        os.mkdir(first)
+    except OSError as exc:
+        raise StateStoreError(f"--state-dir {uri}: cannot create {first}: {exc.strerror}; choose a --state-dir "
+                              f"on a filesystem that holds files") from None
+    os.rmdir(first)
 
 
 def _refuse_a_file_in_the_way(uri: str, path: str) -> None:
