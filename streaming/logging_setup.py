@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TextIO
 
 from streaming import redaction
 
@@ -39,11 +39,14 @@ class JsonFormatter(logging.Formatter):
 
 
 _handler: logging.StreamHandler | None = None
+_handler_home: TextIO = sys.stderr  # where configure() pointed the handler
+_routed: TextIO | None = None
 
 
 def configure(level: str, fmt: str) -> None:
-    global _handler
-    handler = _handler = logging.StreamHandler(sys.stderr)
+    global _handler, _handler_home
+    _handler_home = sys.stderr
+    handler = _handler = logging.StreamHandler(_handler_home)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(redaction.MaskingFilter())
     root = logging.getLogger()
@@ -55,10 +58,25 @@ def configure(level: str, fmt: str) -> None:
         logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
 
 
-def stream_to(stream) -> None:
-    """Send log lines to another stream (a live progress display prints them above itself)."""
+def route_through(stream: TextIO | None) -> None:
+    """Send log lines, this process's and those passed on from others (pass_on), to ``stream``: a live
+    progress display prints them above itself. None: back to stderr."""
+    global _routed
+    _routed = stream
     if _handler is not None:
-        _handler.setStream(stream)
+        _handler.setStream(stream or _handler_home)
+
+
+def pass_on(line: str, out: int) -> None:
+    """A line another process already formatted (a Spark worker's log line, read from the JVM's stderr):
+    through the live display while one runs, so it never lands after the display's line, else to ``out``."""
+    stream, handler = _routed, _handler
+    if stream is None or handler is None:
+        os.write(out, (line + "\n").encode())
+        return
+    with handler.lock:  # the lock the handler writes under: the display's proxy buffers until a newline
+        stream.write(line + "\n")
+        stream.flush()
 
 
 def for_workers(level: str, fmt: str) -> dict[str, str]:

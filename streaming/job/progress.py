@@ -82,11 +82,11 @@ class ProgressDisplay:
         rate = 0.0
         with Live(Text(""), console=Console(stderr=True), refresh_per_second=2, transient=True,
                   redirect_stderr=True) as live:
-            logging_setup.stream_to(sys.stderr)  # log lines go above the display
+            logging_setup.route_through(sys.stderr)  # rich's proxy while live: log lines go above the display
             try:
                 while not self._stop.wait(0.5):
                     p = self.snapshot()
                     rate = self._rate(p) if p.ingested != self._last[1] else rate
                     live.update(Text(p.line(rate)))
             finally:
-                logging_setup.stream_to(sys.__stderr__)
+                logging_setup.route_through(None)

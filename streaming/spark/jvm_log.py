@@ -20,6 +20,8 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
+from streaming import logging_setup
+
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
           "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
@@ -58,7 +60,7 @@ def _event(doc: dict) -> tuple[str, int, str]:
 
 def _pass_on(line: str, out: int) -> None:
     if OWN_LINE.match(line):
-        os.write(out, (line + "\n").encode())
+        logging_setup.pass_on(line, out)
         return
     if line.startswith("{"):
         try:

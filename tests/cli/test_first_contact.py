@@ -289,6 +289,7 @@ def test_progress_is_a_log_line_at_each_interval_off_a_terminal(monkeypatch, cap
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
 
 
 @pytest.mark.integration
@@ -324,6 +325,9 @@ def test_progress_on_a_terminal_is_refreshed_in_place_and_gone_when_the_run_ends
     assert "\x1b[2K" in text or "\x1b[1A" in text, "the display is redrawn in place, not appended"
     ours = [line for line in shown if not line.startswith("progress: ")]
     assert all(TEXT_LINE.match(line) for line in ours) and " done: 2000 records ingested" in ours[-1], ours
+    glued = [line for line in shown if line.startswith("progress: ") and STAMP.search(line)]
+    assert not glued, f"log lines printed after the display's line instead of above it: {glued}"
+    assert any(" INFO streaming.cleaner." in line for line in ours), "the tasks' own log lines came through the display"
     assert not FOREIGN.search(ANSI.sub("", text)), shown
 
 
