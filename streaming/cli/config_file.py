@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 from dataclasses import dataclass
 
 from streaming import java_properties
 from streaming.settings import SETTINGS
 from streaming.errors import UsageError
+
+log = logging.getLogger("kcompact")
 
 # Prefixed keys -> the repeatable KEY=VALUE option they feed, and whether the prefix stays in the key.
 PREFIXES = (("sink.topic.config.", "sink_topic_config", False), ("sink.kafka.", "sink_kafka", False),
@@ -43,7 +46,7 @@ def key_of(dest: str) -> str:
 def read(path: str, parser: argparse.ArgumentParser) -> FileSettings:
     try:
         with open(path, encoding="utf-8") as f:
-            props = java_properties.load(f)
+            entries = java_properties.entries(f)
     except OSError as exc:
         raise UsageError(f"--config-file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
@@ -52,7 +55,12 @@ def read(path: str, parser: argparse.ArgumentParser) -> FileSettings:
     by_key = {key_of(dest): a for dest, a in actions.items() if dest not in PAIRS_OPTIONS}
     options: dict[str, object] = {}
     pairs: dict[str, list[str]] = {name: [] for name in PAIRS_OPTIONS}
-    for key, text in props.items():
+    for entry in entries:
+        if entry.lost_backslashes:
+            log.warning("--config-file %s: %s=%s reads as %r in the .properties form (a backslash escapes the "
+                        "character after it); write %s=%s if the backslashes are meant", path, entry.key,
+                        entry.written, entry.value, entry.key, entry.written.replace("\\", "\\\\"))
+    for key, text in {e.key: e.value for e in entries}.items():
         action = by_key.get(key)
         if action is not None:
             options[action.dest] = _value(path, key, text, action)
