@@ -92,6 +92,14 @@ class CompactionConfig:
         return {name: SETTINGS[name].render(getattr(self, attr)) for attr, name in _ATTRS.items()}
 
     @property
+    def longest_hold_ms(self) -> int:
+        """How long a record may wait before a cleaning pass can cover it (and so before it can reach the sink),
+        when traffic is too thin to fill segment.bytes: its active segment rolls at segment.ms, or once its
+        first record is max.compaction.lag.ms old (KIP-354), and min.compaction.lag.ms holds it at least that
+        long. Kafka's defaults make this a week."""
+        return max(self.min_compaction_lag_ms, min(self.segment_ms, self.max_compaction_lag_ms))
+
+    @property
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.segment_bytes, segment_ms=self.segment_ms,
                          segment_jitter_ms=self.segment_jitter_ms, max_compaction_lag_ms=self.max_compaction_lag_ms,

@@ -17,6 +17,7 @@ from streaming.erasure.entries import Erasure, deadline_ms, fold
 from streaming.errors import UsageError
 from streaming.job.spec import SavedJob, load_saved
 from streaming.log.journal import committed_journal
+from streaming.cli.readable import duration_text
 from streaming.settings import LONG_MAX
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
@@ -108,16 +109,6 @@ def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[Erasure
     return ErasureList(state_dir, now_ms, deadlines, listed), saved
 
 
-def _ms_text(ms: int | None) -> str:
-    """A config's duration as a person says it: 7d, 1h, 65s, 250ms."""
-    if ms is None or ms >= LONG_MAX:
-        return "unbounded"
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
-
-
 def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict[str, str] | str,
                   topic: str, sink: str) -> list[str]:
     """What bounds an erasure beyond the compactor, from the topics' effective configs (or why they could
@@ -129,22 +120,22 @@ def outside_notes(configs_of_source: dict[str, str] | str, configs_of_sink: dict
         policy = configs_of_source.get("cleanup.policy", "?")
         retention = int(configs_of_source.get("retention.ms", "-1"))
         if "delete" in policy:
-            kept = "forever" if retention < 0 else f"for {_ms_text(retention)} after they were written"
+            kept = "forever" if retention < 0 else f"for {duration_text(retention)} after they were written"
             lines.append(f"source topic {topic} (cleanup.policy={policy}, retention.ms={retention}): keeps a deleted "
                          f"key's older records {kept}, whatever the compactor does")
         else:
             lag = int(configs_of_source.get("max.compaction.lag.ms", LONG_MAX))
             lines.append(f"source topic {topic} (cleanup.policy={policy}, no retention by time): keeps a deleted "
                          f"key's older records until its own cleaner compacts them, within max.compaction.lag.ms="
-                         f"{_ms_text(lag)}")
+                         f"{duration_text(lag)}")
     if isinstance(configs_of_sink, str):
         lines.append(f"sink topic {sink}: its compaction settings could not be read ({configs_of_sink})")
     else:
         lag = int(configs_of_sink.get("max.compaction.lag.ms", LONG_MAX))
-        bound = f"within max.compaction.lag.ms={_ms_text(lag)} of the tombstone's arrival" if lag < LONG_MAX else \
+        bound = f"within max.compaction.lag.ms={duration_text(lag)} of the tombstone's arrival" if lag < LONG_MAX else \
             "with no bound in time (set max.compaction.lag.ms on it to bound that)"
         lines.append(f"sink topic {sink} (cleanup.policy={configs_of_sink.get('cleanup.policy', '?')}, "
-                     f"delete.retention.ms={_ms_text(int(configs_of_sink.get('delete.retention.ms', '86400000')))}): "
+                     f"delete.retention.ms={duration_text(int(configs_of_sink.get('delete.retention.ms', '86400000')))}): "
                      f"drops a deleted key's older values when its own cleaner compacts them, {bound}")
     return lines
 
@@ -158,7 +149,7 @@ def render_table(found: ErasureList) -> str:
               f"{'in sink (UTC)':<30} {'sink offset':>11}  {'tombstone removed':<19}  state")
     lines = [f"erase audit of {found.state_dir}: {len(found.listed)} entries, {len(found.overdue)} overdue "
              f"(due: max.compaction.lag.ms plus one trigger after the tombstone: " +
-             ", ".join(f"{t} {_ms_text(d)}" for t, d in sorted(found.deadlines_ms.items())) + ")", header]
+             ", ".join(f"{t} {duration_text(d)}" for t, d in sorted(found.deadlines_ms.items())) + ")", header]
     for item in found.listed:
         e = item.entry
         key = e.key_sha256[:12] + "…" if e.key_sha256 else base64.b64decode(e.key or "").decode(errors="replace")[:16]

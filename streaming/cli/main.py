@@ -133,6 +133,8 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
                        sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic,
                        trigger_interval_ms=round(args.trigger_interval * 1000))
         _print_plans(spec, source_kafka, sink_kafka)
+        if not args.once:
+            _warn_of_late_first_emission(spec)
         spec.save(state)
         public_conf, secret_conf = spark_settings(spark_conf)
         extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
@@ -230,6 +232,24 @@ def _print_plans(spec, source_kafka: dict, sink_kafka: dict) -> None:
         for key, value in plan.compaction.to_kafka().items():
             print(f"    {key}={value}")
     sys.stdout.flush()
+
+
+def _warn_of_late_first_emission(spec) -> None:
+    """Kafka's defaults hold every record in its active segment for a week: a mirror for disaster recovery
+    that emits nothing for days should say so at start, not leave it to the manual."""
+    from streaming.cli.readable import bytes_text, duration_text  # noqa: PLC0415
+
+    for topic, plan in sorted(spec.topics.items()):
+        config = plan.compaction
+        if config.longest_hold_ms > LATE_FIRST_EMISSION_MS:
+            log.warning("%s: records reach %s only once their segment is cleaned: up to %s after they arrive "
+                        "(segment.ms=%s, max.compaction.lag.ms=%s) unless %s of them fill segment.bytes first; set "
+                        "max.compaction.lag.ms to bound it, e.g. --config max.compaction.lag.ms=60000", topic,
+                        plan.sink, duration_text(config.longest_hold_ms), duration_text(config.segment_ms),
+                        duration_text(config.max_compaction_lag_ms), bytes_text(config.segment_bytes))
+
+
+LATE_FIRST_EMISSION_MS = 3_600_000
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
