@@ -138,18 +138,19 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 
 
-def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int) -> StageReport | None:
-    """The report of a stage that would do nothing for this partition now: no forced roll due, nothing
-    cleanable, and the sink holding everything cleaned (asked of the sink, not the local note); None when
-    the stage has work. It rolls, cleans and emits nothing (opening the log collects its garbage, as any
-    opening does), so a --once run that finds every partition idle and nothing new to read can end
-    without an engine."""
+def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int, drain: bool = False) -> StageReport | None:
+    """The report of a stage that would do nothing for this partition now: no forced roll due (``drain``:
+    an empty active segment, since a drain rolls any other), nothing cleanable, and the sink holding
+    everything cleaned (asked of the sink, not the local note); None when the stage has work. It rolls,
+    cleans and emits nothing (opening the log collects its garbage, as any opening does), so a --once run
+    that finds every partition idle and nothing new to read can end without an engine."""
     state = open_state_dir(spec.state_dir)
     plan = spec.topics[log_dir.pid.topic]
     with partition_lock(state, log_dir.directory):
         plog = open_partition_log(state, log_dir, plan.compaction.log_config)
         report = StageReport(log_dir.pid, log_end_offset=plog.log_end_offset)
-        if plog.forced_roll_due(now_ms) or not _idle(plog, plan.compaction, now_ms, report):
+        if (not plog.active.empty if drain else plog.forced_roll_due(now_ms)) or \
+                not _idle(plog, plan.compaction, now_ms, report):
             return None
         try:
             progress = read_progress({"bootstrap.servers": spec.sink_bootstrap, **spec.sink_kafka}, plan.sink,

@@ -205,11 +205,10 @@ class CompactorJob:
                 raise state_dir_full(self.spec.state_dir)
 
     def _nothing_to_do(self) -> bool:
-        """--once without --drain: no source partition has records past the checkpoint's last committed
-        batch, and every partition log's stage would do nothing (idle_report). Then the run's one stage is
-        those reports, and no engine starts: a compactor run from cron on a quiet topic costs seconds."""
-        if self.drain:
-            return False
+        """--once: no source partition has records past the checkpoint's last committed batch, and every
+        partition log's stage would do nothing (idle_report; with --drain, every active segment is empty too).
+        Then the run's one stage is those reports, and no engine starts: a compactor run from cron on a quiet
+        topic costs seconds."""
         where = self._checkpoint_files()
         committed = None if where is None else self.engine.committed_offsets(*where)
         if committed is None:
@@ -226,7 +225,7 @@ class CompactorJob:
         reports = []
         for log_dir in list_log_dirs(self.state):
             if log_dir.pid.topic in self.spec.topics:
-                report = idle_report(log_dir, self.spec, now_ms)
+                report = idle_report(log_dir, self.spec, now_ms, self.drain)
                 if report is None:
                     return False
                 reports.append(report)

@@ -38,6 +38,7 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
             code = job.wait(120)
         text = (tmp_path / "err").read_text()
     assert code == 0, text
+    assert f"mirroring {bounded} (1 partitions)" in text, text
     warnings = WARNING.findall(text)
     assert warnings == [(weekly, f"{weekly}.c", "7d")], text
     assert len([line for line in lines(text) if " WARNING " in line]) == 1, text
