@@ -25,6 +25,7 @@ from streaming.kafka.failures import refusal_hint, refuses, retrying
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+WAITING_NOTICE_S = 5.0  # a cluster silent this long at start is said to be awaited, not left to the timeout
 
 
 @dataclass
@@ -62,7 +63,8 @@ class Cluster:
     def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
         """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
         timeout_s = self.connect_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline, said = started + timeout_s, False
         while True:
             try:
                 return self.admin.list_topics(timeout=max(0.5, min(2.0, timeout_s)))
@@ -77,6 +79,10 @@ class Cluster:
                 if time.monotonic() > deadline:
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "
                                    f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc
+                if not said and time.monotonic() - started > WAITING_NOTICE_S:
+                    said = True
+                    log.warning("waiting for the %s cluster at %s to answer (up to %.0fs): %s", self.role,
+                                self.bootstrap_servers, timeout_s, exc.args[0].str())
 
     def cluster_id(self) -> str:
         """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree."""
@@ -84,11 +90,13 @@ class Cluster:
         return self.answer(lambda: self.admin.describe_cluster(request_timeout=30).result(30).cluster_id,
                             "cluster id")
 
-    def answer(self, call: Callable[[], T], what: str) -> T:
+    def answer(self, call: Callable[[], T], what: str, quiet: bool = False) -> T:
         """A request retried while the cluster passes through a restart or a leader moves (a broker going
         away between the metadata answer and this request) for up to connect_timeout_s, with a new admin
-        client between tries (renew_admin)."""
-        return retrying(call, what, self.connect_timeout_s, side=self.role, renew=self.renew_admin)
+        client between tries (renew_admin). ``quiet``: the waits are DEBUG, for a caller that says itself
+        what a failure meant (a sync round beside the job)."""
+        return retrying(call, what, self.connect_timeout_s, side=self.role, renew=self.renew_admin,
+                        level=logging.DEBUG if quiet else logging.WARNING)
 
     def partition_count(self, topic: str) -> int:
         t = self.metadata().topics.get(topic)

@@ -151,7 +151,7 @@ def refresh_metadata(client: MetadataClient, topic: str | None) -> None:
 
 def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, client: MetadataClient | None = None,
              topic: str | None = None, renew: Callable[[], None] | None = None, pause_s: float = 1.0,
-             say_every_s: float = SAY_EVERY_S) -> T:
+             say_every_s: float = SAY_EVERY_S, level: int = logging.WARNING) -> T:
     """call() until it succeeds, retrying transient failures until timeout_s has passed; between two tries
     ``client`` refreshes its metadata of ``topic`` (a leader that died is replaced in it), or ``renew`` makes
     the client anew where asking the old one again is not safe. While it waits it
@@ -171,8 +171,8 @@ def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, c
                     raise
                 raise exc from failure
             if now - said >= say_every_s:
-                log.warning("waiting for the %s cluster: %s: %s; retrying for up to %.0fs", side, what,
-                            reason(exc), deadline - now)
+                log.log(level, "waiting for the %s cluster: %s: %s; retrying for up to %.0fs", side, what,
+                        reason(exc), deadline - now)
                 said = now
             if renew is not None:
                 renew()

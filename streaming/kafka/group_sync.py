@@ -182,7 +182,7 @@ class GroupOffsetSync:
         try:
             listed = self.source.answer(
                 lambda: self.source.admin.list_consumer_groups(request_timeout=TRY_S).result(TRY_S),
-                "the list of consumer groups")
+                "the list of consumer groups", quiet=True)
         except KafkaException as exc:
             raise GroupSyncError(f"cannot list the consumer groups of the source cluster {self.source.bootstrap_servers}: "
                                  f"{reason(exc)}") from exc
@@ -204,7 +204,7 @@ class GroupOffsetSync:
         try:
             result = cluster.answer(
                 lambda: cluster.admin.list_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(
-                    TRY_S), f"the offsets of consumer group {group}")
+                    TRY_S), f"the offsets of consumer group {group}", quiet=True)
         except KafkaException as exc:
             raise GroupSyncError(f"cannot read the offsets of consumer group {group} on the {cluster.role} cluster "
                                  f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
@@ -214,7 +214,7 @@ class GroupOffsetSync:
         try:
             described = self.sink.answer(
                 lambda: self.sink.admin.describe_consumer_groups([group], request_timeout=TRY_S)[group].result(TRY_S),
-                f"the members of consumer group {group}")
+                f"the members of consumer group {group}", quiet=True)
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # never seen on the sink: nobody is in it
                 return False
@@ -227,15 +227,18 @@ class GroupOffsetSync:
                                                        for r in rows])
         cannot = f"cannot commit the offsets of consumer group {group} on the sink cluster {self.sink.bootstrap_servers}"
         reached(Moment.GROUP_SYNC_COMMIT, group)
+
+        def commit() -> list[TopicPartition]:
+            result = self.sink.admin.alter_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(TRY_S)
+            failed = [tp for tp in result.topic_partitions if tp.error is not None]
+            if failed:  # per partition: a fresh sink's coordinator still loading answers so, and is asked again
+                raise KafkaException(failed[0].error)
+            return result.topic_partitions
+
         try:
-            result = self.sink.answer(
-                lambda: self.sink.admin.alter_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(
-                    TRY_S), f"the commit of consumer group {group}'s offsets")
+            self.sink.answer(commit, f"the commit of consumer group {group}'s offsets", quiet=True)
         except KafkaException as exc:
             raise GroupSyncError(f"{cannot}: {reason(exc)}") from exc
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
-        if failed:
-            raise GroupSyncError(f"{cannot}: {failed[0].topic}-{failed[0].partition}: {failed[0].error}")
         for r in rows:
             log.info("consumer group %s: %s-%d committed offset %d -> %s-%d offset %d (was %s)", group, r.topic,
                      r.partition, r.source_committed, r.sink_topic, r.partition, r.sink_offset,
