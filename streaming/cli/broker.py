@@ -14,6 +14,7 @@ from streaming.errors import UsageError
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from streaming.brokers.choice import start_local_broker, start_local_cluster  # noqa: PLC0415 (imports Kafka)
+    from streaming.brokers.local.supervisor import supervise  # noqa: PLC0415
 
     if args.brokers == 3:
         if args.port is not None:
@@ -29,7 +30,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"bootstrap.servers={broker.bootstrap_servers}  ({what}; Ctrl-C stops it)", flush=True)
         if args.secure:
             print(_secured(broker), flush=True)
-        stop.wait()
+        supervise(broker.cluster.nodes if broker.cluster else [broker.server], stop, lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         pass
     finally:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -40,3 +41,29 @@ def test_broker_secure_prints_settings_whose_config_files_log_in_to_each_secured
     finally:
         broker.send_signal(signal.SIGTERM)
         assert broker.wait(60) == 0
+
+
+@pytest.mark.slow
+def test_broker_of_three_says_when_a_node_exits_reaps_it_and_says_when_it_is_back() -> None:
+    broker = subprocess.Popen([sys.executable, "-m", "streaming", "broker", "--brokers", "3"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        first = broker.stdout.readline()
+        pids = [int(p) for p in re.search(r"pids ([\d, ]+);", first).group(1).split(", ")]
+        assert first.startswith("bootstrap.servers=") and len(pids) == 3, first
+        os.kill(pids[1], signal.SIGKILL)
+        exited = broker.stdout.readline().rstrip()
+        assert exited == f"node 2 (pid {pids[1]}) exited: killed by SIGKILL; starting it again in 5s", exited
+        assert not os.path.exists(f"/proc/{pids[1]}"), "the dead node's JVM is reaped, not left a zombie"
+        back = broker.stdout.readline().rstrip()
+        new_pid = int(re.fullmatch(r"node 2 is back \(pid (\d+)\)", back).group(1))
+        assert os.path.exists(f"/proc/{new_pid}")
+        admin = AdminClient({"bootstrap.servers": first.split()[0].split("=", 1)[1]})
+        assert len(admin.list_topics(timeout=30).brokers) == 3
+    finally:
+        broker.send_signal(signal.SIGTERM)
+        code = broker.wait(120)
+    rest, err = broker.stdout.read(), broker.stderr.read()
+    assert code == 0 and rest == "", rest
+    assert all(" INFO streaming.brokers." in line for line in err.splitlines()), err
+    assert not [p for p in (*pids, new_pid) if os.path.exists(f"/proc/{p}")], "every node is stopped"
