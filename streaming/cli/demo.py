@@ -11,7 +11,10 @@ import random
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterator, TextIO
+
+from streaming.errors import JobError, UsageError
 
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
@@ -52,21 +55,43 @@ def change_stream(seed: int = 0, keys: int = 20) -> Iterator[tuple[bytes, bytes 
             yield key, b'{"user": %d, "v": %d}' % (k, versions[k]), versions[k]
 
 
-def produce_changes(bootstrap_servers: str, topic: str, count: int, interval_s: float, partitions: int,
-                    out: TextIO) -> int:
+@dataclass(frozen=True)
+class ChangeTopic:
+    """The topic `produce-changes` writes to, and how it is created when missing."""
+
+    name: str
+    partitions: int = 3
+    replication_factor: int = -1  # the cluster's default
+    compact: bool = False  # cleanup.policy=compact, as a changelog topic is
+    keys: int = 20
+
+    def __post_init__(self) -> None:
+        for what, value, least in (("--partitions", self.partitions, 1), ("--keys", self.keys, 1)):
+            if value < least:
+                raise UsageError(f"{what} must be at least {least}, got {value}")
+        if self.replication_factor == 0 or self.replication_factor < -1:
+            raise UsageError(f"--replication-factor must be at least 1, got {self.replication_factor}")
+
+
+def produce_changes(bootstrap_servers: str, topic: ChangeTopic, count: int, interval_s: float, out: TextIO) -> int:
     """Create the topic if needed and produce ``count`` changes (0 = until interrupted)."""
-    if topic not in Cluster("source", bootstrap_servers).metadata().topics:
-        create_topic(bootstrap_servers, topic, partitions)
+    if topic.name not in Cluster("source", bootstrap_servers).metadata().topics:
+        try:
+            create_topic(bootstrap_servers, topic.name, topic.partitions,
+                         {"cleanup.policy": "compact"} if topic.compact else {},
+                         replication_factor=topic.replication_factor)
+        except RuntimeError as exc:
+            raise JobError(str(exc)) from None
     producer = RecordProducer(bootstrap_servers)
     sent = 0
     try:
-        for key, value, version in change_stream():
+        for key, value, version in change_stream(keys=topic.keys):
             if count and sent >= count:
                 break
-            producer.send(topic, _versioned(key, value, version))
+            producer.send(topic.name, _versioned(key, value, version))
             sent += 1
             if sent % 100 == 0:
-                print(f"produced {sent} changes to {topic}", file=out, flush=True)
+                print(f"produced {sent} changes to {topic.name}", file=out, flush=True)
             if interval_s:
                 time.sleep(interval_s)
     except KeyboardInterrupt:

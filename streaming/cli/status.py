@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from streaming.cli.readable import number_text
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, log_to_clean,
                                next_clean)
 from streaming.job.spec import JobMapping, TopicPlan, load_saved
@@ -128,12 +129,17 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
                      last.get("group_sync"))
 
 
+def _figures(values: dict) -> str:
+    return ", ".join(f"{k}={number_text(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v}"
+                     for k, v in sorted(values.items()))
+
+
 def render_table(status: JobStatus) -> str:
     cols = [("partition", lambda p: f"{p.topic}-{p.partition}"), ("start", lambda p: p.log_start_offset),
             ("end", lambda p: p.log_end_offset), ("segs", lambda p: p.segments),
             ("records", lambda p: p.records), ("clean B", lambda p: p.clean_bytes),
             ("dirty B", lambda p: p.dirty_bytes), ("dirty %", lambda p: f"{100 * p.dirty_ratio:.1f}"),
-            ("uncleanable@", lambda p: p.first_uncleanable_offset),
+            ("cleanable<", lambda p: p.first_uncleanable_offset),  # Kafka's first uncleanable offset
             ("last clean (UTC)", lambda p: utc_or_dash(p.last_clean_ms)),
             ("delay s", lambda p: f"{p.compaction_delay_ms / 1000:.1f}"),
             ("next clean (UTC)", lambda p: utc_or_dash(p.next_clean_ms)),
@@ -159,9 +165,9 @@ def render_table(status: JobStatus) -> str:
         for name, what in sorted(p.damaged_segments.items()):
             lines.append(f"{p.topic}-{p.partition}: damaged segment {name}: {what}")
     lines.append("")
-    lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in sorted(status.metrics.items())))
+    lines.append("metrics: " + _figures(status.metrics))
     if status.job:
-        lines.append("job: " + ", ".join(f"{k}={v}" for k, v in sorted(status.job.items())))
+        lines.append("job: " + _figures(status.job))
     if status.group_sync:
         sync = status.group_sync
         last = "never" if sync["last-sync-ms"] is None else utc_or_dash(sync["last-sync-ms"]) + " UTC"

@@ -199,12 +199,12 @@ def unique_topic_name(prefix: str = "kcompact") -> str:
 
 def create_topic(bootstrap_servers: str, name: str, partitions: int = 1,
                  config: Mapping[str, str] | None = None, timeout_s: float = 30.0,
-                 client_config: Mapping[str, str] | None = None) -> str:
-    """Create a topic with the cluster's default replication and wait until the broker confirms it; raise with
-    the topic name on failure."""
+                 client_config: Mapping[str, str] | None = None, replication_factor: int = -1) -> str:
+    """Create a topic (replication -1: the cluster's default) and wait until the broker confirms it; raise
+    with the topic name on failure."""
     admin = AdminClient(client_settings({"bootstrap.servers": bootstrap_servers, **(client_config or {})}))
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(config or {}))],
         operation_timeout=timeout_s, request_timeout=timeout_s)
     try:
         futures[name].result(timeout=timeout_s)

@@ -59,6 +59,32 @@ def test_produce_changes_creates_the_topic_and_writes_versions(bootstrap_servers
     assert total == 200
 
 
+@pytest.mark.integration
+def test_produce_changes_creates_a_compacted_topic_over_the_keys_asked_and_refuses_a_replication_it_cannot_have(
+        bootstrap_servers: str) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from streaming.kafka.admin import unique_topic_name
+    from streaming.kafka.clients import read_committed
+
+    topic = unique_topic_name("changes")
+    argv = [sys.executable, "-m", "streaming", "produce-changes", "--bootstrap-servers", bootstrap_servers,
+            "--topic", topic, "--count", "300", "--partitions", "1", "--compact", "--keys", "5",
+            "--replication-factor", "1"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})  # kept while its future is pending
+    configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    assert next(iter(configs.values())).result(30)["cleanup.policy"].value == "compact"
+    assert {r.key for r in read_committed(bootstrap_servers, topic, 1)} == {b"user-%d" % k for k in range(5)}
+    too_many = subprocess.run([*argv[:7], unique_topic_name("changes"), "--replication-factor", "9"],
+                              capture_output=True, text=True, timeout=120)
+    err = too_many.stderr.strip().splitlines()
+    assert too_many.returncode == 2 and len(err) == 1 and "replication factor" in err[0].lower(), too_many.stderr
+    zero = subprocess.run([*argv[:7], "t", "--keys", "0"], capture_output=True, text=True, timeout=120)
+    assert zero.returncode == 2 and zero.stderr.strip() == "kcompact: error: --keys must be at least 1, got 0"
+
+
 @pytest.mark.parametrize("option,value", [("--config", "segment.ms"), ("--config", "no.such.key=1"),
                                           ("--kafka", "=x"), ("--sink-topic-config", "retention.ms")])
 def test_a_bad_setting_is_one_line_naming_it_before_any_cluster_is_contacted(tmp_path, option: str,

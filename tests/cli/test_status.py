@@ -54,6 +54,18 @@ def test_status_reports_each_partition_from_its_files(tmp_path) -> None:
     assert "hunter2" not in json.dumps(status.to_doc()) + (tmp_path / "kcompact.json").read_text()
 
 
+def test_status_table_names_the_cleanable_range_and_rounds_figures_for_a_person(tmp_path) -> None:
+    status = collect_status(_state_dir(tmp_path), NOW)
+    status.metrics["cleaner-recopy-percent"] = 100 * 1024 / 1073741824  # 9.5367431640625e-05
+    header, row = render_table(status).splitlines()[2:4]
+    assert "cleanable<" in header and "uncleanable" not in header
+    end = header.index("cleanable<") + len("cleanable<")  # cells are right-aligned under their header
+    assert row[:end].split()[-1] == "6"
+    metrics = render_table(status).splitlines()[-1]
+    assert "cleaner-recopy-percent=9.54e-05," in metrics and "max-dirty-percent=100," in metrics, metrics
+    assert json.loads(json.dumps(status.to_doc()))["metrics"]["cleaner-recopy-percent"] == 100 * 1024 / 1073741824
+
+
 def test_dump_prints_what_the_logs_hold(tmp_path) -> None:
     rows = list(dump_records(_state_dir(tmp_path), partition=0))
     assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(4, "k0", "v4"), (5, "k1", "v5")]
