@@ -14,7 +14,7 @@ import traceback
 from typing import TYPE_CHECKING, Sequence
 
 from streaming import __version__, config_providers, logging_setup, redaction
-from streaming.cli import acls, broker
+from streaming.cli import acls, broker, spark_submit
 from streaming.cli.pairs import parse_pairs, sink_settings
 from streaming.errors import USER_ERRORS, UsageError
 from streaming.kafka.subscription import StartingOffsets, subscription_of
@@ -29,7 +29,7 @@ CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start
 
 
 def _cmd_submit_file(args: argparse.Namespace) -> int:
-    print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "submit.py"))  # beside this file, not imported
+    print(spark_submit.APPLICATION)
     return 0
 
 
@@ -596,6 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compact", action="store_true", help="create the topic with cleanup.policy=compact")
     p.add_argument("--keys", type=int, default=20, help="distinct keys the changes are spread over")
     p.set_defaults(func=_cmd_produce_changes)
+
+    spark_submit.add_parser(sub)
 
     p = sub.add_parser("submit-file", help="print the application file to hand spark-submit (see README)")
     p.set_defaults(func=_cmd_submit_file)

@@ -37,6 +37,7 @@ NOTICES = re.compile("|".join([
 FAILURES_REPORTED = ("org.apache.spark.sql.execution.streaming", "org.apache.spark.scheduler.TaskSetManager",
                      "org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSchedulerImpl",
                      "org.apache.spark.api.python", "org.apache.spark.sql.execution.python")
+COMMAND_LINE = "kcompact: "  # the command's own one-line error and notices
 OWN_LINE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ |\{"time": )')
 
 
@@ -75,7 +76,9 @@ def _pass_on(line: str, out: int) -> None:
         logging.getLogger("spark.stderr").debug("%s", line)
 
 
-def _pump(read_fd: int, out: int) -> None:
+def pump(read_fd: int, out: int) -> None:
+    """Pass each line the JVM writes to ``read_fd`` on (through logging, or to ``out``), until it closes;
+    closes ``read_fd``."""
     with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as lines:
         for line in lines:
             try:
@@ -84,12 +87,23 @@ def _pump(read_fd: int, out: int) -> None:
                 continue
 
 
+def pump_driver_output(read_fd: int, out: int, err: int) -> None:
+    """spark-submit's stdout: its Python driver's stdout and stderr as one stream (Spark's PythonRunner
+    merges them). The driver's log lines and its `kcompact:` lines go to ``err``, the rest to ``out``."""
+    with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if OWN_LINE.match(line) or line.startswith(COMMAND_LINE):
+                logging_setup.pass_on(line.rstrip("\n"), err)
+            else:
+                os.write(out, line.encode())
+
+
 @contextlib.contextmanager
 def jvm_stderr_to_logging() -> Iterator[None]:
     """Around the JVM's launch: the processes started inside inherit a stderr that this process reads."""
     read_fd, write_fd = os.pipe()
     real = os.dup(2)
-    threading.Thread(target=_pump, args=(read_fd, real), name="jvm-stderr", daemon=True).start()
+    threading.Thread(target=pump, args=(read_fd, real), name="jvm-stderr", daemon=True).start()
     sys.stderr.flush()
     saved = os.dup(2)
     os.dup2(write_fd, 2)

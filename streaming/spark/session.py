@@ -13,6 +13,7 @@ from streaming.spark import jvm_log
 from streaming.spark.source.ingest import KafkaIngestSource
 from streaming.spark.source.kafka_source import KafkaDataSource
 from streaming.spark.home import choose_spark_home
+from streaming.spark.submit import address_towards
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # Spark's Python processes, its planning process for our source included (started for every query): numpy's
@@ -43,6 +44,11 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
                 # the checkpoint is written through Hadoop's filesystem, which applies its own umask (022)
                 "spark.hadoop.fs.permissions.umask-mode": "077",
                 **{f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()}}
+    host = None if submitted is not None else (os.environ.get("SPARK_LOCAL_IP") or
+                                                address_towards(master or defaults["spark.master"]))
+    if host:  # the address the master reaches us at, not the first interface Spark finds (streaming.spark.submit)
+        os.environ.setdefault("SPARK_LOCAL_IP", host)
+        defaults["spark.driver.host"] = host
     builder = SparkSession.builder.appName(app_name)
     for k, v in defaults.items():
         if submitted is None or not submitted.contains(k):
