@@ -172,7 +172,8 @@ class CompactorJob:
         rolls every active segment first (--drain)."""
         with self.lock:
             items = [d for d in list_log_dirs(self.state) if d.pid.topic in self.spec.topics]
-            if not items:
+            if not items:  # nothing read yet (empty topics): the job waits for records, and says so
+                self._phase = IDLE
                 return []
             now_ms = int(self.clock() * 1000)
             task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,

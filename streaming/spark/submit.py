@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlparse
 
 from streaming.spark import jvm_log
@@ -111,7 +112,11 @@ def run_submitted(plan: SubmitPlan) -> int:
     log lines on stderr in kcompact's format, the job's own output on stdout. SIGTERM is passed on."""
     child = subprocess.Popen(plan.command(), env=plan.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              stdin=subprocess.DEVNULL)
-    previous = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    # Ctrl-C reaches the whole foreground process group, the job's driver too, which stops as a local run
+    # does; this process waits for it. SIGTERM, sent to this process alone, is passed on to the driver:
+    # spark-submit's JVM would end at once and take the driver with it, mid-batch.
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: _terminate_driver(child)),
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
     pumps = [threading.Thread(target=jvm_log.pump, args=(os.dup(child.stderr.fileno()), 2), daemon=True),
              threading.Thread(target=jvm_log.pump_driver_output, args=(os.dup(child.stdout.fileno()), 1, 2),
                               daemon=True)]
@@ -120,7 +125,21 @@ def run_submitted(plan: SubmitPlan) -> int:
             pump.start()
         code = child.wait()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     for pump in pumps:
         pump.join(10)
     return code
+
+
+def _terminate_driver(child: subprocess.Popen) -> None:
+    """SIGTERM to the Python driver spark-submit started (its child process), else to spark-submit."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a process that ended meanwhile
+            continue
+        if int(fields[1]) == child.pid:  # fields after the command: state, ppid, ...
+            os.kill(int(stat.parent.name), signal.SIGTERM)
+            return
+    child.send_signal(signal.SIGTERM)

@@ -1,6 +1,6 @@
 """A continuous run whose settings hold records back for more than an hour (Kafka's defaults: a week in the
 active segment) says so at start, once per such topic, naming max.compaction.lag.ms; a topic that bounds it
-and a --once run say nothing."""
+and a --once run say nothing. On empty topics its progress says it waits for records."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.cli.test_first_contact import KCOMPACT, kcompact, lines
 
 pytestmark = pytest.mark.integration
 
+PROGRESS = re.compile(r" INFO streaming.job.progress: progress: .*s; (.*)$", re.M)
 WARNING = re.compile(r" WARNING kcompact: (\S+): records reach (\S+) only once their segment is cleaned: up to (\S+) ")
 
 
@@ -30,7 +31,7 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
         job = subprocess.Popen([*KCOMPACT, *argv], stdout=subprocess.DEVNULL, stderr=err, text=True)
         try:
             deadline = time.monotonic() + 120
-            while not WARNING.search((tmp_path / "err").read_text()) and job.poll() is None:
+            while not PROGRESS.search((tmp_path / "err").read_text()) and job.poll() is None:
                 assert time.monotonic() < deadline, (tmp_path / "err").read_text()
                 time.sleep(0.2)
         finally:
@@ -39,6 +40,7 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
         text = (tmp_path / "err").read_text()
     assert code == 0, text
     assert f"mirroring {bounded} (1 partitions)" in text, text
+    assert PROGRESS.search(text).group(1) == "waiting for records", "empty topics: the job waits, it does not ingest"
     warnings = WARNING.findall(text)
     assert warnings == [(weekly, f"{weekly}.c", "7d")], text
     assert len([line for line in lines(text) if " WARNING " in line]) == 1, text
