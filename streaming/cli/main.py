@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # types only: --help, status and dump load neither a Kafka cl
 log = logging.getLogger("kcompact")
 
 CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start
+LATE_FIRST_EMISSION_MS = 3_600_000  # a continuous run warns when records may wait longer than this for the sink
 
 
 def _cmd_submit_file(args: argparse.Namespace) -> int:
@@ -247,9 +248,6 @@ def _warn_of_late_first_emission(spec) -> None:
                         "max.compaction.lag.ms to bound it, e.g. --config max.compaction.lag.ms=60000", topic,
                         plan.sink, duration_text(config.longest_hold_ms), duration_text(config.segment_ms),
                         duration_text(config.max_compaction_lag_ms), bytes_text(config.segment_bytes))
-
-
-LATE_FIRST_EMISSION_MS = 3_600_000
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
