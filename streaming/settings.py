@@ -1,7 +1,7 @@
 """Every compaction setting, once: Kafka's name, its type, default, check, scope and meaning.
 
 Modelled on Kafka's ``LogConfig`` / ``CleanerConfig`` definitions (``define(name, type, default, validator,
-doc)``). The cleaner's config, the log's config, the command line, the saved spec and README's list all
+doc)``). The cleaner's config, the log's config, the command line, the saved spec and docs/configuration.md all
 read this table, so a key has one default and one set of limits wherever it is used.
 """
 
@@ -142,7 +142,7 @@ def setting_field(name: str) -> Any:
 
 
 def markdown_table() -> str:
-    """README's list of settings."""
+    """The list of settings in docs/configuration.md."""
     rows = ["| key | scope | type | default | meaning |", "|---|---|---|---|---|"]
     bar = " \\| "  # a | inside a table cell
     for s in SETTINGS.values():

@@ -1,4 +1,4 @@
-"""The one table of settings: README lists exactly it, and every config class takes its defaults and limits."""
+"""The one table of settings: docs/configuration.md lists exactly it, and every config class takes its defaults and limits."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from streaming.cleaner import CompactionConfig, ConfigError
 from streaming.log import LogConfig
 from streaming.settings import SETTINGS, Scope, markdown_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+CONFIGURATION = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
-def test_readme_lists_the_settings_table_as_it_is() -> None:
+def test_the_configuration_doc_lists_the_settings_table_as_it_is() -> None:
     block = re.search(r"<!-- settings table: python -m streaming.settings -->\n(.*?)\n<!-- end of settings table -->",
-                      README.read_text(), re.S)
-    assert block and block[1] == markdown_table(), "run python -m streaming.settings and paste it into README.md"
+                      CONFIGURATION.read_text(), re.S)
+    assert block and block[1] == markdown_table(), "run python -m streaming.settings and paste it into docs/configuration.md"
 
 
 def test_each_config_field_is_a_setting_with_the_tables_default() -> None:

@@ -1,4 +1,4 @@
-"""The README's first command: a small change stream compacted for real on a local broker.
+"""The demo, README's first command: a small change stream compacted for real on a local broker.
 
 It shows what the product is for: updates collapse to the latest, a late lower version does not win
 (KIP-280 header strategy), a delete arrives as a tombstone, and every sink record says which source offset

@@ -421,7 +421,8 @@ def _by_hand_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcompact", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"kcompact {__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="the lowest level of log line shown, kcompact's and Spark's (Spark's INFO only at DEBUG)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"],
                         help="log lines on stderr: text for people, json (one object per line) for log shippers")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -597,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     spark_submit.add_parser(sub)
 
-    p = sub.add_parser("submit-file", help="print the application file to hand spark-submit (see README)")
+    p = sub.add_parser("submit-file", help="print the application file to hand spark-submit (docs/cluster.md)")
     p.set_defaults(func=_cmd_submit_file)
 
     p = sub.add_parser("demo", help="compact a small change stream on a local broker and show the result")

@@ -57,8 +57,8 @@ def test_spark_secrets_are_told_to_the_jvm_only_once_it_runs(tmp_path, monkeypat
     assert secret == {"spark.hadoop.fs.s3a.secret.key": "typed", "spark.hadoop.fs.s3a.access.key": "the-key"}
 
 
-def test_print_acls_gives_the_least_set_as_the_readme_lists_it_without_contacting_a_cluster(capsys) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_print_acls_gives_the_least_set_as_the_security_doc_lists_it_without_contacting_a_cluster(capsys) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     common = ["run", "--bootstrap-servers", "SOURCE:9093", "--sink-bootstrap-servers", "SINK:9093", "--source-topic",
               "orders", "--sink-topic", "orders.compacted", "--state-dir", "/nonexistent/state", "--kafka",
               "security.protocol=SASL_SSL", "--kafka", "sasl.username=kcompact", "--sink-kafka",
@@ -69,8 +69,8 @@ def test_print_acls_gives_the_least_set_as_the_readme_lists_it_without_contactin
         assert len(printed) == count and all(line in readme for line in printed), printed
 
 
-def test_the_readmes_secrets_file_example_is_a_config_file_whose_references_print_as_written(tmp_path, capsys) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_security_docs_secrets_file_example_is_a_config_file_whose_references_print_as_written(tmp_path, capsys) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     example = readme.split("# /etc/kcompact/orders.properties", 1)[1].split("\n", 1)[1].split("```", 1)[0]
     config = tmp_path / "orders.properties"
     config.write_text(example)
