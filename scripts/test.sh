@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # README command (2): set everything up, then run the whole test suite.
+# --fast: only the tests that need neither a broker nor a cluster (unit, property and command-line tests),
+# a few minutes; docs/architecture.md says which lane to run when.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$KCOMPACT_ROOT"
 python -m ruff check --quiet .  # the lint pyproject.toml configures; a finding fails the run
+if [[ "${1:-}" == "--fast" ]]; then
+    shift
+    set -- -m "not slow and not integration" "$@"
+fi
 exec python -m pytest "$@"

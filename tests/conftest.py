@@ -91,6 +91,19 @@ def bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers
 
 
+BROKER_FIXTURES = frozenset({"kafka_broker", "bootstrap_servers", "cluster_broker", "cluster", "docker_engine"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The fast lane (scripts/test.sh --fast: not integration, not slow) must start no broker: a test that
+    asks for one and carries neither mark is a collection error naming it."""
+    unmarked = [f"{item.nodeid} ({', '.join(sorted(BROKER_FIXTURES & set(item.fixturenames)))})"
+                for item in items if BROKER_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and not (item.get_closest_marker("integration") or item.get_closest_marker("slow"))]
+    if unmarked:
+        raise pytest.UsageError("tests that use a broker must be marked integration (or slow): " + "; ".join(unmarked))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # the secured-cluster tests ask for the session's broker by parameter (secured="broker")
     on_broker = getattr(getattr(item, "callspec", None), "params", {}).get("secured") == "broker"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streaming.kafka.client_log import LibrdkafkaLog
@@ -14,6 +15,7 @@ def test_clients_connect_at_once_unless_the_user_says_otherwise() -> None:
     assert client_settings({SPARSE_CONNECTIONS: "true"})[SPARSE_CONNECTIONS] == "true"
 
 
+@pytest.mark.integration
 def test_a_consumer_made_so_answers_a_first_watermark_request(bootstrap_servers, new_topic) -> None:
     topic = new_topic()
     consumer = Consumer(client_settings({"bootstrap.servers": bootstrap_servers, "group.id": "settings-test"}))
