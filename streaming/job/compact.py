@@ -173,7 +173,7 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
     with partition_lock(state, log_dir.directory):
         config = spec.topics[log_dir.pid.topic].compaction
         plog = open_partition_log(state, log_dir, config.log_config)
-        report = _compact_partition(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
+        report = _roll_clean_emit(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
         _count_overdue(plog, report, spec, now_ms)
         return report
 
@@ -187,7 +187,7 @@ def _count_overdue(plog: PartitionLog, report: StageReport, spec: JobSpec, now_m
             plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
 
 
-def _compact_partition(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,
+def _roll_clean_emit(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms: int, trust_local: bool,
                        drain: bool) -> StageReport:
     topic, partition = log_dir.pid.topic, log_dir.pid.partition
     report = StageReport(log_dir.pid)

@@ -64,7 +64,7 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or DISK_FULL in text:
         return state_dir_full(state_dir)
     if is_refused(exc):
-        return JobError(f"a cluster refused the compactor: {_first_line(exc)}. Check the security settings "
+        return JobError(f"a cluster refused the compactor: {_telling_line(exc)}. Check the security settings "
                         f"given with --kafka (source) and --sink-kafka (sink)")
     missing = re.search(r'No FileSystem for scheme "?(\w+)|checkpoint file manager for path=(\w+)://', text)
     if missing:
@@ -374,9 +374,9 @@ class CompactorJob:
             pause = restarts.next_pause(self.totals.batches)
             if pause is None:
                 raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
-                               f"{self.retry_timeout_s:.0f}s; last failure: {_first_line(exc)}") from exc
+                               f"{self.retry_timeout_s:.0f}s; last failure: {_telling_line(exc)}") from exc
             log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
-                        "restarting it from its checkpoint in %.0fs", _first_line(exc), pause)
+                        "restarting it from its checkpoint in %.0fs", _telling_line(exc), pause)
             if self._stop.wait(pause):
                 return
 
@@ -457,7 +457,9 @@ def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = F
             f"{'' if drained else '; --drain (with --once) rolls the active segments now and cleans what they hold'}")
 
 
-def _first_line(exc: BaseException) -> str:
+def _telling_line(exc: BaseException) -> str:
+    """The line of a failure that says most: the last one naming a Kafka error or an Error (a Java exception's
+    text ends with its innermost cause), else its first line; at most 300 characters."""
     lines = [line for line in str(exc).splitlines() if "KafkaError{" in line or "Error" in line]
     return (lines[-1] if lines else str(exc).splitlines()[0] if str(exc) else type(exc).__name__).strip()[:300]
 

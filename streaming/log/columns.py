@@ -225,7 +225,7 @@ def _decoded(buf: np.ndarray, pos: int, end: int, sync: bytes, max_records: int)
     return out
 
 
-def decode_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
+def decode_batch(buf: np.ndarray, pos: int, end: int, sync: bytes,
                   max_records: int = 1 << 62) -> tuple[pa.RecordBatch, int]:
     """Whole blocks in buf[pos:end] (about ``max_records`` records at most) -> (batch, position after them)."""
     (n, after, _, offset, timestamp, ttype, key_start, key_len, val_start, val_len, hdr_start, hdr_len, horizon,
@@ -241,9 +241,9 @@ def decode_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
     return batch, int(after)
 
 
-def decode_key_blocks(buf: np.ndarray, pos: int, end: int, sync: bytes,
+def decode_key_batch(buf: np.ndarray, pos: int, end: int, sync: bytes,
                       max_records: int = 1 << 62) -> tuple[pa.RecordBatch, int]:
-    """decode_blocks projected to KEY_BATCH_SCHEMA: values are skipped, never copied out of the buffer."""
+    """decode_batch projected to KEY_BATCH_SCHEMA: values are skipped, never copied out of the buffer."""
     (_, after, _, offset, timestamp, _, key_start, key_len, _, val_len, hdr_start, hdr_len, _,
      _) = _decoded(buf, pos, end, sync, max_records)
     sizes = RECORD_OVERHEAD + np.maximum(key_len, 0) + np.maximum(val_len, 0) + hdr_len - 1

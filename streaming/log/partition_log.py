@@ -32,7 +32,7 @@ from streaming.log.journal import Event, read_journal, write_entry
 from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.record import LogRecord, parsed_schema
-from streaming.log.segment import (Chunk, SegmentMeta, encode_blocks, object_damage, object_header, object_name,
+from streaming.log.segment import (Chunk, SegmentMeta, object_body, object_damage, object_header, object_name,
                                    read_batches, read_header,
                                    read_keys_checked, read_verified, segment_name)
 from streaming.log.storage import LocalStorage, Storage
@@ -256,7 +256,7 @@ class PartitionLog:
         records are folded into it (their blocks copied, not decoded), as a binary counter carries: a
         segment fed by many small appends keeps O(log n) objects at O(log n) copies per byte."""
         header = object_header(seg)
-        body = [encode_blocks(batch, seg.sync_marker)]
+        body = [object_body(batch, seg.sync_marker)]
         size = len(header) + len(body[0])  # of the object to write
         chunks = list(seg.chunks)
         while chunks and chunks[-1].bytes <= size and size + chunks[-1].bytes <= MERGE_LIMIT:
@@ -426,7 +426,7 @@ class PartitionLog:
                 raise ValueError(f"replacement records [{off[0]}, {off[-1]}] not in ({last}, {new.next_offset}) "
                                  f"or out of order")
             last = int(off[-1])
-            data = encode_blocks(batch, new.sync_marker)
+            data = object_body(batch, new.sync_marker)
             f.write(data)
             written += len(data)
             crc = zlib.crc32(data, crc)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from fastavro.write import Writer
 
 from streaming.log import codec
-from streaming.log.columns import DecodeError, decode_blocks, decode_key_blocks, encode_batch
+from streaming.log.columns import DecodeError, decode_batch, decode_key_batch, encode_batch
 from streaming.log.record import parsed_schema
 from streaming.log.storage import Storage
 
@@ -141,7 +141,7 @@ def object_header(seg: SegmentMeta) -> bytes:
     return container_header(seg.sync_marker, {HDR_BASE: str(seg.base_offset)})
 
 
-def encode_blocks(batch: pa.RecordBatch, sync_marker: bytes) -> memoryview:
+def object_body(batch: pa.RecordBatch, sync_marker: bytes) -> memoryview:
     """The batch's records as whole Avro blocks, for an object with this sync marker. A view of the encoder's
     buffer, not a copy: a writer joins it with the header or writes it as it is."""
     return memoryview(encode_batch(batch, sync_marker, BLOCK_RECORDS, BLOCK_BYTES))
@@ -192,7 +192,7 @@ def _fill(f: BinaryIO, buf: np.ndarray, start: int) -> int:
     return start
 
 
-def read_batches(storage: Storage, path: str, decode: BlockDecoder = decode_blocks,
+def read_batches(storage: Storage, path: str, decode: BlockDecoder = decode_batch,
                  checked_against: Chunk | None = None) -> Iterator[pa.RecordBatch]:
     """The object's records, a batch per READ_CHUNK of blocks (memory stays flat whatever its size).
 
@@ -241,7 +241,7 @@ def read_verified(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.Reco
 
 def read_keys_checked(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """The object's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read (see read_batches)."""
-    return _decoding_as_damage(path, read_batches(storage, path, decode_key_blocks, checked_against=chunk))
+    return _decoding_as_damage(path, read_batches(storage, path, decode_key_batch, checked_against=chunk))
 
 
 def _decoding_as_damage(path: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

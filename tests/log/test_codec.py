@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 
 from streaming.log import batch_from_records, decode_headers, encode_headers, records_from_batch
-from streaming.log.columns import DecodeError, decode_blocks, encode_batch
+from streaming.log.columns import DecodeError, decode_batch, encode_batch
 from streaming.log.record import parsed_schema
-from streaming.log.segment import container_header, encode_blocks
+from streaming.log.segment import container_header, object_body
 
 LONGS = st.integers(-(2**63), 2**63 - 1)
 BLOBS = st.none() | st.binary(max_size=300)
@@ -56,7 +56,7 @@ def test_blocks_read_back_with_fastavro_and_with_the_codec(records: list[dict], 
     for block in fastavro.block_reader(io.BytesIO(header + body)):
         assert 1 <= block.num_records <= per_block
         assert block.num_records == 1 or len(block.bytes_.getvalue()) <= block_bytes
-    batch, used = decode_blocks(np.frombuffer(body, dtype=np.uint8), 0, len(body), sync)
+    batch, used = decode_batch(np.frombuffer(body, dtype=np.uint8), 0, len(body), sync)
     assert used == len(body)
     assert records_from_batch(batch) == records
 
@@ -74,9 +74,9 @@ def test_a_partial_last_block_is_left_for_the_next_read() -> None:
     records = [{"offset": i, "timestamp": i, "timestamp_type": 0, "key": b"k", "value": os.urandom(50),
                 "headers": [], "delete_horizon_ms": None} for i in range(10)]
     sync = os.urandom(16)
-    body = encode_blocks(batch_from_records(records), sync)
+    body = object_body(batch_from_records(records), sync)
     cut = body[:-5]
-    batch, used = decode_blocks(np.frombuffer(cut, dtype=np.uint8), 0, len(cut), sync)
+    batch, used = decode_batch(np.frombuffer(cut, dtype=np.uint8), 0, len(cut), sync)
     assert batch.num_rows == 0 and used == 0
 
 
@@ -85,11 +85,11 @@ def test_damaged_framing_is_named(damage: str, message: str) -> None:
     records = [{"offset": i, "timestamp": i, "timestamp_type": 0, "key": b"k", "value": b"v" * 10,
                 "headers": [], "delete_horizon_ms": None} for i in range(3)]
     sync = os.urandom(16)
-    body = bytearray(encode_blocks(batch_from_records(records), sync))
+    body = bytearray(object_body(batch_from_records(records), sync))
     if damage == "sync":
         body[-1] ^= 0xFF
     else:
         body[1] += 2  # the block's byte count (one varint byte here) claims one more byte than its records use
         body += b"\x00"
     with pytest.raises(DecodeError, match=message):
-        decode_blocks(np.frombuffer(bytes(body), dtype=np.uint8), 0, len(body), sync)
+        decode_batch(np.frombuffer(bytes(body), dtype=np.uint8), 0, len(body), sync)

@@ -9,7 +9,7 @@ import pytest
 
 from streaming.log import batch_from_records, records_from_batch
 from streaming.log import segment
-from streaming.log.segment import (Chunk, CorruptSegmentError, SegmentMeta, encode_blocks, object_header,
+from streaming.log.segment import (Chunk, CorruptSegmentError, SegmentMeta, object_body, object_header,
                                    read_batches, read_keys_checked)
 from streaming.log.storage import LocalStorage
 
@@ -18,7 +18,7 @@ def write_object(path: str, records: list[dict]) -> Chunk:
     seg = SegmentMeta.new(0)
     data = object_header(seg)
     for i in range(0, len(records), 7):  # several appends' worth of blocks
-        data += bytes(encode_blocks(batch_from_records(records[i:i + 7]), seg.sync_marker))
+        data += bytes(object_body(batch_from_records(records[i:i + 7]), seg.sync_marker))
     with open(path, "wb") as f:
         f.write(data)
     return Chunk(os.path.basename(path), len(data), zlib.crc32(data))
