@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import_graph = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(import_graph)
 
 IMPORTS = import_graph.imports()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _importers(library: str) -> set[str]:
@@ -77,3 +80,19 @@ def test_only_the_spark_package_touches_spark_objects() -> None:
             continue
         used = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
         assert not used & set(SPARK_ATTRIBUTES), (path, sorted(used & set(SPARK_ATTRIBUTES)))
+
+
+def test_no_api_of_the_package_exists_for_tests() -> None:
+    """The package holds what users run: a class or function whose docstring or comment says it is there for
+    tests belongs in tests/."""
+    said = []
+    for path in sorted((ROOT / "streaming").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                doc = ast.get_docstring(node) or ""
+                if re.search(r"\b(for|by) (the )?tests\b", doc, re.I):
+                    said.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+        said += [f"{path.relative_to(ROOT)}:{n} (comment)" for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if "#" in line and re.search(r"\b(read|used|kept) (for|by) (the )?tests\b", line.split("#", 1)[1])]
+    assert not said, said

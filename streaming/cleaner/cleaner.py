@@ -74,13 +74,6 @@ class CleanResult:
     map_full: bool = False
     elapsed_s: float = 0.0
     erased: list[Event] = field(default_factory=list, repr=False)  # the erase audit's, committed with the checkpoint
-    _log: PartitionLog | None = field(default=None, repr=False)
-
-    def survivors(self) -> Iterator[LogRecord]:
-        """The newly cleaned range's records that survived, in offset order. For tests: the job reads the log
-        from its emitter's progress instead (job.compact), which also covers a pass that died before emitting."""
-        assert self._log is not None
-        return self._log.read(self.start_offset, self.end_offset)
 
 
 class Cleaner:
@@ -103,8 +96,7 @@ class Cleaner:
         started = self.clock()
         throttler = Throttler(self.config.io_max_bytes_per_second, self.clock, self.sleep)
         versions = VersionReader(self.config)
-        result = CleanResult(target.partition, target.first_dirty_offset, target.first_dirty_offset, now_ms,
-                             _log=plog)
+        result = CleanResult(target.partition, target.first_dirty_offset, target.first_dirty_offset, now_ms)
         self.map.clear(target.cleanable_records)
         self.memo.clear()
         checked: set[int] = set()

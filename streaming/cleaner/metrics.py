@@ -43,13 +43,6 @@ class PartitionFigures:
     bytes_written: int = 0
     buffer_utilization: float = 0.0
 
-    @classmethod
-    def of_outcome(cls, o: PartitionOutcome) -> "PartitionFigures":
-        """The figures of one clean_partition outcome, for tests; the job builds them as its stage goes
-        (job.compact), from the same observed() and with_pass()."""
-        figures = cls().observed(o.target, o.state)
-        return figures if o.result is None else figures.with_pass(o.result)
-
     def observed(self, target: LogToClean, state: PartitionCleanerState,
                  uncleanable: bool | None = None) -> "PartitionFigures":
         """These figures with what selection and the partition's cleaner state say now."""

@@ -25,7 +25,6 @@ class LogToClean:
     cleanable_records: int  # of the segments cleanable_bytes counts: at most what a pass maps
     compaction_delay_ms: int
     tombstones_due: bool
-    checkpoint_reset: bool  # the checkpoint lay outside the log and was reset (read by tests: the job needs no note)
 
     @property
     def total_bytes(self) -> int:
@@ -51,8 +50,7 @@ def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint
     active = segments[-1]
     start, end = segments[0].base_offset, active.next_offset
     first_dirty = checkpoint if checkpoint is not None else start
-    reset = not start <= first_dirty <= end
-    if reset:
+    if not start <= first_dirty <= end:  # a checkpoint outside the log (Kafka resets it to the log start too)
         first_dirty = start
 
     uncleanable = active.base_offset
@@ -75,7 +73,7 @@ def log_to_clean(segments: list[SegmentMeta], partition: PartitionId, checkpoint
     tombstones_due = any(s.min_delete_horizon_ms is not None and s.min_delete_horizon_ms <= now_ms
                          for s in segments[:-1])
     return LogToClean(partition, start, first_dirty, uncleanable, clean_bytes, cleanable_bytes,
-                      sum(s.record_count for s in cleanable), delay, tombstones_due, reset)
+                      sum(s.record_count for s in cleanable), delay, tombstones_due)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
-from streaming.cleaner import (Cleaner, CleanerMetrics, CompactionConfig, KeylessRecordError, LogCleanerManager,
-                               PartitionFigures)
+from streaming.cleaner import (Cleaner, CleanerMetrics, CleanResult, CompactionConfig, KeylessRecordError,
+                               LogCleanerManager, PartitionFigures)
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.partition_id import PartitionId
 from streaming.cleaner.throttle import Throttler
@@ -33,7 +33,15 @@ def rec(offset: int, key: bytes | None, value: bytes | None, ts: int = 0, header
 
 def metrics(outcomes, now_ms: int, last_run_ms: int | None = None,
             previous: CleanerMetrics | None = None) -> CleanerMetrics:
-    return CleanerMetrics.of([PartitionFigures.of_outcome(o) for o in outcomes], now_ms, last_run_ms, previous)
+    """The metrics of these clean_partition outcomes, built as the job's stage builds them."""
+    figures = [PartitionFigures().observed(o.target, o.state) for o in outcomes]
+    figures = [f if o.result is None else f.with_pass(o.result) for f, o in zip(figures, outcomes, strict=True)]
+    return CleanerMetrics.of(figures, now_ms, last_run_ms, previous)
+
+
+def survivors(plog: PartitionLog, result: CleanResult) -> list:
+    """The records of the pass's newly cleaned range that survived, in offset order."""
+    return list(plog.read(result.start_offset, result.end_offset))
 
 
 def contents(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -47,7 +55,7 @@ def test_tombstone_needs_two_passes_and_goes_at_its_horizon(tmp_path) -> None:
     plog.roll()
     mgr = LogCleanerManager(c)
     first = mgr.clean_partition(PID, plog, now_ms=10_000)
-    assert [(r["offset"], r["delete_horizon_ms"]) for r in first.result.survivors()] == [(1, None), (2, 11_000)]
+    assert [(r["offset"], r["delete_horizon_ms"]) for r in survivors(plog, first.result)] == [(1, None), (2, 11_000)]
     assert contents(plog) == [(1, b"b", b"1"), (2, b"a", None)], "the first pass keeps the tombstone"
     early = mgr.clean_partition(PID, plog, now_ms=10_999)
     assert early.result is None and not early.target.tombstones_due
@@ -79,7 +87,7 @@ def test_min_lag_leaves_young_segments_untouched(tmp_path) -> None:
     target = LogCleanerManager(c).select(plog, PID, now)
     assert target.first_uncleanable_offset == 2
     result = Cleaner(c).clean(plog, target, now)
-    assert [r["offset"] for r in result.survivors()] == [1]
+    assert [r["offset"] for r in survivors(plog, result)] == [1]
     assert contents(plog) == [(1, b"a", b"old2"), (2, b"a", b"young"), (3, b"a", b"young2")]
 
 
@@ -141,7 +149,7 @@ def test_checkpoint_outside_the_log_resets_to_log_start(tmp_path, checkpoint: in
     plog.roll()
     plog.set_cleaner_checkpoint(checkpoint)
     target = LogCleanerManager(c).select(plog, PID, 0)
-    assert target.checkpoint_reset and target.first_dirty_offset == plog.log_start_offset
+    assert target.first_dirty_offset == plog.log_start_offset
 
 
 def test_recopy_groups_segments_up_to_segment_bytes(tmp_path) -> None:
@@ -254,16 +262,16 @@ def test_late_lower_version_never_displaces_a_cleaned_higher_one(tmp_path) -> No
     plog.roll()
     mgr = LogCleanerManager(c)
     first = mgr.clean_partition(PID, plog, 0)
-    assert [r["value"] for r in first.result.survivors()] == [b"v5"]
+    assert [r["value"] for r in survivors(plog, first.result)] == [b"v5"]
     plog.append([rec(1, b"a", b"v3-late", headers=v(3)), rec(2, b"a", b"no-version")])
     plog.roll()
     second = mgr.clean_partition(PID, plog, 1)
-    assert list(second.result.survivors()) == [], "nothing new reaches the sink"
+    assert survivors(plog, second.result) == [], "nothing new reaches the sink"
     assert contents(plog) == [(0, b"a", b"v5")]
     plog.append([rec(3, b"a", b"v9", headers=v(9))])
     plog.roll()
     third = mgr.clean_partition(PID, plog, 2)
-    assert [r["value"] for r in third.result.survivors()] == [b"v9"]
+    assert [r["value"] for r in survivors(plog, third.result)] == [b"v9"]
     assert contents(plog) == [(3, b"a", b"v9")]
 
 
