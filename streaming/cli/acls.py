@@ -8,7 +8,7 @@ import argparse
 import json
 
 from streaming import redaction
-from streaming.cli.pairs import parse_pairs, sink_settings
+from streaming.cli.pairs import add_cluster_access_options, parse_pairs, sink_settings
 
 
 def cmd_sync_acls(args: argparse.Namespace) -> int:
@@ -60,3 +60,11 @@ def print_acls(args: argparse.Namespace, subscription, naming, source_kafka: dic
     for side, grant in required_grants(access, principals["source"], principals["sink"]):
         print(grant.command(where[side]))
     return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("sync-acls", help="one round of topic ACL sync to the sink cluster, by hand")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--dry-run", action="store_true", help="print the ACLs it would add, add nothing")
+    add_cluster_access_options(p)
+    p.set_defaults(func=cmd_sync_acls)

@@ -54,3 +54,15 @@ def _secured(broker) -> str:
         f"  kcompact run --config-file {files.scram_config} (SCRAM) or {files.mtls_config} (mTLS), "
         f"then --source-topic/--sink-topic/--state-dir",
     ])
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("broker", help="run a local Apache Kafka (KRaft) in the foreground: one node, or a cluster "
+                                      "of three (replication 3, min.insync.replicas 2)")
+    p.add_argument("--brokers", type=int, choices=[1, 3], default=1, help="nodes (default 1)")
+    p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
+    p.add_argument("--secure", action="store_true",
+                   help="also print how to reach the TLS listeners (SCRAM-SHA-512 over SASL_SSL, mTLS), where ACLs "
+                        "are enforced, and write a --config-file for each")
+    p.set_defaults(func=cmd_broker)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 from typing import Mapping, Sequence
 
 from streaming.errors import UsageError
@@ -20,3 +22,20 @@ def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
 def sink_settings(source: Mapping[str, str], sink: Mapping[str, str], same_cluster: bool) -> dict[str, str]:
     """The sink side's client settings: on one cluster it is reached as the source is, unless told otherwise."""
     return {**source, **sink} if same_cluster else dict(sink)
+
+
+def regex_option(text: str, option: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise UsageError(f"{option} {text!r} is not a regular expression: {exc}") from None
+
+
+def add_cluster_access_options(p: argparse.ArgumentParser) -> None:
+    """How a command run by hand on a job's state dir reaches the job's two clusters (whose addresses the state
+    dir keeps, and whose credentials it never does)."""
+    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the source (credentials are not kept in the state dir)")
+    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting to reach the sink (on one cluster, --kafka's apply first)")
+    p.add_argument("--json", action="store_true")

@@ -18,7 +18,7 @@ APPLICATION = Path(__file__).with_name("submit.py")  # beside this file, not imp
 USAGE = "kcompact submit --master URL [options] run --bootstrap-servers ... (the run command as given locally)"
 
 
-def add_parser(sub) -> None:
+def add_parsers(sub) -> None:
     p = sub.add_parser("submit", help="run the job on a Spark cluster through spark-submit",
                        usage=USAGE, description=__doc__.split("\n\n")[1])
     p.add_argument("--master", required=True, help="spark://HOST:7077, k8s://https://HOST:6443, yarn or local[N]")
@@ -35,6 +35,14 @@ def add_parser(sub) -> None:
                    help="print the spark-submit command line (with its environment) and exit")
     p.add_argument("run", nargs=argparse.REMAINDER, help="run and its options")
     p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("submit-file", help="print the application file to hand spark-submit (docs/cluster.md)")
+    p.set_defaults(func=_cmd_submit_file)
+
+
+def _cmd_submit_file(args: argparse.Namespace) -> int:
+    print(APPLICATION)
+    return 0
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
