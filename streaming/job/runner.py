@@ -9,16 +9,13 @@ what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.l
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
 import logging
 import os
-import re
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from streaming.cleaner import CleanerMetrics, CompactionConfig
@@ -36,46 +33,19 @@ from streaming.job.acl_sync import AclSyncSchedule
 from streaming.job.group_sync import GroupSyncSchedule
 from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
-from streaming.kafka.failures import is_refused, is_transient
+from streaming.job.failures import (Restarts, explain_failure, nothing_cleanable, report_failures, state_dir_full,
+                                    telling_line)
+from streaming.kafka.failures import is_transient
 from streaming.log.storage import LocalStorage, Storage
 from streaming.moments import Moment, reached
 from streaming.state.layout import checkpoint_dir, list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
-from streaming.utc import utc_text
 
 log = logging.getLogger(__name__)
 
-DISK_FULL = "No space left on device"
 IDLE = "waiting for records"
 STOP_GRACE_S = 8.0  # the first Ctrl-C waits this long for the batch in flight, then the job stops at once
-
-
-def state_dir_full(state_dir: str) -> JobError:
-    return JobError(f"the state dir {state_dir} is full ({DISK_FULL}). Free space or move --state-dir, then "
-                    f"start again: every change to a log is committed whole or not at all, and the "
-                    f"interrupted micro-batch is replayed from the Spark checkpoint, so nothing is lost or doubled")
-
-
-def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
-    """A clear, one-line error for failures with a known cause. Spark hands task failures to the driver
-    as text (the worker's traceback inside a Java exception), so the cause is recognised by its message."""
-    text = str(exc)
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or DISK_FULL in text:
-        return state_dir_full(state_dir)
-    if is_refused(exc):
-        return JobError(f"a cluster refused the compactor: {_telling_line(exc)}. Check the security settings "
-                        f"given with --kafka (source) and --sink-kafka (sink)")
-    missing = re.search(r'No FileSystem for scheme "?(\w+)|checkpoint file manager for path=(\w+)://', text)
-    if missing:
-        return JobError(f"Spark has no filesystem for {missing[1] or missing[2]}:// to keep its checkpoint in: "
-                        f"add the store's Hadoop connector with --spark-conf spark.jars.packages=... (s3a: "
-                        f"org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>) or give --checkpoint-location")
-    lost = re.search(r"DataLossError: (partition \S+: [^.\n]*)", text)
-    if lost:
-        return JobError(f"source {lost[1]}: those records were deleted from the source (retention) before "
-                        f"kcompact read them. Start with --allow-data-loss to go on from the log start")
-    return None
 
 
 class StopRequested(RuntimeError):
@@ -201,7 +171,7 @@ class CompactorJob:
             self._write_metrics(reports, now_ms)
             self.last_run_ms = now_ms
             self._stage_after_batch = True
-            _report_failures(reports)
+            report_failures(reports)
             if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
                 raise state_dir_full(self.spec.state_dir)
 
@@ -374,9 +344,9 @@ class CompactorJob:
             pause = restarts.next_pause(self.totals.batches)
             if pause is None:
                 raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
-                               f"{self.retry_timeout_s:.0f}s; last failure: {_telling_line(exc)}") from exc
+                               f"{self.retry_timeout_s:.0f}s; last failure: {telling_line(exc)}") from exc
             log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
-                        "restarting it from its checkpoint in %.0fs", _telling_line(exc), pause)
+                        "restarting it from its checkpoint in %.0fs", telling_line(exc), pause)
             if self._stop.wait(pause):
                 return
 
@@ -424,60 +394,3 @@ class CompactorJob:
 def _stop_at_once(what: str) -> None:
     print(f"kcompact: {what}; the next start reads the interrupted batch again", file=sys.stderr, flush=True)
     os._exit(130)
-
-
-def _report_failures(reports: list[StageReport]) -> None:
-    """A lasting failure is a line per partition, to be acted on. Passing ones (the sink cluster away, below
-    min.insync.replicas, a leader moving) are one line per stage whatever the number of partitions: the job
-    waits, nothing is lost, and the next trigger tries again."""
-    waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
-    for r in reports:
-        if r.error and r not in waiting:
-            log.error("partition %s: %s", r.pid, r.error)
-    if waiting:
-        first = waiting[0]
-        log.warning("waiting for the sink cluster: %d of %d partitions could not emit (%s: %s); nothing is lost, "
-                    "the next trigger tries again", len(waiting), len(reports), first.pid,
-                    first.error.message.splitlines()[0][:200])
-
-
-def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = False) -> str | None:
-    """Why a run emitted nothing when nothing was cleanable yet, when the first record will be, and the fix."""
-    waiting = sorted((r for r in reports if r.waiting), key=lambda r: r.waiting.earliest_ms)
-    if not waiting:
-        return None
-    first = waiting[0]
-    nc = first.waiting
-    latest = "" if nc.latest_ms is None else f", at the latest from {utc_text(nc.latest_ms)} UTC (max.compaction.lag.ms)"
-    ratio = " once the dirty ratio passes min.cleanable.dirty.ratio" if nc.earliest_ms <= now_ms else ""
-    return (f"nothing emitted: nothing is cleanable yet in {len(waiting)} partition(s). The first to become "
-            f"eligible is {first.pid} from offset {nc.offset}: from {utc_text(nc.earliest_ms)} UTC"
-            f"{ratio} (its segment rolls by segment.ms / max.compaction.lag.ms, then min.compaction.lag.ms)"
-            f"{latest}. kcompact status shows each partition's time"
-            f"{'' if drained else '; --drain (with --once) rolls the active segments now and cleans what they hold'}")
-
-
-def _telling_line(exc: BaseException) -> str:
-    """The line of a failure that says most: the last one naming a Kafka error or an Error (a Java exception's
-    text ends with its innermost cause), else its first line; at most 300 characters."""
-    lines = [line for line in str(exc).splitlines() if "KafkaError{" in line or "Error" in line]
-    return (lines[-1] if lines else str(exc).splitlines()[0] if str(exc) else type(exc).__name__).strip()[:300]
-
-
-@dataclass
-class Restarts:
-    """Exponential pauses between retries, given up once no progress was made for timeout_s."""
-
-    timeout_s: float
-    progress: int | None = None
-    since: float = 0.0
-    attempt: int = 0
-
-    def next_pause(self, progress: int) -> float | None:
-        now = time.monotonic()
-        if progress != self.progress:
-            self.progress, self.since, self.attempt = progress, now, 0
-        if now - self.since > self.timeout_s:
-            return None
-        self.attempt += 1
-        return min(30.0, 2.0 ** (self.attempt - 1))

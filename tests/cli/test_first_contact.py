@@ -17,7 +17,7 @@ import javaproperties
 import pytest
 
 from streaming.cli.main import build_parser
-from streaming.job.runner import explain_failure
+from streaming.job.failures import explain_failure
 from streaming.job.spec import JobMapping
 from streaming.kafka.subscription import SubscribePattern
 from tests.cli.test_status import write_state_dir

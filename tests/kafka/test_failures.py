@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from streaming.errors import JobError
 from streaming.kafka.failures import is_refused, is_transient, reason, retrying, said_in_one_line
-from streaming.job.runner import Restarts
+from streaming.job.failures import Restarts
 
 SPARK_TEXT = ('[FOREACH_BATCH_USER_FUNCTION_ERROR] ... Traceback (most recent call last):\n'
               'cimpl.KafkaException: KafkaError{code=%s,val=-187,str="Failed to get watermark offsets"}')
@@ -85,7 +85,7 @@ def test_retrying_says_it_waits_once_an_interval_not_once_a_try(caplog) -> None:
 
 def test_restarts_back_off_reset_on_progress_and_give_up_without_it(monkeypatch) -> None:
     clock = [0.0]
-    monkeypatch.setattr("streaming.job.runner.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("streaming.job.failures.time.monotonic", lambda: clock[0])
     r = Restarts(timeout_s=100)
     assert [r.next_pause(5) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
     clock[0] = 50
