@@ -96,3 +96,10 @@ def test_no_api_of_the_package_exists_for_tests() -> None:
         said += [f"{path.relative_to(ROOT)}:{n} (comment)" for n, line in enumerate(path.read_text().splitlines(), 1)
                  if "#" in line and re.search(r"\b(read|used|kept) (for|by) (the )?tests\b", line.split("#", 1)[1])]
     assert not said, said
+
+
+def test_no_module_of_the_package_is_over_400_lines() -> None:
+    """A module that long holds more than one concept; split it by what it holds."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "streaming").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long

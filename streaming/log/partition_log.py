@@ -12,8 +12,6 @@ the last commit described it.
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import io
 import logging
 import posixpath
 import random
@@ -24,44 +22,26 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from fastavro.validation import ValidationError, validate, validate_many
+from fastavro.validation import validate_many
 
 from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
 from streaming.log.journal import Event, read_journal, write_entry
 from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
-from streaming.log.record import LogRecord, parsed_schema
+from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
 from streaming.log.segment import (Chunk, SegmentMeta, object_body, object_damage, object_header, object_name,
-                                   read_batches, read_header,
-                                   read_keys_checked, read_verified, segment_name)
+                                   read_batches, read_keys_checked, read_verified, segment_name)
+from streaming.log.segment_writer import room, with_object
 from streaming.log.storage import LocalStorage, Storage
 from streaming.settings import LONG_MAX
 
 log = logging.getLogger(__name__)
 
-ROOM_WINDOW = 1024  # records scanned at first for the next roll point
-# Objects of the active segment are folded together up to this size (held in memory). Past it, one more read
-# of an object costs little beside reading its bytes, and every fold copies each byte again: a large --once
-# appends 100k records (about 14 MB) at a time, which a 64 MiB limit folded into 28 and then 56 MB objects.
-MERGE_LIMIT = 16 << 20
 GC_EVERY = 32  # commits between garbage collections (replaced and folded objects, old manifests)
 
 # What an append has to say of the records it stores (the fresh ones: replays are skipped before)
 AppendJournal = Callable[[pa.RecordBatch], list[Event]]
-
-
-def schema_error(record: object) -> str | None:
-    """What keeps a record out of the log, naming the field at fault; None when it fits the schema."""
-    if not isinstance(record, dict):
-        return f"not a log record: expected a dict, got {type(record).__name__}"
-    if validate(record, parsed_schema(), raise_errors=False):
-        return None
-    try:  # raise_errors=True names the field, but costs a JSON dump per union branch tried
-        validate(record, parsed_schema(), raise_errors=True)
-    except ValidationError as verr:
-        return f"does not fit the log schema: {'; '.join(str(e) for e in verr.errors)}"
-    return None
 
 
 def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
@@ -70,16 +50,6 @@ def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool
     for c in seg.chunks:
         path = posixpath.join(objects_dir(directory), c.name)
         yield from read_verified(storage, path, c) if check else read_batches(storage, path)
-
-
-class BadRecordError(ValueError):
-    """A record the log cannot store. Records before it in the same append were stored."""
-
-    def __init__(self, offset: object, reason: str, accepted: int) -> None:
-        super().__init__(f"record at offset {offset!r} rejected: {reason} ({accepted} earlier records stored)")
-        self.offset = offset
-        self.reason = reason
-        self.accepted = accepted
 
 
 @dataclass
@@ -216,9 +186,10 @@ class PartitionLog:
             result.rolled += 1
         i = 0
         while i < len(off):
-            j = self._room(segments[-1], sizes, i)
+            j = room(segments[-1], sizes, i, self.config.segment_bytes)
             if j > i:
-                segments[-1] = self._with_object(segments[-1], batch.slice(i, j - i), sizes[i:j], lag[i:j])
+                segments[-1] = with_object(self.storage, self.dir, segments[-1], batch.slice(i, j - i), sizes[i:j],
+                                           lag[i:j])
                 result.appended += j - i
                 i = j
             if i < len(off):
@@ -233,59 +204,6 @@ class PartitionLog:
         lower) after the active segment's first. An append is never split on time, so a run of appends
         that each bring a new millisecond cannot make a segment per millisecond."""
         return bool(seg.record_count) and newest_ms - seg.first_timestamp > self.roll_after_ms
-
-    def _room(self, seg: SegmentMeta, sizes: np.ndarray, i: int) -> int:
-        """The index of the first record from i on that must start a new segment because segment.bytes is
-        reached; len(sizes) if none. The scan window doubles until it finds the end, so a batch costs
-        O(records), not O(records x rolls)."""
-        window = ROOM_WINDOW
-        while True:
-            stop = min(len(sizes), i + window)
-            full = seg.size_bytes + np.cumsum(sizes[i:stop]) > self.config.segment_bytes
-            if not seg.record_count:
-                full[0] = False  # an empty segment takes its first record, however large
-            if full.any():
-                return i + int(np.argmax(full))
-            if stop == len(sizes):
-                return stop
-            window *= 2
-
-    def _with_object(self, seg: SegmentMeta, batch: pa.RecordBatch, sizes: np.ndarray,
-                     lag: np.ndarray) -> SegmentMeta:
-        """The segment with the batch written as a new object. Trailing objects no larger than the new
-        records are folded into it (their blocks copied, not decoded), as a binary counter carries: a
-        segment fed by many small appends keeps O(log n) objects at O(log n) copies per byte."""
-        header = object_header(seg)
-        body = [object_body(batch, seg.sync_marker)]
-        size = len(header) + len(body[0])  # of the object to write
-        chunks = list(seg.chunks)
-        while chunks and chunks[-1].bytes <= size and size + chunks[-1].bytes <= MERGE_LIMIT:
-            blocks = self._blocks_of(chunks[-1])
-            if blocks is None:
-                break
-            chunks.pop()
-            body.insert(0, blocks)
-            size += len(blocks)
-        name = object_name(seg.base_offset)
-        crc = 0
-        with self.storage.open_put(self.object_path(name)) as f:
-            for part in (header, *body):  # written part by part: joined first, each byte was copied once more
-                f.write(part)
-                crc = zlib.crc32(part, crc)
-        new = dataclasses.replace(seg, chunks=(*chunks, Chunk(name, size, crc)))
-        new.observe(batch, sizes, lag)
-        return new
-
-    def _blocks_of(self, chunk: Chunk) -> bytes | None:
-        """An object's blocks (after its header), checked against the manifest; None when damaged, so
-        damage is never copied into a new object with a fresh checksum."""
-        data = self.storage.get(self.object_path(chunk.name))
-        if len(data) != chunk.bytes or zlib.crc32(data) != chunk.crc32:
-            log.error("%s: object %s does not match the manifest; later appends go to new objects",
-                      self.dir, chunk.name)
-            return None
-        _, _, start = read_header(io.BytesIO(data))
-        return data[start:]
 
     def forced_roll_due(self, now_ms: int) -> bool:
         """KIP-354: the active segment's first record is older than max.compaction.lag.ms."""

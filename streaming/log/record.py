@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import fastavro
+from fastavro.validation import ValidationError, validate
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "log_record.avsc"  # package data; schemas/ links to it
 
@@ -45,3 +46,26 @@ def make_record(offset: int, key: bytes | None, value: bytes | None, timestamp: 
     return {"offset": offset, "timestamp": timestamp, "timestamp_type": timestamp_type, "key": key,
             "value": value, "headers": [{"key": k, "value": v} for k, v in (headers or [])],
             "delete_horizon_ms": None}
+
+
+def schema_error(record: object) -> str | None:
+    """What keeps a record out of the log, naming the field at fault; None when it fits the schema."""
+    if not isinstance(record, dict):
+        return f"not a log record: expected a dict, got {type(record).__name__}"
+    if validate(record, parsed_schema(), raise_errors=False):
+        return None
+    try:  # raise_errors=True names the field, but costs a JSON dump per union branch tried
+        validate(record, parsed_schema(), raise_errors=True)
+    except ValidationError as verr:
+        return f"does not fit the log schema: {'; '.join(str(e) for e in verr.errors)}"
+    return None
+
+
+class BadRecordError(ValueError):
+    """A record the log cannot store. Records before it in the same append were stored."""
+
+    def __init__(self, offset: object, reason: str, accepted: int) -> None:
+        super().__init__(f"record at offset {offset!r} rejected: {reason} ({accepted} earlier records stored)")
+        self.offset = offset
+        self.reason = reason
+        self.accepted = accepted
