@@ -47,6 +47,7 @@ from streaming.erasure.events import AuditKeys
 from streaming.kafka.admin import Cluster
 from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
+from streaming.job.options import RunOptions
 from streaming.job.runner import CompactorJob
 from streaming.spark.session import build_session
 from streaming.spark.driver import SparkEngine
@@ -199,7 +200,7 @@ def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str,
     partitions = Cluster("source", bootstrap).partition_count(source)
     plan = TopicPlan(source, sink, CompactionConfig(max_compaction_lag_ms=60_000, erase_audit_keys=audit), partitions)
     spec = JobSpec(mapping, state_dir, {source: plan})
-    job = CompactorJob(SparkEngine(spark), spec, once=True)
+    job = CompactorJob(SparkEngine(spark), spec, RunOptions(once=True))
     t = time.perf_counter()
     assert job.run() == 0
     return time.perf_counter() - t, job

@@ -103,3 +103,11 @@ def test_no_module_of_the_package_is_over_400_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "streaming").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
+
+
+def test_the_job_is_given_a_spec_and_its_options_not_a_list_of_arguments() -> None:
+    import inspect
+
+    from streaming.job.runner import CompactorJob
+
+    assert len(inspect.signature(CompactorJob).parameters) <= 5

@@ -144,6 +144,7 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     sink topics, the state dir and the Spark session."""
     from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
     from streaming.job.progress import ProgressDisplay  # noqa: PLC0415
+    from streaming.job.options import RunOptions, Schedules  # noqa: PLC0415
     from streaming.job.runner import CompactorJob  # noqa: PLC0415
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
@@ -203,13 +204,9 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
         extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
         engine = SparkEngine(lambda: build_session("kcompact", master=args.spark_master, log_level=args.log_level,
                                                    extra=extra, secret=secret_conf))  # started when first needed
-        job = CompactorJob(engine, spec, sync, trigger_interval_s=args.trigger_interval, once=args.once,
-                           checkpoint_location=args.checkpoint_location,
-                           max_offsets_per_trigger=args.max_offsets_per_trigger,
-                           starting_offsets=starting, retry_timeout_s=args.retry_timeout,
-                           group_sync=group_sync, drain=args.drain, allow_data_loss=args.allow_data_loss,
-                           live_progress=ProgressDisplay.wanted_live(args.log_format),
-                           acl_sync=_acl_sync_schedule(args, source, sink))
+        options = RunOptions(args.once, args.drain, args.checkpoint_location, args.max_offsets_per_trigger, starting,
+                             args.retry_timeout, args.allow_data_loss, ProgressDisplay.wanted_live(args.log_format))
+        job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(args, source, sink)))
         if args.metrics_port is not None:
             serve_metrics(job.collector, args.metrics_port, args.metrics_host)
             log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)

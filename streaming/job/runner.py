@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
 
 from streaming.cleaner import CleanerMetrics, CompactionConfig
 from streaming.partition_id import PartitionId
@@ -26,11 +25,9 @@ from streaming.job.compact import StageReport, compact_partition, idle_report
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
-from streaming.kafka.subscription import StartingOffsets
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
-from streaming.job.acl_sync import AclSyncSchedule
-from streaming.job.group_sync import GroupSyncSchedule
+from streaming.job.options import RunOptions, Schedules
 from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
 from streaming.job.failures import (Restarts, explain_failure, nothing_cleanable, report_failures, state_dir_full,
@@ -54,33 +51,30 @@ class StopRequested(RuntimeError):
 
 
 class CompactorJob:
-    def __init__(self, engine: Engine, spec: JobSpec, sync: TopicSync | None = None, trigger_interval_s: float = 5.0,
-                 once: bool = False,
-                 checkpoint_location: str | None = None, max_offsets_per_trigger: int | None = None,
-                 starting_offsets: StartingOffsets = StartingOffsets(), clock: Callable[[], float] = time.time,
-                 retry_timeout_s: float = 300.0, group_sync: GroupSyncSchedule | None = None,
-                 drain: bool = False, allow_data_loss: bool = False, live_progress: bool = False,
-                 acl_sync: AclSyncSchedule | None = None) -> None:
+    def __init__(self, engine: Engine, spec: JobSpec, options: RunOptions | None = None,
+                 sync: TopicSync | None = None, schedules: Schedules | None = None) -> None:
+        """``sync``: the topic sync (None: the spec's topics, fixed); the trigger interval is the spec's."""
+        options, schedules = options or RunOptions(), schedules or Schedules()
         self.engine = engine
         self.spec = spec
         self.sync = sync  # None: the topics are the spec's, fixed
-        self.trigger_interval_s = trigger_interval_s
-        self.once = once
+        self.trigger_interval_s = spec.trigger_interval_ms / 1000
+        self.once = options.once
         self.state = open_state_dir(spec.state_dir)  # the driver's; tasks open theirs from spec.state_dir
-        self.checkpoint_location = checkpoint_location or spark_checkpoint(self.state)
-        self.max_offsets_per_trigger = max_offsets_per_trigger
-        self.starting_offsets = starting_offsets
-        self.clock = clock
-        self.retry_timeout_s = retry_timeout_s
-        self.group_sync = group_sync
-        self.acl_sync = acl_sync
-        self.drain = drain  # --once: roll every active segment before the last stage
-        self.allow_data_loss = allow_data_loss
-        self.live_progress = live_progress
+        self.checkpoint_location = options.checkpoint_location or spark_checkpoint(self.state)
+        self.max_offsets_per_trigger = options.max_offsets_per_trigger
+        self.starting_offsets = options.starting_offsets
+        self.clock = time.time
+        self.retry_timeout_s = options.retry_timeout_s
+        self.group_sync = schedules.group_sync
+        self.acl_sync = schedules.acl_sync
+        self.drain = options.drain
+        self.allow_data_loss = options.allow_data_loss
+        self.live_progress = options.live_progress
         self.lock = threading.RLock()
         default = sync.overrides.over(CompactionConfig()) if sync else CompactionConfig()
         audit_keys = next((p.compaction.erase_audit_keys for p in spec.topics.values()), default.erase_audit_keys)
-        self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=clock,
+        self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=self.clock,
                                     lock=self.lock, audit_keys=audit_keys)
         self.totals = job_metrics.JobCounters()
         self.erase_latency = job_metrics.EraseLatency()
