@@ -111,3 +111,12 @@ def test_the_job_is_given_a_spec_and_its_options_not_a_list_of_arguments() -> No
     from streaming.job.runner import CompactorJob
 
     assert len(inspect.signature(CompactorJob).parameters) <= 5
+
+
+def test_no_module_beside_the_application_file_shadows_the_standard_library() -> None:
+    """spark-submit runs streaming/cli/submit.py as a script, which puts streaming/cli/ first on sys.path: a
+    module there named like a standard one (inspect, json) would be imported in its place."""
+    import sys
+
+    beside = {p.stem for p in (ROOT / "streaming" / "cli").glob("*.py")}
+    assert not beside & set(sys.stdlib_module_names)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
+from typing import Iterator
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -61,7 +64,7 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
         extra[JAVA_OPTIONS] = f"{jvm_log.java_options(log_level)} {given}".strip()
     for k, v in extra.items():
         builder = builder.config(k, v)
-    with jvm_log.jvm_stderr_to_logging() if submitted is None else contextlib.nullcontext():
+    with jvm_log.jvm_stderr_to_logging() if submitted is None else contextlib.nullcontext(), _jvm_ignores_sigterm():
         if secret and submitted is None:
             SparkContext._ensure_initialized(conf=SparkConf().setAll(builder._options.items()))  # noqa: SLF001
         for k, v in (secret or {}).items():
@@ -70,6 +73,22 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
     spark.dataSource.register(KafkaDataSource)
     spark.dataSource.register(KafkaIngestSource)
     return spark
+
+
+@contextlib.contextmanager
+def _jvm_ignores_sigterm() -> Iterator[None]:
+    """Launch the JVM with SIGTERM ignored, which it keeps (a JVM installs no handler for a signal ignored at
+    its start). A stop sent to the whole process group (systemd's default, `timeout`, a container's init)
+    then reaches the driver alone, which finishes its batch and stops Spark itself; the JVM ends with the
+    driver, when its gateway closes. SIGKILL still ends it at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _submitted() -> SparkConf | None:

@@ -115,7 +115,7 @@ def run_submitted(plan: SubmitPlan) -> int:
     # Ctrl-C reaches the whole foreground process group, the job's driver too, which stops as a local run
     # does; this process waits for it. SIGTERM, sent to this process alone, is passed on to the driver:
     # spark-submit's JVM would end at once and take the driver with it, mid-batch.
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: _terminate_driver(child)),
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: _terminate_driver(child, plan.application)),
                 signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
     pumps = [threading.Thread(target=jvm_log.pump, args=(os.dup(child.stderr.fileno()), 2), daemon=True),
              threading.Thread(target=jvm_log.pump_driver_output, args=(os.dup(child.stdout.fileno()), 1, 2),
@@ -132,14 +132,16 @@ def run_submitted(plan: SubmitPlan) -> int:
     return code
 
 
-def _terminate_driver(child: subprocess.Popen) -> None:
-    """SIGTERM to the Python driver spark-submit started (its child process), else to spark-submit."""
+def _terminate_driver(child: subprocess.Popen, application: str) -> None:
+    """SIGTERM to the Python driver spark-submit started (its child running ``application``), else to
+    spark-submit itself."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # a process that ended meanwhile
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the command: state, ppid, ...
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
             continue
-        if int(fields[1]) == child.pid:  # fields after the command: state, ppid, ...
+        if ppid == child.pid and application.encode() in argv:
             os.kill(int(stat.parent.name), signal.SIGTERM)
             return
     child.send_signal(signal.SIGTERM)
