@@ -305,8 +305,12 @@ def test_a_job_authenticates_with_a_client_certificate_and_copies_read_acls_to_i
     for p in range(2):
         assert sink_view(got[p]) == sent_view(winners([x for x in sent if x.partition == p]))
 
-    on_sink = {g for g in grants_of(admin) if g.name == sink and g.principal == reader.principal}
-    assert on_sink == {Grant(reader.principal, "READ", Resource.TOPIC, sink)}, "READ and ALL as READ; WRITE never"
+    def on_sink() -> set[Grant]:
+        return {g for g in grants_of(admin) if g.name == sink and g.principal == reader.principal}
+
+    # an ACL the controller took is listed by each broker once its metadata has caught up
+    wait_for(on_sink, 30, "the copied ACLs listed by the cluster")
+    assert on_sink() == {Grant(reader.principal, "READ", Resource.TOPIC, sink)}, "READ and ALL as READ; WRITE never"
     consumer = Consumer({**reader.client(s), "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
@@ -333,6 +337,7 @@ def test_a_job_authenticates_with_a_client_certificate_and_copies_read_acls_to_i
     assert "would add" in out and f"--allow-principal {viewer} --operation Describe --topic '{sink}'" in out, out
     assert Grant(viewer, "DESCRIBE", Resource.TOPIC, sink) not in set(grants_of(admin))
     assert main(sync) == 0
-    assert Grant(viewer, "DESCRIBE", Resource.TOPIC, sink) in set(grants_of(admin))
-    assert sink_grants([Grant(viewer, "DESCRIBE", Resource.TOPIC, src)], {src: sink})[0] in set(grants_of(admin))
+    copied = sink_grants([Grant(viewer, "DESCRIBE", Resource.TOPIC, src)], {src: sink})[0]
+    assert copied == Grant(viewer, "DESCRIBE", Resource.TOPIC, sink)
+    wait_for(lambda: copied in set(grants_of(admin)), 30, "the ACL the sync added, listed by the cluster")
 
