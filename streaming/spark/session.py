@@ -16,7 +16,7 @@ from streaming.spark import jvm_log
 from streaming.spark.source.ingest import KafkaIngestSource
 from streaming.spark.source.kafka_source import KafkaDataSource
 from streaming.spark.home import choose_spark_home
-from streaming.spark.submit import address_towards
+from streaming.spark.submit import driver_address
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # Spark's Python processes, its planning process for our source included (started for every query): numpy's
@@ -47,8 +47,7 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
                 # the checkpoint is written through Hadoop's filesystem, which applies its own umask (022)
                 "spark.hadoop.fs.permissions.umask-mode": "077",
                 **{f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()}}
-    host = None if submitted is not None else (os.environ.get("SPARK_LOCAL_IP") or
-                                                address_towards(master or defaults["spark.master"]))
+    host = None if submitted is not None else driver_address(master or defaults["spark.master"])
     if host:  # the address the master reaches us at, not the first interface Spark finds (streaming.spark.submit)
         os.environ.setdefault("SPARK_LOCAL_IP", host)
         defaults["spark.driver.host"] = host

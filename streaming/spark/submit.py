@@ -11,6 +11,7 @@ driver's address is the one this host reaches the master from.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import signal
@@ -44,12 +45,13 @@ class SubmitPlan:
     log_level: str = "INFO"
     log_format: str = "text"
 
+    @functools.cached_property
     def host(self) -> str | None:
-        return self.driver_host or os.environ.get("SPARK_LOCAL_IP") or address_towards(self.master)
+        return driver_address(self.master, self.driver_host)
 
     def command(self) -> list[str]:
         ours = {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
-        host = self.host()
+        host = self.host
         if host:
             ours["spark.driver.host"] = host
         settings = {**ours, **self.conf}
@@ -66,7 +68,7 @@ class SubmitPlan:
 
     def environment(self) -> dict[str, str]:
         env = {**os.environ, "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable}
-        host = self.host()
+        host = self.host
         if host:
             env["SPARK_LOCAL_IP"] = host  # what the driver binds; spark.driver.host is what executors call
         return env
@@ -74,6 +76,12 @@ class SubmitPlan:
 
 def spark_home() -> str:
     return choose_spark_home() or os.environ.get("SPARK_HOME") or pyspark_dir()
+
+
+def driver_address(master: str, given: str | None = None) -> str | None:
+    """The address executors reach the driver at: the one given, else $SPARK_LOCAL_IP, else the one this host
+    reaches the master from; None lets Spark choose."""
+    return given or os.environ.get("SPARK_LOCAL_IP") or address_towards(master)
 
 
 def master_host(master: str) -> str | None:
