@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,6 +37,8 @@ STARTED = "Kafka Server started"
 CLEANER_LOG = "log-cleaner.log"
 SERVER_LOG = "server.log"
 _PORTS_FILE = "kcompact-ports.json"
+_LISTEN_PORTS_FROM = 20000
+_handed_out: set[int] = set()
 
 # Kafka's cleaner logs its own pass statistics to log-cleaner.log, as in Kafka's distribution.
 _LOG4J2 = """Configuration:
@@ -84,10 +87,32 @@ class Ports:
     sasl_ssl: int
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections and bind(0)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = LOCAL_HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, taken from below the kernel's ephemeral range and never handed out twice
+    by this process. A port from bind(0) lies in that range, so any outgoing connection (another node's, a
+    client's) can take it as its local port before the listener binds it, and the node then exits on start."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(_LISTEN_PORTS_FROM, low) if low > _LISTEN_PORTS_FROM + 1000 else 0
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        _handed_out.add(port)
+        return port
+    raise LocalKafkaError(f"no free port on {host} below {low}")
 
 
 def cluster_id() -> str:
@@ -176,6 +201,10 @@ class LocalKafka:
     def server_log(self) -> Path:
         return self.data_dir / SERVER_LOG
 
+    @property
+    def stdout_log(self) -> Path:
+        return self.data_dir / "stdout.log"
+
     def _ports(self, port: int | None) -> Ports:
         """The ports of an earlier start on this data directory (a restart keeps its address), else free ones."""
         saved = self.data_dir / _PORTS_FILE
@@ -225,7 +254,8 @@ class LocalKafka:
         (self.data_dir / "log4j2.yaml").write_text(_LOG4J2.format(dir=self.data_dir))
         self._format_once(properties)
         self._log_seen = self.server_log.stat().st_size if self.server_log.exists() else 0
-        with open(self.data_dir / "stdout.log", "ab") as out:
+        self._stdout_seen = self.stdout_log.stat().st_size if self.stdout_log.exists() else 0
+        with open(self.stdout_log, "ab") as out:
             self.proc = subprocess.Popen(self._java("kafka.Kafka", str(properties)), stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          preexec_fn=_die_with_parent)  # setsid + pdeathsig
@@ -235,7 +265,8 @@ class LocalKafka:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise LocalKafkaError(f"the local Apache Kafka broker exited with {self.proc.returncode} while "
-                                      f"starting; see {self.server_log} and {self.data_dir / 'stdout.log'}")
+                                      f"starting ({self._failure()}); see {self.server_log} and "
+                                      f"{self.stdout_log}")
             if self.server_log.exists():
                 with open(self.server_log, "rb") as f:
                     f.seek(self._log_seen)
@@ -245,6 +276,16 @@ class LocalKafka:
         self.kill()
         raise LocalKafkaError(f"the local Apache Kafka broker did not start within {timeout_s:.0f}s; "
                               f"see {self.server_log}")
+
+    def _failure(self) -> str:
+        """The last error this start logged, which is what a reader of the failure wants first."""
+        lines: list[str] = []
+        for log, seen in ((self.server_log, self._log_seen), (self.stdout_log, self._stdout_seen)):
+            with contextlib.suppress(FileNotFoundError), open(log, "rb") as f:
+                f.seek(seen)
+                lines += [ln for ln in f.read().decode(errors="replace").splitlines()
+                          if " ERROR " in ln or "Exception:" in ln]
+        return lines[-1].strip()[:400] if lines else "nothing logged"
 
     def kill(self) -> None:
         """SIGKILL, as a crash: nothing flushed, no controlled shutdown."""

@@ -1,10 +1,14 @@
-"""The local broker's storage is formatted with a cluster id of Kafka's own form."""
+"""The local broker: a cluster id of Kafka's own form, listener ports no outgoing connection can take, and
+a failed start that says why."""
 
 from __future__ import annotations
 
 import base64
+import socket
 
-from streaming.brokers.local.server import cluster_id
+import pytest
+
+from streaming.brokers.local.server import LocalKafka, LocalKafkaError, cluster_id, free_port
 
 
 def test_cluster_ids_are_kafka_uuids_that_no_command_line_takes_for_an_option() -> None:
@@ -12,3 +16,21 @@ def test_cluster_ids_are_kafka_uuids_that_no_command_line_takes_for_an_option() 
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 and len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_listener_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice() -> None:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    assert all(p < low for p in ports)
+
+
+@pytest.mark.integration
+def test_a_node_whose_port_is_taken_exits_and_the_error_gives_kafkas_reason(tmp_path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        node = LocalKafka(tmp_path / "node", port=held.getsockname()[1])
+        with pytest.raises(LocalKafkaError, match=r"exited with 1 while starting \(.*Address already in use"):
+            node.start(120.0)
