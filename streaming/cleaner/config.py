@@ -87,9 +87,11 @@ class CompactionConfig:
         """Build from Kafka-named settings over ``base``; an unknown key is an error naming it."""
         return replace(base or cls(), **_parse(values))
 
-    def to_kafka(self) -> dict[str, str]:
-        """The effective settings under Kafka's names: what the saved spec holds and start-up prints."""
-        return {name: SETTINGS[name].render(getattr(self, attr)) for attr, name in _ATTRS.items()}
+    def to_kafka(self, scopes: frozenset[Scope] = frozenset(Scope)) -> dict[str, str]:
+        """The effective settings under Kafka's names, of the scopes asked for: what the saved spec holds and
+        start-up prints (a topic's own, its job's once)."""
+        return {name: SETTINGS[name].render(getattr(self, attr)) for attr, name in _ATTRS.items()
+                if SETTINGS[name].scope in scopes}
 
     @property
     def longest_hold_ms(self) -> int:
@@ -101,10 +103,8 @@ class CompactionConfig:
 
     @property
     def log_config(self) -> LogConfig:
-        return LogConfig(segment_bytes=self.segment_bytes, segment_ms=self.segment_ms,
-                         segment_jitter_ms=self.segment_jitter_ms, max_compaction_lag_ms=self.max_compaction_lag_ms,
-                         timestamp_after_max_ms=self.message_timestamp_after_max_ms,
-                         file_delete_delay_ms=self.file_delete_delay_ms)
+        """The part the partition log reads, under the same field names (LogConfig's fields are a subset)."""
+        return LogConfig(**{f.name: getattr(self, f.name) for f in fields(LogConfig) if f.name in _ATTRS})
 
 
 _ATTRS = {f.name: f.metadata["setting"] for f in fields(CompactionConfig)}  # field -> setting name
@@ -142,6 +142,36 @@ class Overrides:
 
     def over(self, base: CompactionConfig) -> CompactionConfig:
         return replace(base, **self.values)
+
+    @property
+    def job(self) -> "JobSettings":
+        return JobSettings(**{k: v for k, v in self.values.items() if k in _JOB_FIELDS})
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The settings that hold for the whole job (Scope.JOB), given once on the command line: one keyless
+    policy and one erase audit whatever topics the job mirrors. Each topic's CompactionConfig carries them for
+    its cleaner, laid over by ``over``; the job reads them here, never from a topic."""
+
+    keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
+    erase_audit_keys: AuditKeys = _setting("erase.audit.keys")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keyless_policy", KeylessPolicy(self.keyless_policy))
+        object.__setattr__(self, "erase_audit_keys", AuditKeys(self.erase_audit_keys))
+
+    def over(self, config: CompactionConfig) -> CompactionConfig:
+        return replace(config, keyless_policy=self.keyless_policy, erase_audit_keys=self.erase_audit_keys)
+
+    def to_kafka(self) -> dict[str, str]:
+        return self.over(CompactionConfig()).to_kafka(frozenset({Scope.JOB}))
+
+    @classmethod
+    def from_kafka(cls, values: Mapping[str, str]) -> "JobSettings":
+        return Overrides.parse(values).job
+
+_JOB_FIELDS = frozenset(f.name for f in fields(JobSettings))
 
 # Settings a Kafka topic can carry; the others are the compactor's own (command line only).
 KEYS_SET_BY_TOPIC = frozenset(s.name for s in SETTINGS.values() if s.scope is Scope.TOPIC)

@@ -108,7 +108,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if not getattr(args, dest):
             raise UsageError(f"--{dest.replace('_', '-')} is required (or {config_file.key_of(dest)} in --config-file)")
     overrides = Overrides.parse(parse_pairs(args.config, "--config"))  # before any cluster is contacted
-    if overrides.values.get("keyless_policy") == KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
+    if overrides.job.keyless_policy is KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
     source_kafka = parse_pairs(args.kafka, "--kafka")
     sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"),
@@ -193,8 +193,8 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     lock = StateDirLock(state)
     previous_umask = os.umask(0o077)  # the state dir is a copy of the mirrored data: for this user only
     try:
-        spec = JobSpec(mapping, args.state_dir, plans, source_kafka=source_kafka,
-                       sink_kafka=sink_kafka, dead_letter_topic=args.dead_letter_topic,
+        spec = JobSpec(mapping, args.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
+                       settings=overrides.job, dead_letter_topic=args.dead_letter_topic,
                        trigger_interval_ms=round(args.trigger_interval * 1000))
         _print_plans(spec, source_kafka, sink_kafka)
         if not args.once:
@@ -275,14 +275,17 @@ def _check_starting_offsets(starting: StartingOffsets, present: dict[str, int], 
 
 
 def _print_plans(spec, source_kafka: dict, sink_kafka: dict) -> None:
+    from streaming.job.spec import TOPIC_SCOPES  # noqa: PLC0415
+
     def side(bootstrap: str, settings: dict) -> str:
         return f"{bootstrap} {redaction.redact(settings)}" if settings else bootstrap
 
     print(f"mirroring {len(spec.topics)} topic(s) from {side(spec.source_bootstrap, source_kafka)} "
-          f"to {side(spec.sink_bootstrap, sink_kafka)}")
+          f"to {side(spec.sink_bootstrap, sink_kafka)}; "
+          f"{', '.join(f'{k}={v}' for k, v in spec.settings.to_kafka().items())}")
     for topic, plan in sorted(spec.topics.items()):
         print(f"  {topic} ({plan.partitions} partitions) -> {plan.sink}; effective configuration:")
-        for key, value in plan.compaction.to_kafka().items():
+        for key, value in plan.compaction.to_kafka(TOPIC_SCOPES).items():
             print(f"    {key}={value}")
     sys.stdout.flush()
 

@@ -73,9 +73,8 @@ class CompactorJob:
         self.live_progress = options.live_progress
         self.lock = threading.RLock()
         default = sync.overrides.over(CompactionConfig()) if sync else CompactionConfig()
-        audit_keys = next((p.compaction.erase_audit_keys for p in spec.topics.values()), default.erase_audit_keys)
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=self.clock,
-                                    lock=self.lock, audit_keys=audit_keys)
+                                    lock=self.lock, audit_keys=spec.settings.erase_audit_keys)
         self.totals = job_metrics.JobCounters()
         self.erase_latency = job_metrics.EraseLatency()
         self.started = time.monotonic()

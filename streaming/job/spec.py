@@ -6,7 +6,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from streaming.cleaner import CompactionConfig, KEYS_SET_BY_TOPIC, Overrides
+from streaming.cleaner import CompactionConfig, JobSettings, KEYS_SET_BY_TOPIC, Overrides
+from streaming.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
 from streaming.kafka.subscription import Subscription, subscription_from_doc
@@ -19,6 +20,9 @@ log = logging.getLogger(__name__)
 
 
 
+TOPIC_SCOPES = frozenset({Scope.TOPIC, Scope.CLEANER})  # what a topic's plan keeps; the job's settings are the spec's
+
+
 @dataclass(frozen=True)
 class TopicPlan:
     """One mirrored topic: its sink, its compaction config (its own settings plus --config), its size."""
@@ -29,12 +33,13 @@ class TopicPlan:
     partitions: int
 
     def to_doc(self) -> dict:
-        return {"sink": self.sink, "partitions": self.partitions, "compaction": self.compaction.to_kafka()}
+        return {"sink": self.sink, "partitions": self.partitions,
+                "compaction": self.compaction.to_kafka(TOPIC_SCOPES)}
 
     @classmethod
-    def from_doc(cls, source: str, doc: Mapping) -> "TopicPlan":
+    def from_doc(cls, source: str, doc: Mapping, job: JobSettings) -> "TopicPlan":
         config = CompactionConfig.from_mapping({k: v for k, v in doc["compaction"].items() if v != ""})
-        return cls(source, doc["sink"], config, doc["partitions"])
+        return cls(source, doc["sink"], job.over(config), doc["partitions"])
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class JobSpec:
     topics: dict[str, TopicPlan]  # by source topic: the ones the job mirrors now (topic sync adds to them)
     source_kafka: dict[str, str] = field(default_factory=dict, repr=False)  # may hold credentials
     sink_kafka: dict[str, str] = field(default_factory=dict, repr=False)
+    settings: JobSettings = JobSettings()
     dead_letter_topic: str | None = None
     max_passes_per_trigger: int = 16
     trigger_interval_ms: int = 5000  # a tombstone's erasure is due max.compaction.lag.ms plus one trigger after it
@@ -86,7 +92,8 @@ class JobSpec:
 
     def save(self, state: StateDir) -> None:
         """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
-        doc = {"mapping": self.mapping.to_doc(), "dead_letter_topic": self.dead_letter_topic,
+        doc = {"mapping": self.mapping.to_doc(), "settings": self.settings.to_kafka(),
+               "dead_letter_topic": self.dead_letter_topic,
                "trigger_interval_ms": self.trigger_interval_ms,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
@@ -100,12 +107,15 @@ class SavedJob:
 
     mapping: JobMapping
     topics: dict[str, TopicPlan]  # by source topic
+    settings: JobSettings = JobSettings()
     dead_letter_topic: str | None = None
     trigger_interval_ms: int = 5000
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "SavedJob":
-        return cls(JobMapping.from_doc(doc["mapping"]), {t: TopicPlan.from_doc(t, d) for t, d in doc["topics"].items()},
+        settings = JobSettings.from_kafka(doc.get("settings", {}))
+        return cls(JobMapping.from_doc(doc["mapping"]),
+                   {t: TopicPlan.from_doc(t, d, settings) for t, d in doc["topics"].items()}, settings,
                    doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000))
 
     def plan_of(self, topic: str, state_dir: str) -> TopicPlan:

@@ -1,10 +1,12 @@
-"""The log's roll and retention settings: the table's (streaming.settings) defaults and limits."""
+"""The log's roll and retention settings: a projection of the compaction config onto what a partition log
+reads. The values were checked where they were parsed (the settings table, through CompactionConfig), so the
+log takes them as given; its defaults are the table's, for a log opened on its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from streaming.settings import SETTINGS, setting_field as _setting
+from streaming.settings import setting_field as _setting
 
 
 @dataclass(frozen=True)
@@ -13,20 +15,9 @@ class LogConfig:
     segment_ms: int = _setting("segment.ms")
     segment_jitter_ms: int = _setting("segment.jitter.ms")
     max_compaction_lag_ms: int = _setting("max.compaction.lag.ms")
-    timestamp_after_max_ms: int = _setting("message.timestamp.after.max.ms")  # see columns.lag_timestamps
+    message_timestamp_after_max_ms: int = _setting("message.timestamp.after.max.ms")  # see columns.lag_timestamps
     file_delete_delay_ms: int = _setting("file.delete.delay.ms")  # how long an object no manifest needs is kept
     fsync: bool = True  # make every append durable before it returns
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            name = f.metadata.get("setting")
-            if name is None:
-                continue
-            value = getattr(self, f.name)
-            problem = f"must be a whole number, got {value!r}" if not isinstance(value, int) else \
-                SETTINGS[name].problem(value)
-            if problem:
-                raise ValueError(f"{name}: {problem}")
 
     @property
     def roll_ms(self) -> int:

@@ -178,7 +178,7 @@ class PartitionLog:
         if not len(off):
             return result
         sizes = record_sizes(batch)
-        lag = lag_timestamps(batch, now, self.config.timestamp_after_max_ms)
+        lag = lag_timestamps(batch, now, self.config.message_timestamp_after_max_ms)
         result.odd_timestamps = int((lag != batch.column("timestamp").to_numpy(zero_copy_only=False)).sum())
         segments = self.segments
         if self._time_to_roll(segments[-1], int(lag.max())):
@@ -330,7 +330,7 @@ class PartitionLog:
         return new
 
     def _write_cleaned(self, f, new: SegmentMeta, batches: Iterable[pa.RecordBatch], written_at: int) -> tuple[int, int]:
-        after_max = self.config.timestamp_after_max_ms
+        after_max = self.config.message_timestamp_after_max_ms
         header = object_header(new)
         f.write(header)
         written = len(header)

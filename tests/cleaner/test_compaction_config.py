@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
-from streaming.cleaner import CompactionConfig, ConfigError, KeylessPolicy, Strategy
+from streaming.cleaner import CompactionConfig, ConfigError, JobSettings, KeylessPolicy, Strategy
+from streaming.log import LogConfig
+from streaming.settings import SETTINGS, Scope
 
 
 def test_defaults_are_kafkas() -> None:
@@ -56,3 +60,17 @@ def test_invalid_values_are_rejected_naming_the_key(pairs: list[str], key: str) 
 def test_log_config_rolls_compacted_logs_at_the_smaller_of_segment_ms_and_max_lag() -> None:
     c = CompactionConfig.from_mapping({"segment.ms": "100000", "max.compaction.lag.ms": "500"})
     assert c.log_config.roll_ms == 500
+
+
+def test_the_log_config_is_the_compaction_configs_projection_under_the_same_names() -> None:
+    config = CompactionConfig(segment_ms=10, max_compaction_lag_ms=20, message_timestamp_after_max_ms=30)
+    projected = config.log_config
+    shared = [f.name for f in fields(LogConfig) if "setting" in f.metadata]
+    assert shared and all(getattr(projected, n) == getattr(config, n) for n in shared)
+    assert {f.metadata["setting"] for f in fields(LogConfig) if "setting" in f.metadata} <= \
+        {f.metadata["setting"] for f in fields(CompactionConfig)}
+
+
+def test_the_job_settings_are_the_tables_job_scope() -> None:
+    assert {f.metadata["setting"] for f in fields(JobSettings)} == \
+        {s.name for s in SETTINGS.values() if s.scope is Scope.JOB}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from streaming.cleaner import ConfigError, Overrides, Strategy
+from streaming.cleaner import ConfigError, JobSettings, KeylessPolicy, Overrides, Strategy
+from streaming.erasure.events import AuditKeys
 from streaming.errors import JobError
 from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
                                 resolve_compaction_config, sink_topic_settings)
@@ -57,6 +60,18 @@ def test_the_saved_spec_gives_back_each_topics_plan_without_secrets(tmp_path) ->
     saved = load_saved(state)
     assert saved.topics == plans and saved.mapping == MAPPING
     assert "s3cret" not in (tmp_path / "kcompact.json").read_text()
+
+
+def test_the_job_wide_settings_are_saved_once_for_the_job_and_laid_over_every_topic(tmp_path) -> None:
+    overrides = Overrides.parse({"erase.audit.keys": "off", "compaction.keyless.policy": "fail", "segment.ms": "9"})
+    plans = {t: TopicPlan(t, f"{t}.c", resolve_compaction_config({}, t, overrides), 1) for t in ("a", "b")}
+    state = open_state_dir(str(tmp_path))
+    JobSpec(MAPPING, str(tmp_path), plans, settings=overrides.job).save(state)
+    doc = json.loads((tmp_path / "kcompact.json").read_text())
+    assert doc["settings"] == {"compaction.keyless.policy": "fail", "erase.audit.keys": "off"}
+    assert not [t for t, d in doc["topics"].items() if set(d["compaction"]) & set(doc["settings"])]
+    saved = load_saved(state)
+    assert saved.settings == JobSettings(KeylessPolicy.FAIL, AuditKeys.OFF) and saved.topics == plans
 
 
 def test_a_state_dir_of_another_mapping_is_refused_naming_both(tmp_path) -> None:

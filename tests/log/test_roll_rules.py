@@ -89,7 +89,7 @@ def test_forced_roll_survives_reopen(tmp_path) -> None:
 
 
 def test_negative_and_far_future_timestamps_count_as_appended_for_rolls_and_lags(tmp_path) -> None:
-    log = _log(tmp_path, max_compaction_lag_ms=1000, timestamp_after_max_ms=3_600_000)
+    log = _log(tmp_path, max_compaction_lag_ms=1000, message_timestamp_after_max_ms=3_600_000)
     now = 1_800_000_000_000
     far = now + 10 * 86_400_000
     result = log.append([make_record(0, b"a", b"v", far), make_record(1, b"b", b"v", -1),
@@ -103,7 +103,7 @@ def test_negative_and_far_future_timestamps_count_as_appended_for_rolls_and_lags
 
 
 def test_timestamps_within_message_timestamp_after_max_ms_are_used_as_they_are(tmp_path) -> None:
-    log = _log(tmp_path, timestamp_after_max_ms=60_000)
+    log = _log(tmp_path, message_timestamp_after_max_ms=60_000)
     now = 1_800_000_000_000
     assert log.append([make_record(0, b"a", b"v", now + 60_000)], now_ms=now).odd_timestamps == 0
     assert log.active.first_timestamp == now + 60_000
