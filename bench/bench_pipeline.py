@@ -51,7 +51,7 @@ from streaming.job.options import RunOptions
 from streaming.job.runner import CompactorJob
 from streaming.spark.session import build_session
 from streaming.spark.driver import SparkEngine
-from streaming.kafka.subscription import Subscribe
+from streaming.subscription import Subscribe
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.log.journal import committed_journal
 from streaming.state.layout import list_log_dirs

@@ -10,7 +10,7 @@ import pytest
 
 from streaming import logging_setup, redaction
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
-from streaming.kafka.subscription import Subscribe
+from streaming.subscription import Subscribe
 from streaming.cleaner import CompactionConfig
 
 SECRET = "pa55-w0rd-xyz"

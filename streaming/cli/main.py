@@ -61,12 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging_setup.configure(args.log_level, args.log_format)
     try:
-        if args.command == "run":
-            from streaming.cli.security import PAIR_OPTIONS, warn_secrets_on_command_line  # noqa: PLC0415
-
-            warn_secrets_on_command_line({dest: getattr(args, dest) for dest, _ in PAIR_OPTIONS})
-        if getattr(args, "config_file", None):
-            run.read_config_file(args, argv)
         return args.func(args)
     except USER_ERRORS as exc:
         print(f"kcompact: error: {redaction.mask(str(exc))}", file=sys.stderr)

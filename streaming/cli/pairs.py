@@ -7,16 +7,14 @@ import re
 from typing import Mapping, Sequence
 
 from streaming.errors import UsageError
+from streaming.settings import key_values
 
 
 def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{option} takes KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value
-    return out
+    try:
+        return key_values(pairs)
+    except ValueError as exc:
+        raise UsageError(f"{option} {exc}") from None
 
 
 def sink_settings(source: Mapping[str, str], sink: Mapping[str, str], same_cluster: bool) -> dict[str, str]:

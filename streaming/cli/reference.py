@@ -39,6 +39,9 @@ def markdown() -> str:
         out += ["", f"### `kcompact {name}`", ""]
         if sub.description:
             out += [sub.description.strip(), ""]
+        if name == "run":  # its options are rows of the settings table, listed with it
+            out += ["Every option is a run option of the settings table: see [Run options](#run-options)."]
+            continue
         out += _table("option", [a for a in sub._actions if a.dest != "help"])  # noqa: SLF001
     return "\n".join(out)
 

@@ -8,13 +8,15 @@ import logging
 import os
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streaming import config_providers, logging_setup, redaction
 from streaming.cli import acls
-from streaming.cli.pairs import parse_pairs, regex_option, sink_settings
+from streaming.cli.pairs import sink_settings
 from streaming.errors import UsageError
-from streaming.kafka.subscription import StartingOffsets, subscription_of
+from streaming.job.options import RunOptions
+from streaming.subscription import StartingOffsets, subscription_of
+from streaming.settings import RUN_OPTIONS, Type
 
 if TYPE_CHECKING:  # types only: --help, status and dump load neither a Kafka client nor the cleaner
     from streaming.cleaner import Overrides
@@ -24,79 +26,48 @@ log = logging.getLogger("kcompact")
 
 CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start
 LATE_FIRST_EMISSION_MS = 3_600_000  # a continuous run warns when records may wait longer than this for the sink
-REQUIRED_TO_RUN = ("bootstrap_servers", "state_dir")
+PAIRS_WITH_SECRETS = ("kafka", "sink.kafka", "spark.conf")
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("run", help="compact source topics into sink topics", allow_abbrev=False)
-    p.add_argument("--config-file", metavar="FILE",
-                   help="run's options and topic configs in Kafka's .properties form (bootstrap.servers=..., "
-                        "state.dir=..., min.cleanable.dirty.ratio=..., kafka.*, sink.kafka.*, spark.*); "
-                        "command-line flags win")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the effective configuration (command line over --config-file) and exit")
-    p.add_argument("--print-acls", action="store_true",
-                   help="print the ACLs the job's principal needs, as kafka-acls.sh commands, and exit")
-    p.add_argument("--bootstrap-servers", help="source cluster (required)")
-    p.add_argument("--source-topic", action="append", default=[], metavar="TOPIC",
-                   help="a source topic (repeatable)")
-    p.add_argument("--source-topic-pattern", metavar="REGEX",
-                   help="every source topic the regular expression matches whole, topics created later included")
-    p.add_argument("--sink-topic", help="the sink topic, for one --source-topic")
-    p.add_argument("--sink-topic-template", metavar="TEMPLATE",
-                   help="each source topic's sink, with {topic} for the source topic's name, e.g. '{topic}.compacted'")
-    p.add_argument("--state-dir", help="where the partition logs and the job's state live (required)")
-    p.add_argument("--sink-bootstrap-servers", help="sink cluster (default: the source cluster)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="compaction setting under Kafka's name (overrides what the source topic sets)")
-    p.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting for the source side (security.protocol, sasl.*, ssl.*)")
-    p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="librdkafka setting for the sink side (on one cluster, --kafka's apply first)")
-    p.add_argument("--sink-topic-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="topic config when the sink topic is created (default cleanup.policy=compact)")
-    p.add_argument("--dead-letter-topic", help="where keyless records go with compaction.keyless.policy=dead-letter")
-    p.add_argument("--checkpoint-location", help="Spark checkpoint (default: STATE_DIR/checkpoint)")
-    p.add_argument("--trigger-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="time between micro-batches; also how often an idle job cleans and emits")
-    p.add_argument("--max-offsets-per-trigger", type=int, default=None, metavar="N",
-                   help="records read per micro-batch at most, over all partitions (default: all available)")
-    p.add_argument("--starting-offsets", default="earliest",
-                   help="where a new job starts reading: earliest, latest, or JSON like "
-                        "'{\"topic\":{\"0\":23,\"1\":-2}}' (-2 earliest, -1 latest) naming every partition; "
-                        "ignored once the job has a checkpoint")
-    p.add_argument("--allow-data-loss", action="store_true",
-                   help="go on from the log start when source records were deleted (retention) before the job "
-                        "read them (default: stop, naming the partition and the lost offsets)")
-    p.add_argument("--metrics-port", type=int, default=None,
-                   help="serve Prometheus metrics on this port (default: none; metrics.json is always written)")
-    p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics endpoint binds (default 0.0.0.0)")
-    p.add_argument("--retry-timeout", type=float, default=300.0, metavar="SECONDS",
-                   help="how long to keep retrying while a cluster is unreachable, counted from the last "
-                        f"progress, before the job gives up (default 300); at start, each cluster is waited for "
-                        f"this long, at most {CONNECT_TIMEOUT_S:.0f}s")
-    p.add_argument("--spark-master", default=None, help="default: local[2] or $KCOMPACT_SPARK_MASTER")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="Spark setting (repeatable), e.g. spark.jars.packages=org.apache.hadoop:hadoop-aws:3.4.1 "
-                        "or spark.executor.memory=4g")
-    p.add_argument("--once", action="store_true",
-                   help="ingest what is there now, clean at the current time, emit, exit")
-    p.add_argument("--drain", action="store_true",
-                   help="with --once: roll every active segment after ingesting, so everything not held back by "
-                        "min.compaction.lag.ms is cleaned and emitted (a one-shot compaction of a topic)")
-    p.add_argument("--sync-group-offsets", metavar="REGEX", default=None,
-                   help="commit, for each source consumer group the expression matches whole, its offsets on the "
-                        "mirrored topics translated exactly to the sink topics, on the sink cluster (default: none)")
-    p.add_argument("--sync-group-offsets-interval", type=float, default=30.0, metavar="SECONDS",
-                   help="time between two group offset syncs (default 30)")
-    p.add_argument("--sync-group-offsets-allow-rewind", action="store_true",
-                   help="let a sync move a sink group's offset back (default: never)")
-    p.add_argument("--sync-topic-acls", action="store_true",
-                   help="copy each mirrored topic's ALLOW READ/DESCRIBE ACLs (ALL as READ) to its sink topic, at "
-                        "start and every interval, as MirrorMaker 2 does; WRITE is never copied")
-    p.add_argument("--sync-topic-acls-interval", type=float, default=600.0, metavar="SECONDS",
-                   help="time between two topic ACL syncs")
-    p.set_defaults(func=_cmd_run, subparser=p)
+    """Every option of `run` from the settings table's run scope: a flag's absence leaves the table's default,
+    so the command line, --config-file and the defaults merge in one place (RunOptions)."""
+    p = sub.add_parser("run", help="compact source topics into sink topics", allow_abbrev=False,
+                       argument_default=argparse.SUPPRESS)
+    for option in RUN_OPTIONS.values():
+        shown = "" if option.default in (None, False, (), {}) else f" (default: {option.render(option.default)})"
+        needs = f"; only with {RUN_OPTIONS[option.needs].flag}" if option.needs else ""
+        required = " (required)" if option.required else ""
+        text = (option.doc + required + needs + shown).replace("%", "%%")
+        if option.type is Type.BOOLEAN:
+            p.add_argument(option.flag, dest=option.attr, action="store_true", help=text)
+        else:
+            repeatable = option.type in (Type.NAMES, Type.PAIRS)
+            p.add_argument(option.flag, dest=option.attr, action="append" if repeatable else "store",
+                           metavar=option.metavar, help=text)
+    p.set_defaults(func=_cmd_run)
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The command line over --config-file over the table's defaults, typed and checked once."""
+    from streaming.cli import config_file  # noqa: PLC0415
+    from streaming.cli.security import warn_secrets_on_command_line  # noqa: PLC0415
+    from streaming.job.progress import ProgressDisplay  # noqa: PLC0415
+
+    given = {o.name: getattr(args, o.attr) for o in RUN_OPTIONS.values() if hasattr(args, o.attr)}
+    warn_secrets_on_command_line({RUN_OPTIONS[name].flag: given.get(name, ()) for name in PAIRS_WITH_SECRETS})
+    values: dict[str, Any] = {}
+    for name, raw in given.items():
+        try:
+            values[name] = RUN_OPTIONS[name].value_of(raw)
+        except ValueError as exc:
+            raise UsageError(f"{RUN_OPTIONS[name].flag}: {exc}") from None
+    from_file = config_file.read(values["config.file"]) if "config.file" in values else {}
+    merged = {**from_file, **values}
+    for name in from_file.keys() & values.keys():
+        if RUN_OPTIONS[name].type is Type.PAIRS:  # key by key, the command line's winning
+            merged[name] = {**from_file[name], **values[name]}
+    return RunOptions.of(merged, live_progress=ProgressDisplay.wanted_live(args.log_format))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -104,47 +75,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from streaming.job.topics import SinkNaming  # noqa: PLC0415
     from streaming.cleaner import KeylessPolicy, Overrides  # noqa: PLC0415
 
-    for dest in REQUIRED_TO_RUN:
-        if not getattr(args, dest):
-            raise UsageError(f"--{dest.replace('_', '-')} is required (or {config_file.key_of(dest)} in --config-file)")
-    overrides = Overrides.parse(parse_pairs(args.config, "--config"))  # before any cluster is contacted
-    if overrides.job.keyless_policy is KeylessPolicy.DEAD_LETTER and not args.dead_letter_topic:
+    options = run_options(args)
+    overrides = Overrides.parse(options.config)  # before any cluster is contacted
+    if overrides.job.keyless_policy is KeylessPolicy.DEAD_LETTER and not options.dead_letter_topic:
         raise UsageError("compaction.keyless.policy=dead-letter needs --dead-letter-topic")
-    source_kafka = parse_pairs(args.kafka, "--kafka")
-    sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"),
-                               same_cluster=not args.sink_bootstrap_servers)
+    source_kafka = dict(options.kafka)
+    sink_kafka = sink_settings(source_kafka, options.sink_kafka, same_cluster=not options.sink_bootstrap_servers)
     redaction.register([source_kafka, sink_kafka])
-    sink_topic_config = parse_pairs(args.sink_topic_config, "--sink-topic-config")
-    spark_conf = parse_pairs(args.spark_conf, "--spark-conf")
-    if args.print_config:
-        print(redaction.mask(config_file.render(args, args.subparser)), end="")
+    if options.print_config:
+        print(redaction.mask(config_file.render(options)), end="")
         return 0
-    for settings in (source_kafka, sink_kafka, spark_conf):  # a missing secret file is one line now, not later
+    for option in options.missing():
+        raise UsageError(f"{option.flag} is required (or {option.name} in --config-file)")
+    for settings in (source_kafka, sink_kafka, options.spark_conf):  # a missing secret file is one line now
         redaction.register_values(config_providers.resolve_all(settings)[k]
                                   for k in config_providers.referenced(settings))
-    if args.print_acls:
-        subscription = subscription_of(args.source_topic, args.source_topic_pattern)
-        naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, subscription)
-        return acls.print_acls(args, subscription, naming, source_kafka, sink_kafka)
-    for option, value in (("--trigger-interval", args.trigger_interval), ("--retry-timeout", args.retry_timeout),
-                          ("--sync-topic-acls-interval", args.sync_topic_acls_interval)):
-        if value <= 0:
-            raise UsageError(f"{option} must be > 0 seconds, got {value}")
-    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger <= 0:
-        raise UsageError(f"--max-offsets-per-trigger must be > 0, got {args.max_offsets_per_trigger}")
-    if args.drain and not args.once:
-        raise UsageError("--drain is for --once (a continuous run rolls segments by segment.ms and "
-                         "max.compaction.lag.ms)")
-    return _start(args, overrides, source_kafka, sink_kafka, sink_topic_config, spark_conf)
+    subscription = subscription_of(options.source_topic, options.source_topic_pattern)
+    if options.print_acls:
+        naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
+        return acls.print_acls(options, subscription, naming, source_kafka, sink_kafka)
+    return _start(args, options, overrides, source_kafka, sink_kafka)
 
 
-def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, sink_kafka: dict, sink_topic_config: dict,
-           spark_conf: dict) -> int:
+def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, source_kafka: dict,
+           sink_kafka: dict) -> int:
     """Checks that read (the state dir, then the clusters) before anything is created anywhere; then the
     sink topics, the state dir and the Spark session."""
     from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
-    from streaming.job.progress import ProgressDisplay  # noqa: PLC0415
-    from streaming.job.options import RunOptions, Schedules  # noqa: PLC0415
+    from streaming.job.options import Schedules  # noqa: PLC0415
     from streaming.job.runner import CompactorJob  # noqa: PLC0415
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
@@ -156,35 +114,36 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     from streaming.state.locks import StateDirLock  # noqa: PLC0415
     from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
 
-    sink_bootstrap = args.sink_bootstrap_servers or args.bootstrap_servers
-    subscription = subscription_of(args.source_topic, args.source_topic_pattern)
-    naming = SinkNaming.of(args.sink_topic, args.sink_topic_template, subscription)
-    starting = StartingOffsets.parse(args.starting_offsets, subscription)
-    group_pattern = _group_sync_pattern(args)
-    mapping = JobMapping(args.bootstrap_servers, subscription, sink_bootstrap, naming.template)
-    state = open_state_dir(args.state_dir)
+    sink_bootstrap = options.sink_bootstrap_servers or options.bootstrap_servers
+    subscription = subscription_of(options.source_topic, options.source_topic_pattern)
+    naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
+    starting = options.starting(subscription)
+    group_pattern = _group_sync_pattern(options)
+    mapping = JobMapping(options.bootstrap_servers, subscription, sink_bootstrap, naming.template)
+    state = open_state_dir(options.state_dir)
     check_access(state, write=True)
     check_state_dir_mapping(state, mapping)
     warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
-    warn_if_readable_by_others(args.checkpoint_location, "--checkpoint-location")
+    warn_if_readable_by_others(options.checkpoint_location, "--checkpoint-location")
 
-    wait = min(CONNECT_TIMEOUT_S, args.retry_timeout)
-    source = Cluster("source", args.bootstrap_servers, source_kafka, connect_timeout_s=wait)
+    wait = min(CONNECT_TIMEOUT_S, options.retry_timeout)
+    source = Cluster("source", options.bootstrap_servers, source_kafka, connect_timeout_s=wait)
     sink = Cluster("sink", sink_bootstrap, sink_kafka, connect_timeout_s=wait)
-    sync = TopicSync(source, sink, subscription, naming, overrides, sink_topic_config, args.dead_letter_topic)
+    sync = TopicSync(source, sink, subscription, naming, overrides, dict(options.sink_topic_config),
+                     options.dead_letter_topic)
     permissions = AccessCheck(source, sink)  # both clusters have answered and accepted the login
     permissions.named_source_topics(subscription.names)
-    group_sync = None if group_pattern is None else _group_sync_schedule(args, group_pattern, source, sink)
+    group_sync = None if group_pattern is None else _group_sync_schedule(options, group_pattern, source, sink)
     present = sync.present()
     if not present:
-        if args.once:
+        if options.once:
             raise UsageError(f"no topic on the source cluster matches --source-topic-pattern "
                              f"'{subscription.pattern}'; nothing to do")
         log.warning("no topic on the source cluster matches --source-topic-pattern '%s' yet; waiting for one",
                     subscription.pattern)
     sync.refuse_sinks(present)
     access = JobAccess(tuple(sorted(present)), tuple(naming.sink_of(t) for t in sorted(present)),
-                       args.dead_letter_topic, _synced_groups(group_pattern, group_sync), args.sync_topic_acls,
+                       options.dead_letter_topic, _synced_groups(group_pattern, group_sync), options.sync_topic_acls,
                        sync.same_cluster)
     permissions.before_creating(access)
     _check_starting_offsets(starting, present, source)
@@ -193,47 +152,38 @@ def _start(args: argparse.Namespace, overrides: Overrides, source_kafka: dict, s
     lock = StateDirLock(state)
     previous_umask = os.umask(0o077)  # the state dir is a copy of the mirrored data: for this user only
     try:
-        spec = JobSpec(mapping, args.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
-                       settings=overrides.job, dead_letter_topic=args.dead_letter_topic,
-                       trigger_interval_ms=round(args.trigger_interval * 1000))
+        spec = JobSpec(mapping, options.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
+                       settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
+                       trigger_interval_ms=round(options.trigger_interval * 1000))
         _print_plans(spec, source_kafka, sink_kafka)
-        if not args.once:
+        if not options.once:
             _warn_of_late_first_emission(spec)
         spec.save(state)
-        public_conf, secret_conf = spark_settings(spark_conf)
+        public_conf, secret_conf = spark_settings(options.spark_conf)
         extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
-        engine = SparkEngine(lambda: build_session("kcompact", master=args.spark_master, log_level=args.log_level,
+        engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=args.log_level,
                                                    extra=extra, secret=secret_conf))  # started when first needed
-        options = RunOptions(args.once, args.drain, args.checkpoint_location, args.max_offsets_per_trigger, starting,
-                             args.retry_timeout, args.allow_data_loss, ProgressDisplay.wanted_live(args.log_format))
-        job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(args, source, sink)))
-        if args.metrics_port is not None:
-            serve_metrics(job.collector, args.metrics_port, args.metrics_host)
-            log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
+        job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink)))
+        if options.metrics_port is not None:
+            serve_metrics(job.collector, options.metrics_port, options.metrics_host)
+            log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
         return job.run()
     finally:
         lock.release()
         os.umask(previous_umask)
 
 
-def _group_sync_pattern(args: argparse.Namespace) -> re.Pattern[str] | None:
-    """--sync-group-offsets and its options, refused in one line before any cluster is contacted."""
-    if args.sync_group_offsets is None:
-        if args.sync_group_offsets_allow_rewind:
-            raise UsageError("--sync-group-offsets-allow-rewind needs --sync-group-offsets REGEX")
-        return None
-    if args.sync_group_offsets_interval <= 0:
-        raise UsageError(f"--sync-group-offsets-interval must be > 0 seconds, got {args.sync_group_offsets_interval}")
-    return regex_option(args.sync_group_offsets, "--sync-group-offsets")
+def _group_sync_pattern(options: RunOptions) -> re.Pattern[str] | None:
+    return None if options.sync_group_offsets is None else re.compile(options.sync_group_offsets)
 
 
-def _group_sync_schedule(args: argparse.Namespace, pattern: re.Pattern[str], source: Cluster, sink: Cluster):
+def _group_sync_schedule(options: RunOptions, pattern: re.Pattern[str], source: Cluster, sink: Cluster):
     """The job's group offset sync, on the clusters the job itself uses."""
     from streaming.job.group_sync import GroupSyncSchedule  # noqa: PLC0415
     from streaming.kafka.group_sync import GroupOffsetSync, GroupSyncTotals  # noqa: PLC0415
 
-    syncer = GroupOffsetSync(source, sink, pattern, args.sync_group_offsets_allow_rewind)
-    return GroupSyncSchedule(syncer, args.sync_group_offsets_interval, GroupSyncTotals())
+    syncer = GroupOffsetSync(source, sink, pattern, options.sync_group_offsets_allow_rewind)
+    return GroupSyncSchedule(syncer, options.sync_group_offsets_interval, GroupSyncTotals())
 
 
 def _synced_groups(pattern: re.Pattern[str] | None, schedule) -> tuple[str, ...]:
@@ -245,13 +195,13 @@ def _synced_groups(pattern: re.Pattern[str] | None, schedule) -> tuple[str, ...]
     return tuple(sorted({*literal, *schedule.syncer.groups()}))
 
 
-def _acl_sync_schedule(args: argparse.Namespace, source: Cluster, sink: Cluster):
-    if not args.sync_topic_acls:
+def _acl_sync_schedule(options: RunOptions, source: Cluster, sink: Cluster):
+    if not options.sync_topic_acls:
         return None
     from streaming.job.acl_sync import AclSyncSchedule  # noqa: PLC0415
     from streaming.kafka.acl_sync import TopicAclSync  # noqa: PLC0415
 
-    return AclSyncSchedule(TopicAclSync(source, sink), args.sync_topic_acls_interval)
+    return AclSyncSchedule(TopicAclSync(source, sink), options.sync_topic_acls_interval)
 
 
 def _check_starting_offsets(starting: StartingOffsets, present: dict[str, int], source: Cluster) -> None:
@@ -303,11 +253,3 @@ def _warn_of_late_first_emission(spec) -> None:
                         "max.compaction.lag.ms to bound it, e.g. --config max.compaction.lag.ms=60000", topic,
                         plan.sink, duration_text(config.longest_hold_ms), duration_text(config.segment_ms),
                         duration_text(config.max_compaction_lag_ms), bytes_text(config.segment_bytes))
-
-
-def read_config_file(args: argparse.Namespace, argv: list[str]) -> None:
-    from streaming.cli import config_file  # noqa: PLC0415
-
-    given = {a.dest for a in args.subparser._actions for opt in a.option_strings  # noqa: SLF001
-             for token in argv if token == opt or token.startswith(opt + "=")}
-    config_file.merge(args, given, config_file.read(args.config_file, args.subparser))

@@ -14,8 +14,6 @@ from streaming.redaction import SECRET_KEY
 
 log = logging.getLogger("kcompact")
 
-PAIR_OPTIONS = (("kafka", "--kafka"), ("sink_kafka", "--sink-kafka"), ("spark_conf", "--spark-conf"))
-
 
 def spark_settings(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """--spark-conf and spark.* settings resolved, split into those the JVM may be launched with and those
@@ -27,9 +25,9 @@ def spark_settings(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, s
 
 
 def warn_secrets_on_command_line(pairs: Mapping[str, Sequence[str]]) -> None:
-    """``pairs``: the KEY=VALUE options as given on the command line (before any --config-file)."""
-    for dest, option in PAIR_OPTIONS:
-        for pair in pairs.get(dest, ()):
+    """``pairs``: KEY=VALUE options by flag, as given on the command line (before any --config-file)."""
+    for option, given in pairs.items():
+        for pair in given:
             key, _, value = pair.partition("=")
             if SECRET_KEY.search(key) and value and not config_providers.REFERENCE.search(value):
                 log.warning("%s %s is a secret on the command line, which every user of this host can read (ps); put "

@@ -9,7 +9,7 @@ import json
 from streaming import redaction
 from streaming.cli.pairs import parse_pairs, sink_settings
 from streaming.cli.run import CONNECT_TIMEOUT_S
-from streaming.kafka.subscription import subscription_of
+from streaming.subscription import subscription_of
 
 
 def add_parsers(sub) -> None:

@@ -1,25 +1,82 @@
-"""How one run of the job goes, given once at start and handed down whole: what it reads and where it starts,
-whether it ends after one pass, how long it waits for a cluster, and the schedules beside it."""
+"""How one run of the job goes, given once at start and handed down whole: every option of `kcompact run`
+(the table's run scope, one field each, with the table's default and check) and the schedules beside it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Mapping
 
-from streaming.job.acl_sync import AclSyncSchedule
-from streaming.job.group_sync import GroupSyncSchedule
-from streaming.kafka.subscription import StartingOffsets
+from streaming.errors import UsageError
+from streaming.subscription import StartingOffsets, Subscription
+from streaming.settings import RUN_OPTIONS, Setting, setting_field as _option
+
+if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
+    from streaming.job.acl_sync import AclSyncSchedule
+    from streaming.job.group_sync import GroupSyncSchedule
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    once: bool = False  # read what is there now, then end (Spark's availableNow)
-    drain: bool = False  # with once: roll every active segment before the last stage
-    checkpoint_location: str | None = None  # None: the state dir's own
-    max_offsets_per_trigger: int | None = None
-    starting_offsets: StartingOffsets = StartingOffsets()
-    retry_timeout_s: float = 300.0  # how long a cluster that is away is waited for, from the last progress
-    allow_data_loss: bool = False
-    live_progress: bool = False  # refresh the progress line in place (a terminal)
+    config_file: str | None = _option("config.file")
+    print_config: bool = _option("print.config")
+    print_acls: bool = _option("print.acls")
+    bootstrap_servers: str | None = _option("bootstrap.servers")
+    source_topic: tuple[str, ...] = _option("source.topic")
+    source_topic_pattern: str | None = _option("source.topic.pattern")
+    sink_topic: str | None = _option("sink.topic")
+    sink_topic_template: str | None = _option("sink.topic.template")
+    state_dir: str | None = _option("state.dir")
+    sink_bootstrap_servers: str | None = _option("sink.bootstrap.servers")
+    config: Mapping[str, str] = _option("config")
+    kafka: Mapping[str, str] = _option("kafka")
+    sink_kafka: Mapping[str, str] = _option("sink.kafka")
+    sink_topic_config: Mapping[str, str] = _option("sink.topic.config")
+    dead_letter_topic: str | None = _option("dead.letter.topic")
+    checkpoint_location: str | None = _option("checkpoint.location")  # None: the state dir's own
+    trigger_interval: float = _option("trigger.interval")
+    max_offsets_per_trigger: int | None = _option("max.offsets.per.trigger")
+    starting_offsets: str = _option("starting.offsets")
+    allow_data_loss: bool = _option("allow.data.loss")
+    metrics_port: int | None = _option("metrics.port")
+    metrics_host: str = _option("metrics.host")
+    retry_timeout: float = _option("retry.timeout")  # seconds a cluster that is away is waited for
+    spark_master: str | None = _option("spark.master")
+    spark_conf: Mapping[str, str] = _option("spark.conf")
+    once: bool = _option("once")  # read what is there now, then end (Spark's availableNow)
+    drain: bool = _option("drain")  # with once: roll every active segment before the last stage
+    sync_group_offsets: str | None = _option("sync.group.offsets")
+    sync_group_offsets_interval: float = _option("sync.group.offsets.interval")
+    sync_group_offsets_allow_rewind: bool = _option("sync.group.offsets.allow.rewind")
+    sync_topic_acls: bool = _option("sync.topic.acls")
+    sync_topic_acls_interval: float = _option("sync.topic.acls.interval")
+    live_progress: bool = field(default=False, compare=False)  # not an option: the log format decides it
+
+    def __post_init__(self) -> None:
+        """Every value against the table's check, and each option that needs another with it, in one line
+        naming the flag: whether it came from the command line or a file, this is the one place it is checked."""
+        for option in RUN_OPTIONS.values():
+            value = getattr(self, option.attr)
+            problem = option.problem(value)
+            if problem:
+                raise UsageError(f"{option.flag}: {problem}")
+            if option.needs and value and not getattr(self, RUN_OPTIONS[option.needs].attr):
+                raise UsageError(f"{option.flag} is only for {RUN_OPTIONS[option.needs].flag}")
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], **derived: Any) -> "RunOptions":
+        """From typed values by option name (what is not given keeps the table's default)."""
+        return cls(**{RUN_OPTIONS[name].attr: value for name, value in values.items()}, **derived)
+
+    def missing(self) -> list[Setting]:
+        """The required options not given: a run cannot start without them (printing its config can)."""
+        return [o for o in RUN_OPTIONS.values() if o.required and getattr(self, o.attr) is None]
+
+    def values(self) -> dict[str, Any]:
+        """Typed values by option name: what --print-config renders."""
+        return {f.metadata["setting"]: getattr(self, f.name) for f in fields(self) if "setting" in f.metadata}
+
+    def starting(self, subscription: Subscription) -> StartingOffsets:
+        return StartingOffsets.parse(self.starting_offsets, subscription)
 
 
 @dataclass(frozen=True)

@@ -59,18 +59,13 @@ class CompactorJob:
         self.spec = spec
         self.sync = sync  # None: the topics are the spec's, fixed
         self.trigger_interval_s = spec.trigger_interval_ms / 1000
-        self.once = options.once
+        self.options = options
         self.state = open_state_dir(spec.state_dir)  # the driver's; tasks open theirs from spec.state_dir
         self.checkpoint_location = options.checkpoint_location or spark_checkpoint(self.state)
-        self.max_offsets_per_trigger = options.max_offsets_per_trigger
-        self.starting_offsets = options.starting_offsets
+        self.starting_offsets = options.starting(spec.mapping.subscription)
         self.clock = time.time
-        self.retry_timeout_s = options.retry_timeout_s
         self.group_sync = schedules.group_sync
         self.acl_sync = schedules.acl_sync
-        self.drain = options.drain
-        self.allow_data_loss = options.allow_data_loss
-        self.live_progress = options.live_progress
         self.lock = threading.RLock()
         default = sync.overrides.over(CompactionConfig()) if sync else CompactionConfig()
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=self.clock,
@@ -189,7 +184,7 @@ class CompactorJob:
         reports = []
         for log_dir in list_log_dirs(self.state):
             if log_dir.pid.topic in self.spec.topics:
-                report = idle_report(log_dir, self.spec, now_ms, self.drain)
+                report = idle_report(log_dir, self.spec, now_ms, self.options.drain)
                 if report is None:
                     return False
                 reports.append(report)
@@ -246,8 +241,8 @@ class CompactorJob:
 
     def _query(self) -> RunningQuery:
         read = SourceRead(self.spec.source_bootstrap, self.spec.mapping.subscription, self.starting_offsets,
-                          not self.allow_data_loss, self.max_offsets_per_trigger, self.spec.source_kafka)
-        return self.engine.start_query(QueryPlan(read, self.checkpoint_location, self.once, self.trigger_interval_s),
+                          not self.options.allow_data_loss, self.options.max_offsets_per_trigger, self.spec.source_kafka)
+        return self.engine.start_query(QueryPlan(read, self.checkpoint_location, self.options.once, self.trigger_interval_s),
                                        self.on_batch)
 
     def stop(self, signum: int | None = None, _frame=None) -> None:
@@ -278,24 +273,24 @@ class CompactorJob:
 
     def _run(self) -> int:
         previous = {s: signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)}
-        if self.group_sync and not self.once:
+        if self.group_sync and not self.options.once:
             self.group_sync.start(self._stop, lambda: self.spec.topics)
         if self.acl_sync:  # at start, then every interval
             self.acl_sync.round(self.spec.topics)
-            if not self.once:
+            if not self.options.once:
                 self.acl_sync.start(self._stop, lambda: self.spec.topics)
         try:
-            if self.once and self._nothing_to_do():
+            if self.options.once and self._nothing_to_do():
                 code = self._outcome()
             else:
                 self.engine.start()  # before the display: a launch takes the process's stderr for a moment
-                with ProgressDisplay(self.progress, self.live_progress):
+                with ProgressDisplay(self.progress, self.options.live_progress):
                     self._run_query()
-                    code = self._final_stage() if self.once and not self._stop.is_set() else 0
+                    code = self._final_stage() if self.options.once and not self._stop.is_set() else 0
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        if self.group_sync and self.once:  # one round, after everything this run emits
+        if self.group_sync and self.options.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
             job_metrics.update_group_sync(self.state, self.group_sync.totals.to_doc())
         self.collect_garbage()
@@ -319,7 +314,7 @@ class CompactorJob:
     def _run_query(self) -> None:
         """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
         after a transient Kafka failure, for up to --retry-timeout since the last batch that succeeded."""
-        restarts = Restarts(self.retry_timeout_s)
+        restarts = Restarts(self.options.retry_timeout)
         while True:
             self._closing = False
             query = self._query()
@@ -337,7 +332,7 @@ class CompactorJob:
             pause = restarts.next_pause(self.totals.batches)
             if pause is None:
                 raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
-                               f"{self.retry_timeout_s:.0f}s; last failure: {telling_line(exc)}") from exc
+                               f"{self.options.retry_timeout:.0f}s; last failure: {telling_line(exc)}") from exc
             log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
                         "restarting it from its checkpoint in %.0fs", telling_line(exc), pause)
             if self._stop.wait(pause):
@@ -346,8 +341,8 @@ class CompactorJob:
     def _watch(self, query: RunningQuery) -> None:
         """Wait while the query runs; on idle triggers (no micro-batch) run the compaction stage here."""
         seen = -1
-        while query.is_active and not self._stop.wait(0.05 if self.once else self.trigger_interval_s):
-            if not self.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
+        while query.is_active and not self._stop.wait(0.05 if self.options.once else self.trigger_interval_s):
+            if not self.options.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
                 try:
                     self.sync_topics()
                     self.compaction_stage()
@@ -358,8 +353,8 @@ class CompactorJob:
     def _final_stage(self) -> int:
         """--once: clean at the current time, also when no batch ran; a sink that is away is waited for. The
         stage that followed the last micro-batch counts when it left nothing to retry."""
-        restarts = Restarts(self.retry_timeout_s)
-        drain = self.drain
+        restarts = Restarts(self.options.retry_timeout)
+        drain = self.options.drain
         while True:
             if not self._stage_after_batch or drain:
                 self.compaction_stage(drain=drain)
@@ -378,7 +373,7 @@ class CompactorJob:
         for r in failed:
             log.error("partition %s is uncleanable or could not emit; see kcompact status", r.pid)
         if not self.totals.emitted and not failed:
-            waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000), self.drain)
+            waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000), self.options.drain)
             if waiting:
                 log.warning("%s", waiting)
         return 1 if failed else 0

@@ -10,7 +10,7 @@ from streaming.cleaner import CompactionConfig, JobSettings, KEYS_SET_BY_TOPIC, 
 from streaming.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
-from streaming.kafka.subscription import Subscription, subscription_from_doc
+from streaming.subscription import Subscription, subscription_from_doc
 from streaming.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file

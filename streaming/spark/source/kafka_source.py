@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import (SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata,
                                       retrying)
-from streaming.kafka.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
+from streaming.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
 from streaming.moments import Moment, reached
 from streaming.partition_id import PartitionId
 from streaming.logging_setup import configure_worker
