@@ -37,7 +37,6 @@ from streaming.erasure import events as audit
 from streaming.erasure.events import AuditKeys
 from streaming.log import PartitionLog, records_from_batch
 from streaming.log.columns import offsets_of, record_sizes, validity
-from streaming.log.journal import Event
 from streaming.log.record import LogRecord
 from streaming.log.segment import SegmentMeta
 
@@ -73,7 +72,7 @@ class CleanResult:
     buffer_utilization: float = 0.0
     map_full: bool = False
     elapsed_s: float = 0.0
-    erased: list[Event] = field(default_factory=list, repr=False)  # the erase audit's, committed with the checkpoint
+    erased: list[audit.Erased] = field(default_factory=list, repr=False)  # the erase audit's, committed with the checkpoint
 
 
 class Cleaner:
@@ -175,7 +174,7 @@ class Cleaner:
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
                 throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int]) -> None:
         for group in self._groups(plog, result.end_offset):
-            removals: list[Event] = []  # tombstones this group's rewrite removes: journaled with its swap
+            removals: list[audit.Removed | audit.Superseded] = []  # tombstones this group's rewrite removes: journaled with its swap
             decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
                                      dead_letter, checked, removals)
             unchanged = 0
@@ -211,7 +210,7 @@ class Cleaner:
 
     def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
                 result: CleanResult, throttler: Throttler, dead_letter: DeadLetterSink | None,
-                checked: set[int], removals: list[Event]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+                checked: set[int], removals: list[audit.Removed | audit.Superseded]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
         """Per batch of the group: which records survive, and which surviving tombstones get a horizon. The
         erase audit's events go to ``removals`` (tombstones removed) and result.erased (tombstones that won)."""
         omap = self.map

@@ -5,10 +5,9 @@ triggers adds one trigger interval to it."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
-from streaming.erasure.events import EMITTED, ERASED, INGESTED, REMOVED, SUPERSEDED
-from streaming.log.journal import Event
+from streaming.erasure.events import Emitted, Erased, Ingested, Removed, Superseded, events_of
 from streaming.partition_id import PartitionId
 from streaming.settings import LONG_MAX
 
@@ -78,26 +77,26 @@ def deadline_ms(max_compaction_lag_ms: int, trigger_interval_ms: int) -> int:
     return LONG_MAX if max_compaction_lag_ms >= LONG_MAX else max_compaction_lag_ms + trigger_interval_ms
 
 
-def fold(pid: PartitionId, events: Iterable[Event]) -> list[Erasure]:
-    """One entry per tombstone, in offset order; later events of a kind win (a sink re-created and filled
-    again gives a tombstone its new sink offset)."""
+def fold(pid: PartitionId, docs: Iterable[Mapping[str, Any]]) -> list[Erasure]:
+    """One entry per tombstone, in offset order, from its journal's objects; later events of a kind win (a
+    sink re-created and filled again gives a tombstone its new sink offset)."""
     entries: dict[int, Erasure] = {}
-    for e in events:
-        entry = entries.get(e["offset"])
+    for e in events_of(docs):
+        entry = entries.get(e.offset)
         if entry is None:
-            entry = entries[e["offset"]] = Erasure(pid.topic, pid.partition, e["offset"])
-        kind = e["e"]
-        if kind == INGESTED:
-            entry.timestamp_ms, entry.ingested_ms = e["timestamp"], e["at"]
-            entry.key_sha256, entry.key = e.get("key_sha256"), e.get("key")
-        elif kind == ERASED:
-            entry.erased_ms, entry.delete_horizon_ms = e["at"], e["delete_horizon_ms"]
-        elif kind == SUPERSEDED:
-            entry.superseded_ms, entry.superseded_by = e["at"], e["by"]
-        elif kind == REMOVED:
-            entry.removed_ms = e["at"]
-        elif kind == EMITTED:
-            entry.sink_offset, entry.sink_ms, entry.sink_recovered = e["sink_offset"], e["at"], e.get("recovered", False)
+            entry = entries[e.offset] = Erasure(pid.topic, pid.partition, e.offset)
+        match e:
+            case Ingested():
+                entry.timestamp_ms, entry.ingested_ms = e.timestamp, e.at
+                entry.key_sha256, entry.key = e.key_sha256, e.key
+            case Erased():
+                entry.erased_ms, entry.delete_horizon_ms = e.at, e.delete_horizon_ms
+            case Superseded():
+                entry.superseded_ms, entry.superseded_by = e.at, e.by
+            case Removed():
+                entry.removed_ms = e.at
+            case Emitted():
+                entry.sink_offset, entry.sink_ms, entry.sink_recovered = e.sink_offset, e.at, e.recovered
     for entry in entries.values():
         if entry.superseded_by is not None:
             entry.superseded_by_tombstone = entry.superseded_by in entries

@@ -101,7 +101,7 @@ def _clean_and_emit(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec
             break
         report.figures = report.figures.with_pass(result)
         report.tombstones_removed += result.tombstones_removed
-        report.erase_log_ms.extend(e["at"] - e["timestamp"] for e in result.erased)
+        report.erase_log_ms.extend(e.at - e.timestamp for e in result.erased)
         if not result.map_full:
             break
     checkpoint = plog.cleaner_checkpoint

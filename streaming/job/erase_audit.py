@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from streaming.erasure import events as audit
-from streaming.erasure.events import tombstone_mask
+from streaming.erasure.events import Emitted, tombstone_mask
 from streaming.job.spec import JobSpec, TopicPlan
 from streaming.kafka.emitter import PartitionEmitter
 from streaming.kafka.translate import SinkReader, translate
@@ -28,7 +27,7 @@ EMITTED_THROUGH = "emitted_through"  # the journal mark: source offsets up to he
 
 def note_emission(plog: PartitionLog, emitter: PartitionEmitter) -> None:
     """Journal what the emitter committed, and how far that goes."""
-    events = [audit.emitted(d.source_offset, d.sink_offset, d.at_ms) for d in emitter.tombstones]
+    events = [Emitted(d.source_offset, d.at_ms, d.sink_offset) for d in emitter.tombstones]
     plog.note(events, {EMITTED_THROUGH: emitter.emitted_up_to})
     emitter.tombstones.clear()
 
@@ -51,7 +50,7 @@ def recover_lost_notes(plog: PartitionLog, emitter: PartitionEmitter, spec: JobS
             for offset in lost:
                 found = translate(reader, offset)
                 sink_offset = found.sink_offset if found.source_offset == offset else None
-                events.append(audit.emitted(offset, sink_offset, now_ms, recovered=True))
+                events.append(Emitted(offset, now_ms, sink_offset, recovered=True))
         log.warning("%s: %d tombstones reached the sink without their erase-audit event (the job stopped in "
                     "between); noted now", plog.dir, len(lost))
     plog.note(events, {EMITTED_THROUGH: emitter.emitted_up_to})

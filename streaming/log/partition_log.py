@@ -26,7 +26,7 @@ from fastavro.validation import validate_many
 
 from streaming.log.columns import batch_from_records, iter_records, lag_timestamps, offsets_of, record_sizes
 from streaming.log.config import LogConfig
-from streaming.log.journal import Event, read_journal, write_entry
+from streaming.log.journal import Doc, JournalEvent, read_journal, write_entry
 from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 GC_EVERY = 32  # commits between garbage collections (replaced and folded objects, old manifests)
 
 # What an append has to say of the records it stores (the fresh ones: replays are skipped before)
-AppendJournal = Callable[[pa.RecordBatch], list[Event]]
+AppendJournal = Callable[[pa.RecordBatch], Sequence[JournalEvent]]
 
 
 def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
@@ -133,7 +133,7 @@ class PartitionLog:
         """The figures the last commit carried forward for the journal's writers (see note())."""
         return dict(self._marks)
 
-    def journal(self) -> list[Event]:
+    def journal(self) -> list[Doc]:
         """Every event committed with this log, oldest first (see journal.py)."""
         return read_journal(self.storage, self.dir, self._journal)
 
@@ -221,17 +221,17 @@ class PartitionLog:
         self._commit([*self._segments, SegmentMeta.new(self.active.next_offset)], self._checkpoint)
         return True
 
-    def set_cleaner_checkpoint(self, offset: int, journal: list[Event] | None = None) -> None:
+    def set_cleaner_checkpoint(self, offset: int, journal: Sequence[JournalEvent] | None = None) -> None:
         if offset != self._checkpoint or journal:
             self._commit(self._segments, offset, journal)
 
-    def note(self, events: list[Event], marks: dict[str, int] | None = None) -> None:
+    def note(self, events: Sequence[JournalEvent], marks: dict[str, int] | None = None) -> None:
         """Journal what happened elsewhere to records of this log (its emission), with ``marks`` that the
         next writer finds in journal_marks: how far such notes got, so one lost to a crash is found."""
         if events or (marks and {**self._marks, **marks} != self._marks):
             self._commit(self._segments, self._checkpoint, events, marks)
 
-    def _commit(self, segments: list[SegmentMeta], checkpoint: int | None, events: list[Event] | None = None,
+    def _commit(self, segments: list[SegmentMeta], checkpoint: int | None, events: Sequence[JournalEvent] | None = None,
                 marks: dict[str, int] | None = None) -> None:
         version = self._next_version
         head = write_entry(self.storage, self.dir, version, self._journal, events) if events else self._journal
@@ -299,7 +299,7 @@ class PartitionLog:
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
     def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True,
-                journal: list[Event] | None = None) -> SegmentMeta:
+                journal: Sequence[JournalEvent] | None = None) -> SegmentMeta:
         """Swap consecutive sealed segments for one segment of the given records (batches of
         LOG_BATCH_SCHEMA, in offset order): a new object, then a manifest that holds it instead of theirs.
 

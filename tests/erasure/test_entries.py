@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_a_tombstone_is_followed_from_ingest_to_its_removal(tmp_path) -> None:
     assert (e.erased_ms, e.delete_horizon_ms) == (first.result.now_ms, 11_000) and e.state == "erased from the log"
     assert e.log_latency_ms() == 10_000 - 120
     assert [r["offset"] for r in plog.read()] == [1, 2], "the pass that says 'erased' removed offset 0"
-    plog.note([audit.emitted(2, 7, 10_500)], {"emitted_through": 2})
+    plog.note([audit.Emitted(2, 10_500, 7)], {"emitted_through": 2})
     assert entries(plog)[2].state == "in the sink" and entries(plog)[2].sink_offset == 7
     manager.clean_partition(PID, plog, now_ms=11_000)
     e = entries(plog)[2]
@@ -128,3 +129,18 @@ def test_overdue_is_held_to_max_compaction_lag_plus_one_trigger() -> None:
                      {"e": "erased", "offset": 5, "timestamp": 1000, "at": 2000, "delete_horizon_ms": 9}])
     assert e.overdue(10**9, bound) == "not in the sink yet"
     assert deadline_ms(LONG_MAX, 5_000) == LONG_MAX and e.overdue(10**15, LONG_MAX) is None
+
+
+@pytest.mark.parametrize("event,doc", [
+    (audit.Ingested(3, 10, 9, key_sha256="ab"), {"e": "ingested", "offset": 3, "at": 10, "timestamp": 9, "key_sha256": "ab"}),
+    (audit.Ingested(3, 10, 9, key="YQ=="), {"e": "ingested", "offset": 3, "at": 10, "timestamp": 9, "key": "YQ=="}),
+    (audit.Erased(3, 11, 9, 99), {"e": "erased", "offset": 3, "at": 11, "timestamp": 9, "delete_horizon_ms": 99}),
+    (audit.Superseded(3, 12, 5), {"e": "superseded", "offset": 3, "at": 12, "by": 5}),
+    (audit.Removed(3, 13), {"e": "removed", "offset": 3, "at": 13}),
+    (audit.Emitted(3, 14, 7), {"e": "emitted", "offset": 3, "at": 14, "sink_offset": 7}),
+    (audit.Emitted(3, 14, None, recovered=True), {"e": "emitted", "offset": 3, "at": 14, "sink_offset": None,
+                                                 "recovered": True})])
+def test_each_event_is_the_journal_object_it_always_was_and_reads_back_as_itself(event: audit.AuditEvent,
+                                                                                 doc: dict) -> None:
+    assert event.to_doc() == doc
+    assert audit.AuditEvent.from_doc(json.loads(json.dumps(doc))) == event
