@@ -17,7 +17,7 @@ from streaming.brokers.images import KCOMPACT_IMAGE, kafka_image
 from streaming.cleaner import CleanerMetrics
 from streaming.cli.main import build_parser
 from streaming.job.compact import StageReport
-from streaming.job.metrics import EraseLatency, JobCounters, JobMetricsCollector, build_doc
+from streaming.job.metrics import EraseLatency, JobCounters, JobMetricsCollector, MetricsDocument
 from streaming.partition_id import PartitionId
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,8 +75,8 @@ def _exported_names() -> set[str]:
     pid = PartitionId("t", 0)
     latency = EraseLatency()
     latency.observe("log", [1500])
-    doc = build_doc(1, CleanerMetrics(), JobCounters().to_doc(), [StageReport(pid, emitted_up_to=3)], {pid: 9},
-                    None, latency)
+    doc = MetricsDocument.of(1, CleanerMetrics(), JobCounters(), [StageReport(pid, emitted_up_to=3)], {pid: 9},
+                             None, latency)
     collector = JobMetricsCollector()
     collector.update(doc)
     registry = CollectorRegistry()

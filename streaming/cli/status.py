@@ -86,8 +86,7 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
     plans = saved.topics
     storage = state.storage
     last = read_doc(state)
-    source_ends = {PartitionId(p["topic"], p["partition"]): p.get("source_end_offset")
-                   for p in last.get("partitions", [])}
+    source_ends = {p.pid: p.source_end_offset for p in last.partitions} if last else {}
     partitions = []
     figures = []
     for log_dir in list_log_dirs(state):
@@ -123,10 +122,9 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
                    for t, plan in sorted(plans.items()) for p in range(plan.partitions)
                    if PartitionId(t, p) not in seen]
     partitions.sort(key=lambda p: (p.topic, p.partition))
-    previous = CleanerMetrics.from_kafka(last["cleaner"]) if "cleaner" in last else None
-    metrics = CleanerMetrics.of(figures, now_ms, last.get("at_ms"), previous).to_kafka()
-    return JobStatus(state_dir, saved.mapping, plans, now_ms, partitions, metrics, last.get("job", {}),
-                     last.get("group_sync"))
+    metrics = CleanerMetrics.of(figures, now_ms, last.at_ms if last else None, last.cleaner if last else None)
+    return JobStatus(state_dir, saved.mapping, plans, now_ms, partitions, metrics.to_kafka(),
+                     last.job.to_doc() if last else {}, last.group_sync if last else None)
 
 
 def _figures(values: dict) -> str:

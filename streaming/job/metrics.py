@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -64,6 +64,10 @@ class JobCounters:
     def to_doc(self) -> dict[str, int]:
         return {f.metadata["name"]: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, int]) -> "JobCounters":
+        return cls(**{f.name: doc.get(f.metadata["name"], 0) for f in fields(cls)})
+
 
 JOB_COUNTERS = {f.metadata["name"]: f.metadata["help"] for f in fields(JobCounters)}
 GROUP_SYNC = {  # --sync-group-offsets (streaming.kafka.group_sync)
@@ -107,7 +111,11 @@ class EraseLatency:
             self.sums_s[until] += s
 
     def to_doc(self) -> dict:
-        return {u: {"buckets": self.buckets[u], "sum_s": self.sums_s[u]} for u in ERASE_LATENCY}
+        return {u: {"buckets": list(self.buckets[u]), "sum_s": self.sums_s[u]} for u in ERASE_LATENCY}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Mapping]) -> "EraseLatency":
+        return cls({u: list(h["buckets"]) for u, h in doc.items()}, {u: h["sum_s"] for u, h in doc.items()})
 
 
 def ingest_lag(source_end: int | None, log_end: int) -> int | None:
@@ -120,38 +128,82 @@ def emit_lag(log_end: int, emitted_up_to: int | None) -> int | None:
     return None if emitted_up_to is None else max(0, log_end - 1 - emitted_up_to)
 
 
-def partition_progress(report: StageReport, source_end: int | None) -> dict:
-    """One partition's lags from a compaction-stage report and the source's high watermark."""
-    log_end, emitted, figures = report.log_end_offset, report.emitted_up_to, report.figures
-    return {"topic": report.pid.topic, "partition": report.pid.partition, "log_end_offset": log_end,
-            "source_end_offset": source_end, "ingest_lag": ingest_lag(source_end, log_end),
-            "emitted_up_to": emitted, "emit_lag": emit_lag(log_end, emitted),
-            "dirty_ratio": figures.cleanable_ratio, "compaction_delay_seconds": figures.compaction_delay_ms / 1000,
-            "uncleanable": int(figures.uncleanable), "erasures_overdue": report.erasures_overdue}
+@dataclass(frozen=True)
+class PartitionProgress:
+    """One partition's lags at a trigger, from its compaction-stage report and the source's high watermark;
+    each field is a Prometheus gauge (PARTITION_GAUGES)."""
+
+    topic: str
+    partition: int
+    log_end_offset: int
+    source_end_offset: int | None
+    ingest_lag: int | None
+    emitted_up_to: int | None
+    emit_lag: int | None
+    dirty_ratio: float
+    compaction_delay_seconds: float
+    uncleanable: int
+    erasures_overdue: int
+
+    @property
+    def pid(self) -> PartitionId:
+        return PartitionId(self.topic, self.partition)
+
+    @classmethod
+    def of(cls, report: StageReport, source_end: int | None) -> "PartitionProgress":
+        log_end, emitted, figures = report.log_end_offset, report.emitted_up_to, report.figures
+        return cls(report.pid.topic, report.pid.partition, log_end, source_end, ingest_lag(source_end, log_end),
+                   emitted, emit_lag(log_end, emitted), figures.cleanable_ratio, figures.compaction_delay_ms / 1000,
+                   int(figures.uncleanable), report.erasures_overdue)
 
 
-def build_doc(now_ms: int, cleaner: CleanerMetrics, job: Mapping[str, int], reports: list[StageReport],
-              source_ends: Mapping[PartitionId, int], group_sync: Mapping[str, int | None] | None = None,
-              erase_latency: EraseLatency | None = None) -> dict:
-    doc = {"at_ms": now_ms, "cleaner": cleaner.to_kafka(), "job": dict(job),
-           "partitions": [partition_progress(r, source_ends.get(r.pid)) for r in reports],
-           "erase_latency": (erase_latency or EraseLatency()).to_doc()}
-    if group_sync is not None:
-        doc["group_sync"] = dict(group_sync)
-    return doc
+@dataclass(frozen=True)
+class MetricsDocument:
+    """What the job knew at its last trigger: metrics.json, and what the Prometheus endpoint renders."""
+
+    at_ms: int
+    cleaner: CleanerMetrics
+    job: JobCounters
+    partitions: tuple[PartitionProgress, ...] = ()
+    erase_latency: EraseLatency = field(default_factory=EraseLatency)
+    group_sync: Mapping[str, int | None] | None = None  # GROUP_SYNC's figures, with --sync-group-offsets
+
+    @classmethod
+    def of(cls, now_ms: int, cleaner: CleanerMetrics, job: JobCounters, reports: list[StageReport],
+           source_ends: Mapping[PartitionId, int], group_sync: Mapping[str, int | None] | None = None,
+           erase_latency: EraseLatency | None = None) -> "MetricsDocument":
+        """A snapshot: the running totals are copied, so the document stays as it was when written."""
+        latency = EraseLatency.from_doc((erase_latency or EraseLatency()).to_doc())
+        return cls(now_ms, cleaner, replace(job), tuple(PartitionProgress.of(r, source_ends.get(r.pid)) for r in reports),
+                   latency, None if group_sync is None else dict(group_sync))
+
+    def to_doc(self) -> dict:
+        doc = {"at_ms": self.at_ms, "cleaner": self.cleaner.to_kafka(), "job": self.job.to_doc(),
+               "partitions": [asdict(p) for p in self.partitions], "erase_latency": self.erase_latency.to_doc()}
+        return doc if self.group_sync is None else {**doc, "group_sync": dict(self.group_sync)}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "MetricsDocument":
+        return cls(doc["at_ms"], CleanerMetrics.from_kafka(doc["cleaner"]), JobCounters.from_doc(doc["job"]),
+                   tuple(PartitionProgress(**p) for p in doc["partitions"]),
+                   EraseLatency.from_doc(doc["erase_latency"]), doc.get("group_sync"))
 
 
-def write_doc(state: StateDir, doc: dict) -> None:
-    write_json(state.storage, metrics_file(state), doc)
+def write_doc(state: StateDir, document: MetricsDocument) -> None:
+    write_json(state.storage, metrics_file(state), document.to_doc())
 
 
 def update_group_sync(state: StateDir, group_sync: Mapping[str, int | None]) -> None:
     """A group sync round that ran after the last trigger's document (--once) goes into it."""
-    write_doc(state, {**read_doc(state), "group_sync": dict(group_sync)})
+    document = read_doc(state)
+    if document is not None:
+        write_doc(state, replace(document, group_sync=dict(group_sync)))
 
 
-def read_doc(state: StateDir) -> dict:
-    return read_json(state.storage, metrics_file(state)) or {}
+def read_doc(state: StateDir) -> MetricsDocument | None:
+    """The last trigger's document; None before the job's first trigger."""
+    doc = read_json(state.storage, metrics_file(state))
+    return None if doc is None else MetricsDocument.from_doc(doc)
 
 
 def _name(kafka_name: str) -> str:
@@ -162,41 +214,41 @@ class JobMetricsCollector(Collector):
     """Renders the latest document; the job hands it a new one each trigger."""
 
     def __init__(self) -> None:
-        self._doc: dict = {}
+        self._doc: MetricsDocument | None = None
         self._lock = threading.Lock()
 
-    def update(self, doc: dict) -> None:
+    def update(self, document: MetricsDocument) -> None:
         with self._lock:
-            self._doc = doc
+            self._doc = document
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             doc = self._doc
-        if not doc:
+        if doc is None:
             return
-        for name, value in doc["cleaner"].items():
+        for name, value in doc.cleaner.to_kafka().items():
             help_text = KAFKA_MBEANS.get(name, f"cleaner {name} (kcompact)")
             if name in CLEANER_COUNTERS:
                 yield CounterMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
             else:
                 yield GaugeMetricFamily(_name(f"cleaner-{name}"), help_text, value=value)
-        for name, value in doc["job"].items():
-            yield CounterMetricFamily(_name(name), JOB_COUNTERS.get(name, name), value=value)
-        for name, value in doc.get("group_sync", {}).items():
+        for name, value in doc.job.to_doc().items():
+            yield CounterMetricFamily(_name(name), JOB_COUNTERS[name], value=value)
+        for name, value in (doc.group_sync or {}).items():
             if value is not None:
                 kind, help_text = GROUP_SYNC[name]
                 family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
                 yield family(_name(f"group-sync-{name}"), help_text, value=value)
         for gauge, help_text in PARTITION_GAUGES.items():
             family = GaugeMetricFamily(_name(f"partition-{gauge}"), help_text, labels=["topic", "partition"])
-            for p in doc["partitions"]:
-                if p.get(gauge) is not None:
-                    family.add_metric([p["topic"], str(p["partition"])], p[gauge])
+            for p in doc.partitions:
+                if getattr(p, gauge) is not None:
+                    family.add_metric([p.topic, str(p.partition)], getattr(p, gauge))
             yield family
         latency = HistogramMetricFamily(_name("erase-latency-seconds"), "seconds from a tombstone's timestamp to "
                                         "its erasure: until=log, " + ERASE_LATENCY["log"] + "; until=sink, " +
                                         ERASE_LATENCY["sink"], labels=["until"])
-        for until, h in doc.get("erase_latency", EraseLatency().to_doc()).items():
+        for until, h in doc.erase_latency.to_doc().items():
             cumulative = list(itertools.accumulate(h["buckets"]))
             bounds = [*(str(b) for b in ERASE_BUCKETS_S), "+Inf"]
             latency.add_metric([until], list(zip(bounds, cumulative, strict=True)), h["sum_s"])

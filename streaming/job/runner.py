@@ -207,9 +207,9 @@ class CompactorJob:
         lags = [lag for r in reports
                 if (lag := job_metrics.ingest_lag(ends.get(r.pid), r.log_end_offset)) is not None]
         self._ingest_lag = sum(lags) if lags else self._ingest_lag
-        doc = job_metrics.build_doc(now_ms, metrics, self.totals.to_doc(), reports, ends,
-                                    self.group_sync.totals.to_doc() if self.group_sync else None,
-                                    self.erase_latency)
+        doc = job_metrics.MetricsDocument.of(now_ms, metrics, self.totals, reports, ends,
+                                             self.group_sync.totals.to_doc() if self.group_sync else None,
+                                             self.erase_latency)
         job_metrics.write_doc(self.state, doc)
         self.collector.update(doc)
 

@@ -87,9 +87,10 @@ class JobProgress:
 
     @classmethod
     def of(cls, state_dir: str) -> "JobProgress":
-        parts = read_doc(open_state_dir(state_dir)).get("partitions", [])
-        return cls(sum(p["log_end_offset"] for p in parts),
-                   sum(p["emitted_up_to"] + 1 for p in parts if p["emitted_up_to"] is not None))
+        doc = read_doc(open_state_dir(state_dir))
+        parts = doc.partitions if doc else ()
+        return cls(sum(p.log_end_offset for p in parts),
+                   sum(p.emitted_up_to + 1 for p in parts if p.emitted_up_to is not None))
 
     def beyond(self, other: "JobProgress") -> bool:
         """Both ingest and emission moved on since ``other``."""

@@ -108,6 +108,6 @@ def test_overdue_finds_the_tombstones_a_failing_sink_holds_back(spark, bootstrap
     assert rc == 1 and found["overdue"] == len(deletes) == len(found["entries"])
     assert {(e["offset"], e["overdue"]) for e in found["entries"]} == {(d.offset, "not in the sink yet") for d in deletes}
     assert all(e["erased_ms"] is not None for e in found["entries"]), "cleaned: only the sink holds them back"
-    assert [p["erasures_overdue"] for p in read_doc(open_state_dir(state))["partitions"]] == [len(deletes)]
+    assert [p.erasures_overdue for p in read_doc(open_state_dir(state)).partitions] == [len(deletes)]
     for line in [line for line in out.splitlines() if "OVERDUE" in line]:
         assert f"{src}-0" in line and "not in the sink yet" in line
