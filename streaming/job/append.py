@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
@@ -235,7 +235,8 @@ class LogAppender:
         with self.lock:
             log.debug("phase: append batch %d", batch_id)
             rows = batch.append(task)
-        stats = BatchStats(*(sum(r[c] for r in rows) for c in COUNTS), batch_id=batch_id, partitions=len(rows))
+        total = sum((r.counts for r in rows), AppendCounts())
+        stats = BatchStats(*astuple(total), batch_id=batch_id, partitions=len(rows))
         self.last_batch = stats
         self.batches += 1
         log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected, "

@@ -5,6 +5,7 @@ without loading the log (numba, fastavro)."""
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass, fields
+from typing import Any, Mapping
 
 import pyarrow as pa
 
@@ -21,6 +22,20 @@ class AppendCounts:
 
     def __add__(self, other: "AppendCounts") -> "AppendCounts":
         return AppendCounts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+@dataclass(frozen=True)
+class PartitionAppended:
+    """One ingest task's row (STATS_SCHEMA): what appending did to one partition log, and where it ends."""
+
+    topic: str
+    partition: int
+    counts: AppendCounts
+    log_end_offset: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "PartitionAppended":
+        return cls(row["topic"], row["partition"], AppendCounts(*(row[c] for c in COUNTS)), row["log_end_offset"])
 
 
 COUNTS = tuple(f.name for f in fields(AppendCounts))

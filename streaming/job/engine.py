@@ -13,6 +13,7 @@ from streaming.partition_id import PartitionId
 if TYPE_CHECKING:  # types only: append.py hands micro-batches to the engine (no import cycle), and the source's
     # options, loaded by Spark's planning process for every query, need none of the log
     from streaming.job.append import AppendTask
+    from streaming.job.append_counts import PartitionAppended
     from streaming.log.storage import Storage
 
 T = TypeVar("T")
@@ -41,9 +42,9 @@ class QueryPlan:
 class MicroBatch(Protocol):
     """One micro-batch of the source, planned but not read: reading it on the executors appends it."""
 
-    def append(self, task: AppendTask) -> list[dict]:
+    def append(self, task: AppendTask) -> list[PartitionAppended]:
         """Read the batch, one task per source partition, each appending what it reads to the partition logs
-        as ``task`` says (streaming.job.append.append_partitions); the tasks' count rows (STATS_SCHEMA)."""
+        as ``task`` says (streaming.job.append.append_partitions); what each partition's append did."""
 
 
 class RunningQuery(Protocol):

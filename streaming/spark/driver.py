@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming.job.append import AppendTask
+from streaming.job.append_counts import PartitionAppended
 from streaming.job.engine import MicroBatch, QueryPlan
 from streaming.log.storage import Storage
 from streaming.partition_id import PartitionId
@@ -30,11 +31,11 @@ R = TypeVar("R")
 class SparkMicroBatch:
     df: DataFrame
 
-    def append(self, task: AppendTask) -> list[dict]:
+    def append(self, task: AppendTask) -> list[PartitionAppended]:
         context = self.df.sparkSession.sparkContext
         context.setLocalProperty(APPEND_TASK_PROPERTY, task.to_json())  # this thread's jobs only
         try:
-            return [row.asDict() for row in self.df.collect()]
+            return [PartitionAppended.from_row(row.asDict()) for row in self.df.collect()]
         finally:
             context.setLocalProperty(APPEND_TASK_PROPERTY, None)
 
