@@ -4,4 +4,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$KCOMPACT_ROOT"
-exec python -m streaming.brokers.images "$@"
+exec python scripts/build_images.py "$@"

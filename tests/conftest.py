@@ -17,7 +17,7 @@ from hypothesis import settings
 from streaming.brokers.broker import Broker, BrokerKind
 from streaming.brokers.choice import BOOTSTRAP_ENV, acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
-from tests.docker_engine import EngineSession, start_engine
+from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
 
@@ -35,7 +35,7 @@ _session: dict = {"engine": None, "broker": None, "on_broker": 0}
 def docker_engine() -> Iterator[EngineSession]:
     """The session's Docker engine: this run's containers go at the end, and those of killed runs at the start;
     an engine the session started is stopped by its PID."""
-    from streaming.brokers.engine import RUN_ID, connected, remove_containers
+    from streaming.brokers.engine import RUN_ID, connected
 
     engine = start_engine()
     _session["engine"] = engine
@@ -64,7 +64,7 @@ def _built(docker_engine: EngineSession, build) -> str:
 @pytest.fixture(scope="session")
 def kafka_image(docker_engine: EngineSession) -> str:
     """The project's Kafka image."""
-    from streaming.brokers.images import build_kafka
+    from scripts.build_images import build_kafka
 
     return _built(docker_engine, build_kafka)
 
@@ -72,7 +72,7 @@ def kafka_image(docker_engine: EngineSession) -> str:
 @pytest.fixture(scope="session")
 def kcompact_image(docker_engine: EngineSession) -> str:
     """The compactor's image of this checkout."""
-    from streaming.brokers.images import build_kcompact
+    from scripts.build_images import build_kcompact
 
     return _built(docker_engine, build_kcompact)
 

@@ -1,10 +1,13 @@
 """The Docker engine of a test session: reused when one answers; otherwise, as root on Debian, docker.io (with
 mmdebstrap and docker-compose, which the images and the compose test need) is installed and dockerd started
 as a child of this process, stopped by its PID when the session ends. An engine the session started is
-never left running; one it found is left as it was."""
+never left running; one it found is left as it was. The session removes its run's containers when it ends,
+and at its start those of runs whose process is gone (killed before it could clean up), by the labels every
+container of the project carries (streaming.brokers.engine)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -13,8 +16,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from streaming.brokers.engine import engine_answers
+from streaming.brokers.engine import PID_LABEL, RUN_LABEL, engine_answers
+
+log = logging.getLogger(__name__)
+
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 
 PACKAGES = {"dockerd": "docker.io", "mmdebstrap": "mmdebstrap", "docker-compose": "docker-compose"}
 START_TIMEOUT_S = 60
@@ -73,3 +81,28 @@ def start_engine() -> EngineSession:
             return EngineSession(False, f"dockerd did not come up: {tail}")
         time.sleep(0.5)
     return session
+
+
+def _orphaned(pid: str) -> bool:
+    """The process that started a container is gone (a container without a PID label is nobody's to remove)."""
+    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+
+
+def remove_containers(engine: Any, run_id: str | None = None) -> int:
+    """Remove this project's containers: the given run's, or (None) those whose starting process is gone.
+    The compose networks and volumes of those containers go too. Returns how many containers were removed."""
+    mine = engine.containers.list(all=True, filters={"label": RUN_LABEL})
+    doomed = [c for c in mine if (c.labels.get(RUN_LABEL) == run_id if run_id is not None
+                                  else _orphaned(c.labels.get(PID_LABEL, "")))]
+    projects = {c.labels[COMPOSE_PROJECT_LABEL] for c in doomed if COMPOSE_PROJECT_LABEL in c.labels}
+    for c in doomed:
+        c.remove(force=True, v=True)
+    for project in projects:
+        for network in engine.networks.list(filters={"label": f"{COMPOSE_PROJECT_LABEL}={project}"}):
+            network.remove()
+        for volume in engine.volumes.list(filters={"label": f"{COMPOSE_PROJECT_LABEL}={project}"}):
+            volume.remove(force=True)
+    if doomed:
+        log.info("removed %d containers %s", len(doomed),
+                 f"of run {run_id}" if run_id else "left by runs whose process is gone")
+    return len(doomed)

@@ -98,6 +98,15 @@ def test_no_api_of_the_package_exists_for_tests() -> None:
     assert not said, said
 
 
+def test_the_package_neither_builds_images_nor_removes_containers() -> None:
+    """Building the images is scripts/build_images.py's and clearing a test run's containers the test
+    session's; the package only asks whether an image is built and starts a broker container it stops itself."""
+    calls = re.compile(r"\.images\.build\(|import_image\(|\.remove\(force=|mmdebstrap|\.networks\.|\.volumes\.")
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "streaming").rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if calls.search(line)]
+    assert not found, found
+
+
 def test_no_module_of_the_package_is_over_400_lines() -> None:
     """A module that long holds more than one concept; split it by what it holds."""
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "streaming").rglob("*.py")

@@ -2,9 +2,8 @@
 
 Every container the project starts carries two labels: the id of the run that started it and the PID of the
 process behind that run. testcontainers' Ryuk reaper, which would otherwise remove them, is an image no
-registry here can deliver, so it is off and the project removes its containers itself: a run's own when it
-ends, and at the start of the next run those of runs whose process is gone (killed before it could clean
-up), with the compose networks and volumes they belonged to.
+registry here can deliver, so it is off: a broker container is stopped by the one who started it, and the
+test session removes its run's containers, and those of runs whose process is gone, by these labels.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # read by testcon
 
 RUN_LABEL = "io.kcompact.run"
 PID_LABEL = "io.kcompact.pid"
-COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 RUN_ID = uuid.uuid4().hex[:12]
 
 
@@ -70,28 +68,3 @@ def engine_answers(timeout_s: float = 2.0) -> bool:
     except EngineMissing as exc:
         log.debug("%s", exc)
         return False
-
-
-def _orphaned(pid: str) -> bool:
-    """The process that started a container is gone (a container without a PID label is nobody's to remove)."""
-    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
-
-
-def remove_containers(engine: Any, run_id: str | None = None) -> int:
-    """Remove this project's containers: the given run's, or (None) those whose starting process is gone.
-    The compose networks and volumes of those containers go too. Returns how many containers were removed."""
-    mine = engine.containers.list(all=True, filters={"label": RUN_LABEL})
-    doomed = [c for c in mine if (c.labels.get(RUN_LABEL) == run_id if run_id is not None
-                                  else _orphaned(c.labels.get(PID_LABEL, "")))]
-    projects = {c.labels[COMPOSE_PROJECT_LABEL] for c in doomed if COMPOSE_PROJECT_LABEL in c.labels}
-    for c in doomed:
-        c.remove(force=True, v=True)
-    for project in projects:
-        for network in engine.networks.list(filters={"label": f"{COMPOSE_PROJECT_LABEL}={project}"}):
-            network.remove()
-        for volume in engine.volumes.list(filters={"label": f"{COMPOSE_PROJECT_LABEL}={project}"}):
-            volume.remove(force=True)
-    if doomed:
-        log.info("removed %d containers %s", len(doomed),
-                 f"of run {run_id}" if run_id else "left by runs whose process is gone")
-    return len(doomed)

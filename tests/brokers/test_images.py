@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException
 
-from streaming.brokers.engine import COMPOSE_PROJECT_LABEL, RUN_ID, connected, remove_containers, run_labels
-from streaming.brokers.images import CONTENT_LABEL, build_kafka, content_of
+from streaming.brokers.engine import RUN_ID, connected, run_labels
+from scripts.build_images import build_kafka
+from streaming.brokers.images import CONTENT_LABEL, content_of
+from tests.docker_engine import COMPOSE_PROJECT_LABEL, remove_containers
 from streaming.brokers.local import free_port
 from streaming.cli.demo import VERSION_HEADER
 from streaming.kafka.admin import unique_topic_name
