@@ -15,7 +15,7 @@ from streaming.cli import acls
 from streaming.cli.pairs import sink_settings
 from streaming.errors import UsageError
 from streaming.job.options import RunOptions
-from streaming.subscription import StartingOffsets, subscription_of
+from streaming.subscription import subscription_of
 from streaming.settings import RUN_OPTIONS, Type
 
 if TYPE_CHECKING:  # types only: --help, status and dump load neither a Kafka client nor the cleaner
@@ -146,7 +146,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
                        options.dead_letter_topic, _synced_groups(group_pattern, group_sync), options.sync_topic_acls,
                        sync.same_cluster)
     permissions.before_creating(access)
-    _check_starting_offsets(starting, present, source)
+    sync.check_starting_offsets(starting, present)
     plans = sync.sync({})
     permissions.after_creating(access)
     lock = StateDirLock(state)
@@ -202,26 +202,6 @@ def _acl_sync_schedule(options: RunOptions, source: Cluster, sink: Cluster):
     from streaming.kafka.acl_sync import TopicAclSync  # noqa: PLC0415
 
     return AclSyncSchedule(TopicAclSync(source, sink), options.sync_topic_acls_interval)
-
-
-def _check_starting_offsets(starting: StartingOffsets, present: dict[str, int], source: Cluster) -> None:
-    """Every partition of each topic named, each offset within what the partition holds now: an offset past
-    the end would leave the partition unread until it grew that far, one below the start names deleted
-    records."""
-    for topic in sorted(starting.topics):
-        if topic not in present:
-            raise UsageError(f"--starting-offsets names topic {topic!r}, which does not exist on the source")
-        offsets = {pid.partition: o for pid, o in starting.given.items() if pid.topic == topic}
-        if set(offsets) != set(range(present[topic])):
-            raise UsageError(f"--starting-offsets must give every partition of {topic!r} (0..{present[topic] - 1}), "
-                             f"got {sorted(offsets)}")
-        ranges = source.offset_ranges(topic, range(present[topic]))
-        for p, offset in sorted(offsets.items()):
-            low, high = ranges[p]
-            if offset >= 0 and not low <= offset <= high:
-                where = "below the log start" if offset < low else "beyond the log end"
-                raise UsageError(f"--starting-offsets: {topic}-{p} offset {offset} is {where}; the partition holds "
-                                 f"offsets {low}..{high} (give one in that range, -2 for earliest or -1 for latest)")
 
 
 def _print_plans(spec, source_kafka: dict, sink_kafka: dict) -> None:

@@ -17,7 +17,7 @@ from streaming.cleaner import CompactionConfig, Overrides
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
-from streaming.subscription import Subscription, SubscribePattern
+from streaming.subscription import StartingOffsets, Subscription, SubscribePattern
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,25 @@ class TopicSync:
                     f"cluster: the job would emit into what it reads. Choose another {self.naming.given_as}, "
                     f"narrow the source selection, or give --sink-bootstrap-servers of another cluster")
         return None
+
+    def check_starting_offsets(self, starting: StartingOffsets, present: Mapping[str, int]) -> None:
+        """Every partition of each topic named, each offset within what the partition holds now: an offset past
+        the end would leave the partition unread until it grew that far, one below the start names deleted
+        records."""
+        for topic in sorted(starting.topics):
+            if topic not in present:
+                raise UsageError(f"--starting-offsets names topic {topic!r}, which does not exist on the source")
+            offsets = {pid.partition: o for pid, o in starting.given.items() if pid.topic == topic}
+            if set(offsets) != set(range(present[topic])):
+                raise UsageError(f"--starting-offsets must give every partition of {topic!r} (0..{present[topic] - 1}), "
+                                 f"got {sorted(offsets)}")
+            ranges = self.source.offset_ranges(topic, range(present[topic]))
+            for p, offset in sorted(offsets.items()):
+                low, high = ranges[p]
+                if offset >= 0 and not low <= offset <= high:
+                    where = "below the log start" if offset < low else "beyond the log end"
+                    raise UsageError(f"--starting-offsets: {topic}-{p} offset {offset} is {where}; the partition holds "
+                                     f"offsets {low}..{high} (give one in that range, -2 for earliest or -1 for latest)")
 
     def refuse_sinks(self, present: Mapping[str, int]) -> None:
         """At start-up, before anything is created or written: any refused sink stops the job."""
