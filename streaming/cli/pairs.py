@@ -14,7 +14,7 @@ def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
     try:
         return key_values(pairs)
     except ValueError as exc:
-        raise UsageError(f"{option} {exc}") from None
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def sink_settings(source: Mapping[str, str], sink: Mapping[str, str], same_cluster: bool) -> dict[str, str]:

@@ -169,7 +169,7 @@ def test_bad_input_is_refused_before_anything_runs(bootstrap_servers, new_topic,
         (["--source-topic", "no-such-source-topic", "--sink-topic", "s"], "no-such-source-topic"),
         (["--source-topic", src, "--sink-topic", "s", "--config", "compaction.keyless.policy=dead-letter"],
          "--dead-letter-topic"),
-        (["--source-topic", src, "--sink-topic", "s", "--kafka", "novalue"], "--kafka takes KEY=VALUE"),
+        (["--source-topic", src, "--sink-topic", "s", "--kafka", "novalue"], "--kafka: takes KEY=VALUE"),
     ]
     for args, message in cases:
         capsys.readouterr()

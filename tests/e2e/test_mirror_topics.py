@@ -170,7 +170,7 @@ def test_refused_setups_create_and_write_nothing(bootstrap_servers, new_topic, t
          f"sink topic '{looped}-copy' of source topic '{looped}' is itself a source"),
         (["--source-topic", src, "--source-topic", looped, "--sink-topic", "one"], "--sink-topic-template"),
         (["--source-topic", src, "--sink-topic-template", "compacted"], "must contain {topic}"),
-        (["--source-topic", src, "--sink-topic", "s", "--starting-offsets", "yesterday"], "--starting-offsets must be"),
+        (["--source-topic", src, "--sink-topic", "s", "--starting-offsets", "yesterday"], "--starting-offsets: must be"),
         (["--source-topic", src, "--sink-topic", "s", "--starting-offsets", json.dumps({src: {"0": 0}})],
          "every partition"),
     ]
