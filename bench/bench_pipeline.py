@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.brokers.choice import acquire_broker
 from streaming.brokers.local.jars import ensure_kafka_jars
-from streaming.cleaner import CompactionConfig
+from streaming.cleaner import CompactionConfig, JobSettings
 from streaming.erasure.events import AuditKeys
 from streaming.kafka.admin import Cluster
 from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
@@ -198,8 +198,9 @@ def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str,
             audit: AuditKeys = AuditKeys.HASH) -> tuple[float, CompactorJob]:
     mapping = JobMapping(bootstrap, Subscribe((source,)), bootstrap, sink)
     partitions = Cluster("source", bootstrap).partition_count(source)
-    plan = TopicPlan(source, sink, CompactionConfig(max_compaction_lag_ms=60_000, erase_audit_keys=audit), partitions)
-    spec = JobSpec(mapping, state_dir, {source: plan})
+    settings = JobSettings(erase_audit_keys=audit)
+    plan = TopicPlan(source, sink, settings.over(CompactionConfig(max_compaction_lag_ms=60_000)), partitions)
+    spec = JobSpec(mapping, state_dir, {source: plan}, settings=settings)
     job = CompactorJob(SparkEngine(spark), spec, RunOptions(once=True))
     t = time.perf_counter()
     assert job.run() == 0
