@@ -11,6 +11,7 @@ import socket
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from scripts.build_images import BASE_REPOSITORY
 from streaming.brokers import choice, images
 from streaming.brokers.broker import BrokerKind
 from streaming.brokers.choice import BOOTSTRAP_ENV, acquire_broker
@@ -88,7 +89,7 @@ def test_an_engine_that_cannot_deliver_says_why_in_one_line_and_the_local_broker
         kafka_image, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, how: str) -> None:
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
     with connected() as docker:
-        base = next(t for i in docker.images.list(name=images.BASE_REPOSITORY) for t in i.tags)
+        base = next(t for i in docker.images.list(name=BASE_REPOSITORY) for t in i.tags)
     # an image that is not there, or one that is there but runs no broker (the bare base has no command)
     monkeypatch.setattr(images, "kafka_image", lambda: "kcompact/kafka:0.0.0-never-built" if how == "image never built"
                         else base)
