@@ -1,20 +1,25 @@
-"""The whole pipeline, measured against a bare mirror and MirrorMaker 2 on the same broker in the same run.
+"""The whole pipeline, measured against the read limit, a bare mirror and MirrorMaker 2 on the same broker in
+the same run.
 
-    python bench/bench_pipeline.py throughput [--sizes 1000000,10000000 --keys 100000 --partitions 4 --rounds 1]
+    python bench/bench_pipeline.py throughput --shape all [--rounds 2]
+    python bench/bench_pipeline.py throughput [--sizes 1000000,10000000 --keys 100000 --partitions 4]
     python bench/bench_pipeline.py delete-latency [--tombstones 20 --max-lag-ms 10000]
     python bench/bench_pipeline.py erase-audit [--records 1000000 --tombstone-every 100 --rounds 2]
 
-throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on N records vs. a bare
-confluent-kafka mirror (consume -> produce, no compaction, idempotent producer) and vs. MirrorMaker 2
+throughput: `kcompact run --once` semantics (ingest, roll, clean, emit) on a topic of a given shape, beside:
+the bare consume (one consumer reading every record with the source's fetch settings: the read limit), a
+bare confluent-kafka mirror (consume -> produce, no compaction, idempotent producer) and MirrorMaker 2
 (Apache Kafka's connect-mirror in dedicated mode, copying only; its jars fetched with Maven from
-bench/mirror_maker/pom.xml), with its defaults and tuned (MM2_TUNED), for each size in turn, so the time per
-record at 1M and at 10M shows how the cost grows. MirrorMaker's start-up is excluded by timing it from the
-first record in its target topic to the last (its target's end offsets, polled). Spark start-up is excluded: a first run of
-the job on a topic of its own (--warm-up records) starts the Python workers and compiles what the JVM and
-numba compile once per process, as a long-running compactor has long done; its time is printed too. Each
-round runs both sides, alternating which goes first; each side writes into a topic made just before it
-starts (a mirror's topic is deleted after its run, each size's source after its rounds). The broker's CPU
-time during each side is printed: what it spends on the side's own writes and reads stays in that side's time.
+bench/mirror_maker/pom.xml), with its defaults and tuned (MM2_TUNED). The shapes (SHAPES) are the topics
+users compact: --shape runs them in turn and prints one table; --sizes runs today's shape at each size, so
+the time per record at 1M and at 10M shows how the cost grows. MirrorMaker's start-up is excluded by timing
+it from the first record in its target topic to the last (its target's end offsets, polled). Spark start-up
+is excluded: a first run of the job on a topic of its own (--warm-up records) starts the Python workers and
+compiles what the JVM and numba compile once per process, as a long-running compactor has long done; its
+time is printed too. Each round runs every side, rotating which goes first; each side writes into a topic
+made just before it starts (a mirror's topic is deleted after its run, each shape's source after its
+rounds). The broker's CPU time during each side is printed: what it spends on the side's own writes and
+reads stays in that side's time.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 erase-audit: `--once` on one source with 1% tombstones, with the erase audit kept (erase.audit.keys=hash)
@@ -35,245 +40,120 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, cpu_s, delete_topic, mirror_maker, new_sink,
+                            produce, run_job, warm_up_topic)
 from streaming.brokers.choice import acquire_broker
-from streaming.brokers.local.jars import ensure_kafka_jars
-from streaming.cleaner import CompactionConfig, JobSettings
 from streaming.erasure.events import AuditKeys
-from streaming.kafka.admin import Cluster
-from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
-from streaming.job.spec import JobMapping, JobSpec, TopicPlan
-from streaming.job.options import RunOptions
-from streaming.job.runner import CompactorJob
-from streaming.spark.session import build_session
-from streaming.spark.driver import SparkEngine
-from streaming.subscription import Subscribe
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.log.journal import committed_journal
+from streaming.spark.session import build_session
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 
-HOUR = 3_600_000
-MM2_POM = Path(__file__).with_name("mirror_maker") / "pom.xml"
-# The settings a user tunes MirrorMaker 2's throughput with first (the issue that set the 2x target measured
-# these): bigger producer batches, lingering for them, and more records per consumer poll.
-MM2_TUNED = {"producer.linger.ms": "20", "producer.batch.size": "1000000", "consumer.max.poll.records": "5000"}
+
+@dataclass(frozen=True)
+class Shape:
+    records: int
+    keys: int  # record i has key i mod keys: each key's last record is among the last ``keys``
+    partitions: int = 4
+    value_bytes: int = 100
 
 
-def cpu_s(pid: int | None) -> float:
-    """CPU seconds a process has used so far (0 for one we cannot see: a broker we did not start)."""
-    if pid is None:
-        return 0.0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+SHAPES = {
+    "small-keys": Shape(10_000_000, 100_000),  # many updates of few keys
+    "distinct": Shape(1_000_000, 1_000_000),  # every key once: a first load, a snapshot
+    "entities": Shape(10_000_000, 1_000_000),  # an entity table: a million keys updated ten times
+    "big-values": Shape(1_000_000, 100_000, value_bytes=1024),
+    "wide": Shape(10_000_000, 100_000, partitions=64),
+}
+SIDES = ("pipeline", "consume", "mirror", "mm2", "mm2-tuned")
+SHAPE_SIDES = "pipeline,consume,mm2-tuned"
 
 
-def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int,
-            tombstone_every: int = 0) -> None:
-    producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                                         "queue.buffering.max.messages": 2_000_000}))
-    value = os.urandom(100)
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, key=b"key-%012d" % (i % keys), partition=i % partitions, timestamp=ts + i,
-                                 value=None if tombstone_every and i % tombstone_every == tombstone_every - 1 else value)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(120) == 0
-
-
-def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> float:
-    t = time.perf_counter()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mirror-{source}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
-    remaining = sum(consumer.get_watermark_offsets(TopicPartition(source, p), cached=False)[1]
-                    for p in range(partitions))
-    consumer.assign([TopicPartition(source, p, 0) for p in range(partitions)])
-    while remaining > 0:
-        for m in consumer.consume(min(remaining, 10_000), timeout=1.0):
-            if m.error() is None:
-                while True:
-                    try:
-                        producer.produce(sink, key=m.key(), value=m.value(), partition=m.partition(),
-                                         timestamp=m.timestamp()[1], headers=m.headers())
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-                remaining -= 1
-        producer.poll(0)
-    assert producer.flush(120) == 0
-    consumer.close()
-    return time.perf_counter() - t
-
-
-def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, work: str, run: str,
-                 tuned: bool) -> float:
-    """MirrorMaker 2 copying ``source`` to another topic of the same broker (cluster aliases of this run's
-    own, so no run resumes another's offsets); seconds from its first record in the target to its last."""
-    jars = ensure_kafka_jars(MM2_POM)
-    src, dst = f"s{run}", f"d{run}"
-    props = {"clusters": f"{src}, {dst}", f"{src}.bootstrap.servers": bootstrap, f"{dst}.bootstrap.servers": bootstrap,
-             f"{src}->{dst}.enabled": "true", f"{src}->{dst}.topics": source, f"{dst}->{src}.enabled": "false",
-             "replication.factor": "1", "refresh.topics.interval.seconds": "1", "sync.topic.acls.enabled": "false",
-             # copying only, as the pipeline is measured: heartbeats and checkpoints off (on one broker MM2 would
-             # also copy the heartbeat topics earlier runs made, which no topic filter holds back)
-             "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false",
-             "sync.topic.configs.enabled": "false",
-             **{f"{t}.replication.factor": "1" for t in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic",
-                                                         "offset.storage", "status.storage", "config.storage")},
-             **(MM2_TUNED if tuned else {})}
-    path = os.path.join(work, f"mm2-{run}.properties")
-    with open(path, "w") as f:
-        f.writelines(f"{k} = {v}\n" for k, v in props.items())
-    target = f"{src}.{source}"
-    watcher = Consumer(with_client_log({"bootstrap.servers": bootstrap, "group.id": f"watch-{run}"}))
-    log4j = os.path.join(work, "mm2-log4j2.properties")
-    with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
-        f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
-                "appender.out.name = out\nappender.out.layout.type = PatternLayout\n"
-                "appender.out.layout.pattern = %d %p %c{1}: %m%n\n")
-    with open(os.path.join(work, f"mm2-{run}.log"), "w") as out:
-        proc = subprocess.Popen(["java", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j}", "-cp", jars.classpath,
-                                 "org.apache.kafka.connect.mirror.MirrorMaker", path],
-                                stdout=out, stderr=subprocess.STDOUT)
-    try:
-        first = last = None
-        deadline = time.monotonic() + 600
-        while last is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                with open(out.name) as f:
-                    tail = "\n".join(line for line in f.read().splitlines() if " ERROR " in line or " WARN " in line)[-3000:]
-                raise RuntimeError(f"MirrorMaker 2 ended or stalled (rc {proc.returncode}): {tail}")
-            time.sleep(0.02)
-            try:
-                copied = sum(watcher.get_watermark_offsets(TopicPartition(target, p), timeout=10, cached=False)[1]
-                             for p in range(partitions))
-            except KafkaException:  # the target is not made yet, or its leaders are not elected yet
-                continue
-            now = time.perf_counter()
-            if copied and first is None:
-                first = now
-            if copied >= records:
-                last = now
-    finally:
-        watcher.close()
-        proc.terminate()
-        proc.wait(60)
-    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # its target and internal topics go: the next side
-    made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
-    for future in admin.delete_topics(made).values():  # starts on a broker with nothing of this run left
-        future.result(60)
-    return last - first
-
-
-def warm_up_topic(bootstrap: str, args: argparse.Namespace) -> str:
-    topic = create_topic(bootstrap, unique_topic_name("bench-warm"), args.partitions, {"retention.ms": "-1"})
-    produce(bootstrap, topic, args.warm_up, args.warm_up // 10, args.partitions, int(time.time() * 1000) - 2 * HOUR)
-    return topic
-
-
-def delete_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # held until the deletion is done
-    for future in admin.delete_topics([topic]).values():
-        future.result(60)
-
-
-def new_sink(bootstrap: str, partitions: int) -> str:
-    """A sink as `kcompact run` makes it, but not compacted by the broker."""
-    sink = unique_topic_name("bench-sink")
-    Cluster("sink", bootstrap).ensure_topic(sink, partitions, {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
-    return sink
-
-
-def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str,
-            audit: AuditKeys = AuditKeys.HASH) -> tuple[float, CompactorJob]:
-    mapping = JobMapping(bootstrap, Subscribe((source,)), bootstrap, sink)
-    partitions = Cluster("source", bootstrap).partition_count(source)
-    settings = JobSettings(erase_audit_keys=audit)
-    plan = TopicPlan(source, sink, settings.over(CompactionConfig(max_compaction_lag_ms=60_000)), partitions)
-    spec = JobSpec(mapping, state_dir, {source: plan}, settings=settings)
-    job = CompactorJob(SparkEngine(spark), spec, RunOptions(once=True))
-    t = time.perf_counter()
-    assert job.run() == 0
-    return time.perf_counter() - t, job
-
-
-@dataclass
-class Side:
-    seconds: float
-    broker_cpu: float
-
-
-SIDES = ("pipeline", "mirror", "mm2", "mm2-tuned")
-
-
-def _measure_size(spark, broker, args: argparse.Namespace, records: int, work: str) -> dict[str, list[Side]]:
+def _measure(spark, broker, args: argparse.Namespace, name: str, shape: Shape, sides: list[str],
+             work: str) -> dict[str, list[Side]]:
     bs = broker.bootstrap_servers
-    source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
+    source = create_topic(bs, unique_topic_name("bench-src"), shape.partitions, {"retention.ms": "-1"})
     t = time.perf_counter()
-    produce(bs, source, records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR)
-    print(f"{records:,} records produced in {time.perf_counter() - t:.1f}s", flush=True)
-    out: dict[str, list[Side]] = {n: [] for n in SIDES}
+    produce(bs, source, shape.records, shape.keys, shape.partitions, int(time.time() * 1000) - 2 * HOUR,
+            value_bytes=shape.value_bytes)
+    print(f"{name}: {shape.records:,} records produced in {time.perf_counter() - t:.1f}s", flush=True)
+    out: dict[str, list[Side]] = {n: [] for n in sides}
     for i in range(args.rounds):
-        for name in SIDES[i % 2:] + SIDES[:i % 2]:
+        for side in sides[i % len(sides):] + sides[:i % len(sides)]:
             cpu = cpu_s(broker.pid)
-            if name == "pipeline":
-                seconds, job = run_job(spark, bs, source, new_sink(bs, args.partitions),
-                                       os.path.join(work, f"measured-{records}-{i}"))
-                expected = (records, min(args.keys, records))
+            if side == "pipeline":
+                state_dir = os.path.join(work, f"measured-{name}-{i}")
+                seconds, job = run_job(spark, bs, source, new_sink(bs, shape.partitions), state_dir)
+                expected = (shape.records, min(shape.keys, shape.records))
                 assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.to_doc()
-                shutil.rmtree(os.path.join(work, f"measured-{records}-{i}"), ignore_errors=True)
-            elif name == "mirror":
-                mirror = create_topic(bs, unique_topic_name("bench-mirror"), args.partitions, {"retention.ms": "-1"})
-                seconds = bare_mirror(bs, source, mirror, args.partitions)
+                shutil.rmtree(state_dir, ignore_errors=True)
+            elif side == "consume":
+                seconds = bare_consume(bs, source, shape.partitions)
+            elif side == "mirror":
+                mirror = create_topic(bs, unique_topic_name("bench-mirror"), shape.partitions, {"retention.ms": "-1"})
+                seconds = bare_mirror(bs, source, mirror, shape.partitions)
                 delete_topic(bs, mirror)
             else:
-                seconds = mirror_maker(bs, source, args.partitions, records, work, f"{records}x{i}{name[4:]}",
-                                       tuned=name == "mm2-tuned")
-            out[name].append(Side(seconds, cpu_s(broker.pid) - cpu))
-        p = out["pipeline"][-1]
-        print(f"{records:>11,} round {i + 1}: " + "  ".join(f"{n} {out[n][-1].seconds:7.2f}s" for n in SIDES) +
-              "  pipeline speed / " + ", ".join(f"{n} {out[n][-1].seconds / p.seconds:.3f}" for n in SIDES[1:]) +
-              "  (broker CPU-s " + " / ".join(f"{out[n][-1].broker_cpu:.1f}" for n in SIDES) + ")", flush=True)
+                seconds = mirror_maker(bs, source, shape.partitions, shape.records, work,
+                                       f"{name.replace(',', '')}x{i}{side[4:]}", tuned=side == "mm2-tuned")
+            out[side].append(Side(seconds, cpu_s(broker.pid) - cpu))
+        print(f"{name} round {i + 1}: " + "  ".join(f"{n} {out[n][-1].seconds:7.2f}s" for n in sides) +
+              "  (broker CPU-s " + " / ".join(f"{out[n][-1].broker_cpu:.1f}" for n in sides) + ")", flush=True)
     delete_topic(bs, source)
     return out
 
 
+def _shapes(args: argparse.Namespace) -> dict[str, Shape]:
+    if args.shape:
+        names = list(SHAPES) if args.shape == "all" else args.shape.split(",")
+        unknown = [n for n in names if n not in SHAPES]
+        if unknown:
+            raise SystemExit(f"unknown shape {unknown[0]!r}; one of {', '.join(SHAPES)} or all")
+        return {n: SHAPES[n] for n in names}
+    return {f"{int(n):,}": Shape(int(n), args.keys, args.partitions, args.value_bytes) for n in args.sizes.split(",")}
+
+
+def _table(results: dict[str, dict[str, float]], shapes: dict[str, Shape], sides: list[str], rounds: int) -> str:
+    """One row per shape: each side's median seconds, the pipeline's speed over MirrorMaker 2 tuned's and
+    over the bare consume's (its fraction of the read limit)."""
+    head = ["shape", "records", "keys", "partitions", "value B", *(f"{s} s" for s in sides)]
+    ratios = [r for r in ("mm2-tuned", "mm2", "mirror", "consume") if r in sides and "pipeline" in sides]
+    head += [f"pipeline speed / {r}" for r in ratios]
+    lines = [f"medians of {rounds} round(s)", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, median in results.items():
+        shape = shapes[name]
+        row = [name, f"{shape.records:,}", f"{shape.keys:,}", str(shape.partitions), str(shape.value_bytes),
+               *(f"{median[s]:.2f}" for s in sides), *(f"{median[r] / median['pipeline']:.2f}" for r in ratios)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def bench_throughput(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="kcompact-bench-pipe-")
-    sizes = [int(n) for n in args.sizes.split(",")]
-    results: dict[int, dict[str, float]] = {}
+    shapes = _shapes(args)
+    sides = (args.sides or (SHAPE_SIDES if args.shape else ",".join(SIDES))).split(",")
+    results: dict[str, dict[str, float]] = {}
     try:
         with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             spark = build_session("kcompact-bench")
-            warm_s = run_job(spark, bs, warm_up_topic(bs, args), new_sink(bs, args.partitions),
+            warm_s = run_job(spark, bs, warm_up_topic(bs, args.warm_up, 4), new_sink(bs, 4),
                              os.path.join(work, "warm-up"))[0]
-            for records in sizes:
-                sides = _measure_size(spark, broker, args, records, work)
-                results[records] = {n: statistics.median(s.seconds for s in sides[n]) for n in SIDES}
+            for name, shape in shapes.items():
+                sides_of = _measure(spark, broker, args, name, shape, sides, work)
+                results[name] = {n: statistics.median(s.seconds for s in sides_of[n]) for n in sides}
             spark.stop()
         print(f"(warm-up run on {args.warm_up:,} records of another topic: {warm_s:.1f}s)")
-        for records, median in results.items():
-            p = median["pipeline"]
-            print(f"{records:>11,} records, median of {args.rounds}: " + ", ".join(
-                f"{n} {records / median[n]:,.0f} records/s ({1e6 * median[n] / records:.2f} us/record)" for n in SIDES))
-            print(f"{records:>11,} records: pipeline speed / bare mirror = {median['mirror'] / p:.3f}, / MirrorMaker 2 "
-                  f"= {median['mm2'] / p:.3f}, / MirrorMaker 2 tuned = {median['mm2-tuned'] / p:.3f} (targets >= 2.0)")
-        if len(sizes) > 1:
-            small, large = sizes[0], sizes[-1]
-            for name in SIDES:
-                growth = (results[large][name] / large) / (results[small][name] / small)
-                print(f"{name}: time per record at {large:,} / at {small:,} = {growth:.3f} (flat = 1.0)")
+        print(_table(results, shapes, sides, args.rounds))
+        if not args.shape and len(shapes) > 1:
+            (small, s1), (large, s2) = list(shapes.items())[0], list(shapes.items())[-1]
+            for side in sides:
+                growth = (results[large][side] / s2.records) / (results[small][side] / s1.records)
+                print(f"{side}: time per record at {large} / at {small} = {growth:.3f} (flat = 1.0)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -291,7 +171,8 @@ def bench_erase_audit(args: argparse.Namespace) -> None:
         with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             spark = build_session("kcompact-bench")
-            run_job(spark, bs, warm_up_topic(bs, args), new_sink(bs, args.partitions), os.path.join(work, "warm-up"))
+            run_job(spark, bs, warm_up_topic(bs, args.warm_up, args.partitions), new_sink(bs, args.partitions),
+                    os.path.join(work, "warm-up"))
             source = create_topic(bs, unique_topic_name("bench-src"), args.partitions, {"retention.ms": "-1"})
             produce(bs, source, args.records, args.keys, args.partitions, int(time.time() * 1000) - 2 * HOUR,
                     args.tombstone_every)
@@ -381,11 +262,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="what", required=True)
     p = sub.add_parser("throughput")
+    p.add_argument("--shape", default=None, help=f"comma-separated shapes, measured in turn ({', '.join(SHAPES)}), "
+                                                   f"or all; without it, --sizes of today's shape")
+    p.add_argument("--sides", default=None, help=f"comma-separated sides of {', '.join(SIDES)} (default: "
+                                                   f"{SHAPE_SIDES} with --shape, all with --sizes)")
     p.add_argument("--sizes", default="1000000,10000000", help="comma-separated record counts, measured in turn")
     p.add_argument("--keys", type=int, default=100_000)
     p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--value-bytes", type=int, default=100)
     p.add_argument("--warm-up", type=int, default=200_000, help="records of the warm-up run")
-    p.add_argument("--rounds", type=int, default=1, help="rounds of both sides per size, alternating which goes first")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of every side per shape, rotating which goes first")
     p.set_defaults(func=bench_throughput)
     p = sub.add_parser("delete-latency")
     p.add_argument("--tombstones", type=int, default=20)

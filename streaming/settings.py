@@ -329,7 +329,7 @@ def run_options_table() -> str:
                 f"`{s.file_key('KEY')}`" if s.file_prefix else "`KEY`, a setting's own name"
         needs = f"; only with {RUN_OPTIONS[s.needs].flag}" if s.needs else ""
         default = "required" if s.required else _cell(s)
-        rows.append(f"| `{s.flag}{value}` | {key} | {s.type.value} | {default} | {s.doc}{needs} |".replace("|'", "'"))
+        rows.append(f"| `{s.flag}{value}` | {key} | {s.type.value} | {default} | {s.doc}{needs} |")
     return "\n".join(rows)
 
 

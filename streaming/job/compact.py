@@ -72,7 +72,7 @@ def _emit_up_to(plog: PartitionLog, emitter: PartitionEmitter, end: int) -> int:
     attempt = 1
     while True:
         try:
-            emitter.emit(plog.read(emitter.emitted_up_to + 1, end))
+            emitter.emit(plog.read_batches(emitter.emitted_up_to + 1, end))
             return emitter.committed_records - before
         except TransactionInterrupted as exc:
             if attempt == EMIT_ATTEMPTS:

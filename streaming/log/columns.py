@@ -8,7 +8,7 @@ become Python dicts only at the edges (tests, dump, emission). Headers are kept 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -78,9 +78,15 @@ def encode_headers(headers: Sequence[Header] | Sequence[tuple[str, bytes | None]
 
 
 def decode_headers(data: bytes) -> list[Header]:
+    return [{"key": k, "value": v} for k, v in header_pairs(data)]
+
+
+def header_pairs(data: bytes) -> list[tuple[str, bytes | None]]:
+    """Headers as Kafka clients take them: (key, value) pairs. A header's lengths almost always fit one
+    varint byte, read inline; a longer one takes _read_varint."""
     if data == NO_HEADERS:
         return []
-    out: list[Header] = []
+    out: list[tuple[str, bytes | None]] = []
     pos = 0
     while True:
         count, pos = _read_varint(data, pos)
@@ -90,16 +96,24 @@ def decode_headers(data: bytes) -> list[Header]:
             count = -count
             _, pos = _read_varint(data, pos)
         for _ in range(count):
-            n, pos = _read_varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                n, pos = b >> 1, pos + 1
+            else:
+                n, pos = _read_varint(data, pos)
             key = data[pos:pos + n].decode("utf-8")
             pos += n
-            idx, pos = _read_varint(data, pos)
-            value = None
-            if idx == 1:
-                n, pos = _read_varint(data, pos)
-                value = bytes(data[pos:pos + n])
-                pos += n
-            out.append({"key": key, "value": value})
+            if data[pos] == 0:  # the union's null
+                out.append((key, None))
+                pos += 1
+                continue
+            b = data[pos + 1]
+            if b < 0x80:
+                n, pos = b >> 1, pos + 2
+            else:
+                n, pos = _read_varint(data, pos + 1)
+            out.append((key, data[pos:pos + n]))
+            pos += n
 
 
 # ----- conversions ------------------------------------------------------------------------------------------
@@ -123,6 +137,30 @@ def records_from_batch(batch: pa.RecordBatch) -> list[LogRecord]:
     return [{"offset": o, "timestamp": t, "timestamp_type": tt, "key": k, "value": v,
              "headers": [] if h == NO_HEADERS else decode_headers(h), "delete_horizon_ms": d}
             for o, t, tt, k, v, h, d in zip(*cols, strict=True)]
+
+
+Row = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+
+def rows(batch: pa.RecordBatch) -> Iterator[Row]:
+    """(offset, timestamp, key, value, headers as pairs) per record, each column read once: what a producer
+    takes, without a dict per record (emission's form; a dict costs more than producing the record). Records
+    with the same headers share one list: read it, never change it."""
+    encoded = batch.column("headers")
+    if pc.all(pc.equal(encoded, NO_HEADERS)).as_py():
+        headers: list[list] = [[]] * batch.num_rows  # one empty list, shared: the emitter makes its own
+    else:
+        headers = _header_lists(encoded)
+    return zip(batch.column("offset").to_pylist(), batch.column("timestamp").to_pylist(),
+               batch.column("key").to_pylist(), batch.column("value").to_pylist(), headers, strict=True)
+
+
+def _header_lists(encoded: pa.Array) -> list[list[tuple[str, bytes | None]]]:
+    """Each record's headers as pairs, decoded once per distinct encoding in the batch: headers that repeat
+    from record to record (a type id, a content type, a source tag) cost a dict lookup each, not a walk of
+    their bytes in Python."""
+    decoded: dict[bytes, list[tuple[str, bytes | None]]] = {}
+    return [decoded[h] if h in decoded else decoded.setdefault(h, header_pairs(h)) for h in encoded.to_pylist()]
 
 
 def iter_records(batches: Iterable[pa.RecordBatch]) -> Iterable[LogRecord]:

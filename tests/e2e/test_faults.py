@@ -275,7 +275,7 @@ def test_partition_read_waits_out_a_broker_crash(crashing_broker) -> None:
 def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     """Emits 100k records in a thread, holding them back at source offset ``hold_at``, once all before it
     are acknowledged, until the broker has been killed; starts the broker again 5 s later."""
-    from streaming.log import make_record
+    from streaming.log import batch_from_records, make_record
     from streaming.kafka.emitter import PartitionEmitter
 
     sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-crash"), 1,
@@ -284,13 +284,12 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     emitter = PartitionEmitter(broker.bootstrap_servers, sink, 0)
     held, crashed = threading.Event(), threading.Event()
 
-    def held_back():
-        for r in records:
-            if r["offset"] == hold_at:
-                emitter.producer.flush(60)  # everything before the hold is at the broker
-                held.set()
-                crashed.wait(120)
-            yield r
+    def held_back():  # as the log hands records to the emitter: batches, the hold between two of them
+        yield batch_from_records(records[:hold_at])
+        emitter.producer.flush(60)  # everything before the hold is at the broker
+        held.set()
+        crashed.wait(120)
+        yield batch_from_records(records[hold_at:])
 
     thread, out = _in_thread(lambda: emitter.emit(held_back()))
     assert held.wait(120), out

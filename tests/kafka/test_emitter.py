@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException
 
@@ -14,13 +15,18 @@ from streaming.kafka import emitter as emitter_module
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.client_settings import SPARSE_CONNECTIONS
 from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
-from streaming.log import make_record
+from streaming.log import batch_from_records, make_record
 
 pytestmark = pytest.mark.integration
 
 
 def _records(offsets, value: bytes = b"v") -> list[dict]:
     return [make_record(o, b"k%d" % o, value + b"%d" % o, 1_700_000_000_000 + o, [("h", b"x")]) for o in offsets]
+
+
+def _batches(offsets, value: bytes = b"v") -> list[pa.RecordBatch]:
+    """The records as the log hands them to the emitter."""
+    return [batch_from_records(_records(offsets, value))]
 
 
 def test_source_offset_is_the_last_offset_header() -> None:
@@ -33,7 +39,7 @@ def test_emitted_records_carry_their_source_offset_and_keep_key_value_headers(bo
     sink = new_topic(partitions=2)
     emitter = PartitionEmitter(bootstrap_servers, sink, 1)
     assert emitter.emitted_up_to == -1, "an empty sink: nothing emitted yet"
-    assert emitter.emit(_records([3, 5, 9])) == 3 and emitter.emitted_up_to == 9
+    assert emitter.emit(_batches([3, 5, 9])) == 3 and emitter.emitted_up_to == 9
     emitter.close()
     got = read_committed(bootstrap_servers, sink, 2)
     assert [(r.key, r.value, list(r.headers)) for r in got] == [
@@ -43,11 +49,11 @@ def test_emitted_records_carry_their_source_offset_and_keep_key_value_headers(bo
 def test_a_restarted_emitter_resumes_after_the_last_committed_record(bootstrap_servers, new_topic) -> None:
     sink = new_topic()
     first = PartitionEmitter(bootstrap_servers, sink, 0)
-    first.emit(_records(range(0, 10)))
+    first.emit(_batches(range(0, 10)))
     first.close()
     again = PartitionEmitter(bootstrap_servers, sink, 0)
     assert again.emitted_up_to == 9
-    assert again.emit(_records(range(0, 15))) == 5, "offsets up to the progress are never produced again"
+    assert again.emit(_batches(range(0, 15))) == 5, "offsets up to the progress are never produced again"
     again.close()
     assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(15))
 
@@ -55,14 +61,14 @@ def test_a_restarted_emitter_resumes_after_the_last_committed_record(bootstrap_s
 def test_an_open_transaction_of_a_dead_emitter_is_aborted_and_not_counted(bootstrap_servers, new_topic) -> None:
     sink = new_topic()
     dead = PartitionEmitter(bootstrap_servers, sink, 0)
-    dead.emit(_records(range(3)))
+    dead.emit(_batches(range(3)))
     dead.producer.begin_transaction()  # it dies with records 3 and 4 in an open transaction
     for r in _records([3, 4]):
         dead.producer.produce(sink, key=r["key"], value=r["value"], partition=0, headers=sink_headers(r))
     dead.producer.flush(30)
     successor = PartitionEmitter(bootstrap_servers, sink, 0)  # same transactional.id: fences and aborts it
     assert successor.emitted_up_to == 2
-    successor.emit(_records(range(6)))
+    successor.emit(_batches(range(6)))
     successor.close()
     assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(6))
 
@@ -70,7 +76,7 @@ def test_an_open_transaction_of_a_dead_emitter_is_aborted_and_not_counted(bootst
 def test_progress_is_found_behind_records_that_are_not_the_compactors(bootstrap_servers, new_topic) -> None:
     sink = new_topic()
     emitter = PartitionEmitter(bootstrap_servers, sink, 0)
-    emitter.emit(_records(range(20)))
+    emitter.emit(_batches(range(20)))
     emitter.close()
     foreign = RecordProducer(bootstrap_servers)
     for i in range(200):  # more than the first look-back window of the progress reader
@@ -97,4 +103,4 @@ def test_the_emitter_keeps_the_users_connection_setting(bootstrap_servers, new_t
     sink = new_topic()
     given = PartitionEmitter(bootstrap_servers, sink, 0, {SPARSE_CONNECTIONS: "true"})
     assert given.producer_config[SPARSE_CONNECTIONS] == "true"
-    assert given.emit(_records([1])) == 1, "and it emits as well either way"
+    assert given.emit(_batches([1])) == 1, "and it emits as well either way"

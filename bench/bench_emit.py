@@ -1,0 +1,110 @@
+"""The emitter against the emit limit: a bare confluent-kafka transactional producer writing the same records
+with the same headers, side by side in one run on the same broker.
+
+    python bench/bench_emit.py [--records 1000000 --value-bytes 100 --headers 0 [--distinct-headers] --rounds 2]
+
+One partition log holds the records (one per key, as a fully compacted log emits them). The bare side has
+them in memory as Python lists already (reading them is not timed) and produces each with its
+``kcompact.offset`` header in transactions of the emitter's size, flushing and committing each. The emitter
+side is PartitionEmitter.emit fed from the log, as the compaction stage feeds it (reading and decoding the
+log's objects included); the log's read alone is timed too, so the emitter's own share shows. Each side
+writes into a topic made just before it; rounds alternate which side goes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+from confluent_kafka import Producer
+
+from streaming.brokers.choice import acquire_broker
+from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.kafka.client_log import with_client_log
+from streaming.kafka.emitter import OFFSET_HEADER, TRANSACTION_RECORDS, PartitionEmitter
+from streaming.log import LogConfig, PartitionLog, batch_from_records, columns, make_record
+
+
+def fill_log(directory: str, records: int, value_bytes: int, headers: int, distinct: bool) -> PartitionLog:
+    """``distinct``: the first header differs from record to record (a trace id), the others repeat."""
+    log = PartitionLog(directory, LogConfig(fsync=False), jitter_seed="bench-0")
+    value = os.urandom(value_bytes)
+
+    def own(i: int) -> list[tuple[str, bytes]]:
+        return [(f"h{h}", b"trace-%026d" % i if distinct and h == 0 else b"header-value") for h in range(headers)]
+
+    for start in range(0, records, 100_000):
+        log.append(batch_from_records([make_record(i, b"key-%012d" % i, value, 1_700_000_000_000 + i, own(i))
+                                       for i in range(start, min(records, start + 100_000))]))
+    log.roll()
+    return log
+
+
+def bare(bootstrap: str, topic: str, rows: list[tuple]) -> float:
+    """The emit limit: produce, flush and commit, nothing else."""
+    producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
+                                         "enable.idempotence": True, "linger.ms": 5}))
+    producer.init_transactions(30)
+    t = time.perf_counter()
+    produce = producer.produce
+    for start in range(0, len(rows), TRANSACTION_RECORDS):
+        producer.begin_transaction()
+        for offset, timestamp, key, value, own in rows[start:start + TRANSACTION_RECORDS]:  # own: (key, value) pairs
+            produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
+                    headers=[*own, (OFFSET_HEADER, b"%d" % offset)])
+        producer.flush(60)
+        producer.commit_transaction(60)
+    seconds = time.perf_counter() - t
+    producer.flush(10)
+    return seconds
+
+
+def emitter(bootstrap: str, topic: str, log: PartitionLog) -> float:
+    sink = PartitionEmitter(bootstrap, topic, 0)
+    t = time.perf_counter()
+    sink.emit(log.read_batches(0, log.log_end_offset))
+    seconds = time.perf_counter() - t
+    sink.close()
+    return seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--headers", type=int, default=0, help="headers of each record's own, besides kcompact.offset")
+    ap.add_argument("--distinct-headers", action="store_true", help="the first header differs in every record")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="kcompact-bench-emit-")
+    try:
+        log = fill_log(os.path.join(work, "log"), args.records, args.value_bytes, args.headers,
+                       args.distinct_headers)
+        t = time.perf_counter()
+        rows = [row for batch in log.read_batches() for row in columns.rows(batch)]
+        read_s = time.perf_counter() - t
+        sides: dict[str, list[float]] = {"bare": [], "emitter": []}
+        with acquire_broker() as broker:
+            bs = broker.bootstrap_servers
+            for i in range(args.rounds):
+                for name in (("bare", "emitter") if i % 2 == 0 else ("emitter", "bare")):
+                    topic = create_topic(bs, unique_topic_name(f"bench-emit-{name}"), 1, {"retention.ms": "-1"})
+                    seconds = bare(bs, topic, rows) if name == "bare" else emitter(bs, topic, log)
+                    sides[name].append(seconds)
+                    print(f"round {i + 1}: {name:<7} {seconds:6.2f}s ({args.records / seconds:,.0f} records/s)",
+                          flush=True)
+        b, e = (statistics.median(sides[n]) for n in ("bare", "emitter"))
+        print(f"{args.records:,} records of {args.value_bytes} bytes, {args.headers} headers of their own"
+              f"{' (the first distinct)' if args.distinct_headers else ''}, median of "
+              f"{args.rounds}: bare transactional producer {b:.2f}s, emitter {e:.2f}s (its log read alone "
+              f"{read_s:.2f}s); emitter / bare = {e / b:.3f} (target <= 1.3)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

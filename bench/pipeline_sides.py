@@ -1,0 +1,199 @@
+"""The sides bench_pipeline.py measures on one broker: making and filling topics, the pipeline (`kcompact run
+--once` semantics, in this process's Spark), a bare consume (the read limit), a bare mirror and MirrorMaker 2
+with its defaults and tuned. Each side returns its seconds; the caller times the broker's CPU around it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streaming.brokers.local.jars import ensure_kafka_jars
+from streaming.cleaner import CompactionConfig, JobSettings
+from streaming.erasure.events import AuditKeys
+from streaming.job.options import RunOptions
+from streaming.job.runner import CompactorJob
+from streaming.job.spec import JobMapping, JobSpec, TopicPlan
+from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
+from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
+from streaming.spark.driver import SparkEngine
+from streaming.spark.source.kafka_source import FETCH_QUEUE_BACKOFF_MS, MAX_PARTITION_FETCH_BYTES
+from streaming.subscription import Subscribe
+
+HOUR = 3_600_000
+MM2_POM = Path(__file__).with_name("mirror_maker") / "pom.xml"
+# The settings a user tunes MirrorMaker 2's throughput with first (the issue that set the 2x target measured
+# these): bigger producer batches, lingering for them, and more records per consumer poll.
+MM2_TUNED = {"producer.linger.ms": "20", "producer.batch.size": "1000000", "consumer.max.poll.records": "5000"}
+
+
+def cpu_s(pid: int | None) -> float:
+    """CPU seconds a process has used so far (0 for one we cannot see: a broker we did not start)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int,
+            tombstone_every: int = 0, value_bytes: int = 100) -> None:
+    """Record i has key i mod ``keys`` (so every key's last record is among the last ``keys``)."""
+    producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                                         "queue.buffering.max.messages": 2_000_000,
+                                         "queue.buffering.max.kbytes": 2_000_000}))
+    value = os.urandom(value_bytes)
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, key=b"key-%012d" % (i % keys), partition=i % partitions, timestamp=ts + i,
+                                 value=None if tombstone_every and i % tombstone_every == tombstone_every - 1 else value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> float:
+    t = time.perf_counter()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"mirror-{source}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000})
+    remaining = sum(consumer.get_watermark_offsets(TopicPartition(source, p), cached=False)[1]
+                    for p in range(partitions))
+    consumer.assign([TopicPartition(source, p, 0) for p in range(partitions)])
+    while remaining > 0:
+        for m in consumer.consume(min(remaining, 10_000), timeout=1.0):
+            if m.error() is None:
+                while True:
+                    try:
+                        producer.produce(sink, key=m.key(), value=m.value(), partition=m.partition(),
+                                         timestamp=m.timestamp()[1], headers=m.headers())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                remaining -= 1
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    consumer.close()
+    return time.perf_counter() - t
+
+
+def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, work: str, run: str,
+                 tuned: bool) -> float:
+    """MirrorMaker 2 copying ``source`` to another topic of the same broker (cluster aliases of this run's
+    own, so no run resumes another's offsets); seconds from its first record in the target to its last."""
+    jars = ensure_kafka_jars(MM2_POM)
+    src, dst = f"s{run}", f"d{run}"
+    props = {"clusters": f"{src}, {dst}", f"{src}.bootstrap.servers": bootstrap, f"{dst}.bootstrap.servers": bootstrap,
+             f"{src}->{dst}.enabled": "true", f"{src}->{dst}.topics": source, f"{dst}->{src}.enabled": "false",
+             "replication.factor": "1", "refresh.topics.interval.seconds": "1", "sync.topic.acls.enabled": "false",
+             # copying only, as the pipeline is measured: heartbeats and checkpoints off (on one broker MM2 would
+             # also copy the heartbeat topics earlier runs made, which no topic filter holds back)
+             "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false",
+             "sync.topic.configs.enabled": "false",
+             **{f"{t}.replication.factor": "1" for t in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic",
+                                                         "offset.storage", "status.storage", "config.storage")},
+             **(MM2_TUNED if tuned else {})}
+    path = os.path.join(work, f"mm2-{run}.properties")
+    with open(path, "w") as f:
+        f.writelines(f"{k} = {v}\n" for k, v in props.items())
+    target = f"{src}.{source}"
+    watcher = Consumer(with_client_log({"bootstrap.servers": bootstrap, "group.id": f"watch-{run}"}))
+    log4j = os.path.join(work, "mm2-log4j2.properties")
+    with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
+        f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
+                "appender.out.name = out\nappender.out.layout.type = PatternLayout\n"
+                "appender.out.layout.pattern = %d %p %c{1}: %m%n\n")
+    with open(os.path.join(work, f"mm2-{run}.log"), "w") as out:
+        proc = subprocess.Popen(["java", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j}", "-cp", jars.classpath,
+                                 "org.apache.kafka.connect.mirror.MirrorMaker", path],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        first = last = None
+        deadline = time.monotonic() + 600
+        while last is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                with open(out.name) as f:
+                    tail = "\n".join(line for line in f.read().splitlines() if " ERROR " in line or " WARN " in line)[-3000:]
+                raise RuntimeError(f"MirrorMaker 2 ended or stalled (rc {proc.returncode}): {tail}")
+            time.sleep(0.02)
+            try:
+                copied = sum(watcher.get_watermark_offsets(TopicPartition(target, p), timeout=10, cached=False)[1]
+                             for p in range(partitions))
+            except KafkaException:  # the target is not made yet, or its leaders are not elected yet
+                continue
+            now = time.perf_counter()
+            if copied and first is None:
+                first = now
+            if copied >= records:
+                last = now
+    finally:
+        watcher.close()
+        proc.terminate()
+        proc.wait(60)
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # its target and internal topics go: the next side
+    made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
+    for future in admin.delete_topics(made).values():  # starts on a broker with nothing of this run left
+        future.result(60)
+    return last - first
+
+
+def bare_consume(bootstrap: str, source: str, partitions: int) -> float:
+    """The read limit: one consumer with the source's fetch settings reading every record, nothing else."""
+    t = time.perf_counter()
+    consumer = Consumer(with_client_log({
+        "bootstrap.servers": bootstrap, "group.id": f"consume-{source}", "enable.auto.commit": False,
+        "isolation.level": "read_committed", "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        "max.partition.fetch.bytes": MAX_PARTITION_FETCH_BYTES}))
+    remaining = sum(consumer.get_watermark_offsets(TopicPartition(source, p), cached=False)[1]
+                    for p in range(partitions))
+    consumer.assign([TopicPartition(source, p, 0) for p in range(partitions)])
+    while remaining > 0:
+        remaining -= sum(1 for m in consumer.consume(min(remaining, 10_000), timeout=1.0) if m.error() is None)
+    consumer.close()
+    return time.perf_counter() - t
+
+
+def warm_up_topic(bootstrap: str, records: int, partitions: int) -> str:
+    topic = create_topic(bootstrap, unique_topic_name("bench-warm"), partitions, {"retention.ms": "-1"})
+    produce(bootstrap, topic, records, records // 10, partitions, int(time.time() * 1000) - 2 * HOUR)
+    return topic
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # held until the deletion is done
+    for future in admin.delete_topics([topic]).values():
+        future.result(60)
+
+
+def new_sink(bootstrap: str, partitions: int) -> str:
+    """A sink as `kcompact run` makes it, but not compacted by the broker."""
+    sink = unique_topic_name("bench-sink")
+    Cluster("sink", bootstrap).ensure_topic(sink, partitions, {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
+    return sink
+
+
+def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str,
+            audit: AuditKeys = AuditKeys.HASH) -> tuple[float, CompactorJob]:
+    mapping = JobMapping(bootstrap, Subscribe((source,)), bootstrap, sink)
+    partitions = Cluster("source", bootstrap).partition_count(source)
+    settings = JobSettings(erase_audit_keys=audit)
+    plan = TopicPlan(source, sink, settings.over(CompactionConfig(max_compaction_lag_ms=60_000)), partitions)
+    spec = JobSpec(mapping, state_dir, {source: plan}, settings=settings)
+    job = CompactorJob(SparkEngine(spark), spec, RunOptions(once=True))
+    t = time.perf_counter()
+    assert job.run() == 0
+    return time.perf_counter() - t, job
+
+
+@dataclass
+class Side:
+    seconds: float
+    broker_cpu: float
