@@ -43,7 +43,8 @@ def cpu_s(pid: int | None) -> float:
 
 def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int,
             tombstone_every: int = 0, value_bytes: int = 100) -> None:
-    """Record i has key i mod ``keys`` (so every key's last record is among the last ``keys``)."""
+    """Record i has key i mod ``keys`` (so every key's last record is among the last ``keys``), in the
+    partition of its key, as Kafka's partitioner keeps a key in one partition."""
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                                          "queue.buffering.max.messages": 2_000_000,
                                          "queue.buffering.max.kbytes": 2_000_000}))
@@ -51,7 +52,7 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, key=b"key-%012d" % (i % keys), partition=i % partitions, timestamp=ts + i,
+                producer.produce(topic, key=b"key-%012d" % (i % keys), partition=i % keys % partitions, timestamp=ts + i,
                                  value=None if tombstone_every and i % tombstone_every == tombstone_every - 1 else value)
                 break
             except BufferError:
