@@ -177,7 +177,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("message.timestamp.after.max.ms", Type.LONG, 3_600_000, Scope.TOPIC,
             "a record stamped further ahead than this is timed by its append for rolls and lags", at_least(0)),
     Setting("file.delete.delay.ms", Type.LONG, 60_000, Scope.TOPIC,
-            "an object no manifest needs any more is deleted after this", at_least(0)),
+            "an object no manifest needs any more is deleted after this (at the end of a run unless a reader holds the log)", at_least(0)),
     Setting("compaction.strategy", Type.STRING, "offset", Scope.TOPIC,
             "which record of a key wins: the last by offset, by timestamp, or by a version header (KIP-280)",
             choices=("offset", "timestamp", "header")),

@@ -10,6 +10,7 @@ from streaming.errors import UsageError
 from streaming.job.spec import load_saved
 from streaming.log.columns import iter_records
 from streaming.log.manifest import load_newest
+from streaming.log.read_hold import holding
 from streaming.log.partition_log import read_segment
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import StateDir, check_access, open_state_dir
@@ -31,7 +32,7 @@ TABLE_HEADER = f"{'partition':<20} {'offset':>10} {'timestamp (UTC)':<23}  {'key
 
 def dump_records(state_dir: str, partition: int | None = None, topic: str | None = None) -> Iterator[dict]:
     """Read-only: each log's newest manifest is read, never a log opened for writing, so a dump beside a
-    running job reads one consistent version of each log (its objects outlive it by a grace period).
+    running job reads one consistent version of each log (its hold keeps the objects; see read_hold).
     A state dir, topic or partition the job does not have is an error here, before the first record."""
     state = open_state_dir(state_dir)
     check_access(state, write=False)
@@ -48,13 +49,14 @@ def _records(state: StateDir, partition: int | None, topic: str | None) -> Itera
         (t, p), directory = (log_dir.pid.topic, log_dir.pid.partition), log_dir.directory
         if (partition is not None and p != partition) or (topic is not None and t != topic):
             continue
-        manifest = load_newest(state.storage, directory).manifest
-        for seg in manifest.segments if manifest else []:
-            for r in iter_records(read_segment(state.storage, directory, seg, check=False)):
-                yield {"topic": t, "partition": p, "offset": r["offset"], "timestamp": r["timestamp"],
-                       "key": text(r["key"]), "value": text(r["value"]),
-                       "headers": [[h["key"], text(h["value"])] for h in r["headers"]],
-                       "delete_horizon_ms": r.get("delete_horizon_ms")}
+        with holding(state.storage, directory):
+            manifest = load_newest(state.storage, directory).manifest
+            for seg in manifest.segments if manifest else []:
+                for r in iter_records(read_segment(state.storage, directory, seg, check=False)):
+                    yield {"topic": t, "partition": p, "offset": r["offset"], "timestamp": r["timestamp"],
+                           "key": text(r["key"]), "value": text(r["value"]),
+                           "headers": [[h["key"], text(h["value"])] for h in r["headers"]],
+                           "delete_horizon_ms": r.get("delete_horizon_ms")}
 
 
 def render_jsonl(rec: dict) -> str:

@@ -301,15 +301,18 @@ class CompactorJob:
         return 130 if self._stop_signal == signal.SIGINT else code
 
     def collect_garbage(self) -> None:
-        """At the end of every run, each log drops what its manifests no longer need (past file.delete.delay.ms):
-        opening a log collects it, so a run of a few commits leaves no more behind than a long one."""
+        """At the end of every run, each log keeps only what its newest manifest needs (PartitionLog.collect_at_end):
+        a --once run over a backlog would otherwise leave every object its passes replaced."""
         state = self.state
         for log_dir in list_log_dirs(state):
             plan = self.spec.topics.get(log_dir.pid.topic)
             if plan is None:
                 continue
-            with partition_lock(state, log_dir.directory):
-                open_partition_log(state, log_dir, plan.compaction.log_config)
+            try:
+                with partition_lock(state, log_dir.directory):
+                    open_partition_log(state, log_dir, plan.compaction.log_config).collect_at_end()
+            except OSError as exc:  # housekeeping: the next run's open collects what this one could not
+                log.warning("%s: garbage collection at the end failed: %s", log_dir.directory, exc)
 
     def _run_query(self) -> None:
         """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint

@@ -9,7 +9,7 @@ the manifest leaves the objects unreferenced; the previous manifest still descri
 
 Old versions and unreferenced objects are deleted later, and only once older than a grace period (Kafka's
 file.delete.delay.ms): a writer between its objects and its manifest, or a reader of an older version, may
-still need them.
+still need them. The end of a run need not wait (see read_hold).
 """
 
 from __future__ import annotations
@@ -139,15 +139,15 @@ def garbage_due(loaded: Loaded, objects: list[ObjectInfo], now_ms: int, grace_ms
             or any(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]))
 
 
-def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int) -> int:
-    """Delete manifests below the newest KEEP_MANIFESTS, and objects none of the kept ones references,
-    when older than ``grace_ms``. Returns how many objects (manifests included) were deleted."""
+def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int, keep: int = KEEP_MANIFESTS) -> int:
+    """Delete manifests below the newest ``keep``, and objects none of the kept ones references, when older
+    than ``grace_ms``. Returns how many objects (manifests included) were deleted."""
     listed = storage.list(manifest_dir(directory))
     by_version = _by_version(listed)
     versions = sorted(by_version, reverse=True)
     old = now_ms - grace_ms
     strays = [i.name for i in listed if i not in by_version.values() and i.mtime_ms <= old]  # a killed writer's
-    kept = [v for i, v in enumerate(versions) if i < KEEP_MANIFESTS or by_version[v].mtime_ms > old]
+    kept = [v for i, v in enumerate(versions) if i < keep or by_version[v].mtime_ms > old]
     referenced: set[str] = set()
     readable = 0
     for v in kept:

@@ -29,6 +29,7 @@ from streaming.log.config import LogConfig
 from streaming.log.journal import Doc, JournalEvent, read_journal, write_entry
 from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
+from streaming.log.read_hold import held
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
 from streaming.log.segment import (Chunk, SegmentMeta, object_body, object_damage, object_header, object_name,
                                    read_batches, read_keys_checked, read_verified, segment_name)
@@ -253,6 +254,14 @@ class PartitionLog:
         manifest.collect_garbage)."""
         return collect_garbage(self.storage, self.dir, int(time.time() * 1000) if now_ms is None else now_ms,
                                self.config.file_delete_delay_ms if grace_ms is None else grace_ms)
+
+    def collect_at_end(self) -> int:
+        """The end of a run, when nothing of the run reads the log again: only the newest manifest and its
+        objects stay, at once, unless a reader outside the job holds the log (read_hold)."""
+        now, grace = int(time.time() * 1000), self.config.file_delete_delay_ms
+        if held(self.storage, self.dir, now, grace):
+            return self.collect_garbage(now, grace)
+        return collect_garbage(self.storage, self.dir, now, 0, keep=1)
 
     # ----- read ---------------------------------------------------------------------------------------------
 

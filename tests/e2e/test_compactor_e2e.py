@@ -13,7 +13,9 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.cli.main import main
 from streaming.state.locks import StateDirLock
+from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
+from streaming.log.manifest import load_newest, manifest_dir, objects_dir
 from streaming.kafka.emitter import OFFSET_HEADER
 from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
@@ -293,6 +295,22 @@ def test_a_drain_with_nothing_new_and_empty_active_segments_starts_no_spark(spar
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
         assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
+
+
+def test_a_once_run_leaves_only_what_each_logs_newest_manifest_names(spark, bootstrap_servers, new_topic,
+                                                                     tmp_path) -> None:
+    """The passes of a --once run over a backlog replace nearly every object it appended; the end of the run
+    deletes them at once rather than after file.delete.delay.ms, which a --once run never lives to see."""
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    past = now_ms() - 2 * HOUR
+    produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 10), b"v" * 200, past + i) for i in range(3000)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, "segment.bytes=20000") == 0
+    state = open_state_dir(str(tmp_path))
+    for log_dir in list_log_dirs(state):
+        manifest = load_newest(state.storage, log_dir.directory).manifest
+        assert manifest is not None and len(state.storage.list(manifest_dir(log_dir.directory))) == 1
+        named = {c.name for s in manifest.segments for c in s.chunks}
+        assert {i.name for i in state.storage.list(objects_dir(log_dir.directory))} == named
 
 
 def test_a_once_run_with_nothing_new_and_nothing_due_starts_no_spark(spark, bootstrap_servers, new_topic, tmp_path,
