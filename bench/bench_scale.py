@@ -12,7 +12,8 @@ hold them all) is made, and one `kcompact run
 - the peak RSS of each process of the job's tree (the driver, Spark's JVM, the Python workers by kind),
   sampled every 0.5 s from /proc;
 - the state dir's bytes at the end against the compacted size (the records that survive: keys x record);
-- the driver JVM's peak heap in use (jcmd GC.heap_info, sampled), the memory the job holds in Spark's driver.
+- the driver JVM's peak heap in use (jcmd GC.heap_info, sampled), the memory the job holds in Spark's driver;
+- what the machine read from disk during the run (a topic and log past the page cache are read back).
 Sizes run smallest first; a size's source topic and state dir are deleted before the next one.
 """
 
@@ -44,6 +45,7 @@ class Sampler:
     root: int
     rss_mib: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     heap_mib: float = 0.0
+    disk_read_gib: float = 0.0  # by the whole machine during the run
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> threading.Thread:
@@ -120,18 +122,26 @@ def _du(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+def _disk_read_gib() -> float:
+    """What the whole machine has read from its disks so far (pgpgin counts KiB): a topic and log larger than
+    the page cache is read back from disk, which a run that fits in memory never does."""
+    with open("/proc/vmstat") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("pgpgin ")) / 2**20
+
+
 def run_once(bootstrap: str, source: str, state_dir: str) -> tuple[float, Sampler]:
     sink = unique_topic_name("bench-scale-sink")
     command = [sys.executable, "-m", "streaming", "--log-level", "WARNING", "run", "--once",
                "--bootstrap-servers", bootstrap, "--source-topic", source, "--sink-topic", sink,
                "--state-dir", state_dir, "--config", "max.compaction.lag.ms=60000",
                "--sink-topic-config", "cleanup.policy=delete"]
-    t = time.perf_counter()
+    t, read = time.perf_counter(), _disk_read_gib()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     sampler = Sampler(proc.pid)
     thread = sampler.start()
     code = proc.wait()
     seconds = time.perf_counter() - t
+    sampler.disk_read_gib = _disk_read_gib() - read
     sampler.stop()
     thread.join()
     if code != 0:
@@ -173,7 +183,8 @@ def main() -> None:
                     print(f"keys {keys:,}, records {records:,} (produced in {made:.0f}s): {seconds:.1f}s, "
                           f"{1e6 * per_record:.2f} us/record beyond start-up ({per_record / first:.3f} of the first size's); state dir "
                           f"{_du(state_dir) / 2**20:,.0f} MiB for a compacted size of {compacted / 2**20:,.0f} MiB; "
-                          f"driver JVM heap in use at most {sampler.heap_mib:,.0f} MiB", flush=True)
+                          f"driver JVM heap in use at most {sampler.heap_mib:,.0f} MiB; read from disk "
+                          f"{sampler.disk_read_gib:.1f} GiB", flush=True)
                     for kind, mib in sorted(sampler.rss_mib.items()):
                         print(f"    peak RSS {kind}: {mib:,.0f} MiB", flush=True)
                     shutil.rmtree(state_dir, ignore_errors=True)
