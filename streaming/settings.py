@@ -9,12 +9,11 @@ used.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Sequence
 
-from streaming.subscription import StartingOffsets, SubscribePattern
+from streaming.subscription import StartingOffsets, SubscribePattern, regex_problem
 
 LONG_MAX = 2**63 - 1
 
@@ -200,14 +199,6 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
 )}
 
 
-def _regex(value: str) -> str | None:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        return f"not a regular expression: {exc}"
-    return None
-
-
 def _starting_offsets(value: str) -> str | None:
     try:
         StartingOffsets.parse(value, SubscribePattern(".*"), option="")
@@ -231,7 +222,7 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
     Setting("bootstrap.servers", Type.STRING, None, Scope.RUN, "source cluster", required=True),
     Setting("source.topic", Type.NAMES, (), Scope.RUN, "a source topic (repeatable)", metavar="TOPIC"),
     Setting("source.topic.pattern", Type.STRING, None, Scope.RUN,
-            "every source topic the regular expression matches whole, topics created later included", _regex,
+            "every source topic the regular expression matches whole, topics created later included", regex_problem,
             metavar="REGEX"),
     Setting("sink.topic", Type.STRING, None, Scope.RUN, "the sink topic, for one --source-topic"),
     Setting("sink.topic.template", Type.STRING, None, Scope.RUN,
@@ -282,7 +273,7 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "segment.ms and max.compaction.lag.ms)", needs="once"),
     Setting("sync.group.offsets", Type.STRING, None, Scope.RUN,
             "commit, for each source consumer group the expression matches whole, its offsets on the mirrored "
-            "topics translated exactly to the sink topics, on the sink cluster", _regex, metavar="REGEX"),
+            "topics translated exactly to the sink topics, on the sink cluster", regex_problem, metavar="REGEX"),
     Setting("sync.group.offsets.interval", Type.DOUBLE, 30.0, Scope.RUN, "time between two group offset syncs",
             _positive, metavar=SECONDS),
     Setting("sync.group.offsets.allow.rewind", Type.BOOLEAN, False, Scope.RUN,

@@ -51,6 +51,16 @@ class SubscribePattern:
 Subscription = Subscribe | SubscribePattern
 
 
+def regex_problem(text: str) -> str | None:
+    """What is wrong with a regular expression given by a user (topics, groups), or None: one wording for
+    every option and config-file key that takes one."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        return f"not a regular expression: {exc}"
+    return None
+
+
 def subscription_of(names: Sequence[str], pattern: str | None, names_as: str = "--source-topic (repeatable)",
                     pattern_as: str = "--source-topic-pattern") -> Subscription:
     """Named topics or a pattern, refused in one line naming the options they came from."""
@@ -59,10 +69,9 @@ def subscription_of(names: Sequence[str], pattern: str | None, names_as: str = "
         raise UsageError(f"give {names_as} or {pattern_as}, not both and not neither")
     if pattern is None:
         return Subscribe(names)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"{pattern_as.split(' (')[0]} {pattern!r} is not a regular expression: {exc}") from None
+    problem = regex_problem(pattern)
+    if problem:
+        raise UsageError(f"{pattern_as.split(' (')[0]} {pattern!r} is {problem}")
     return SubscribePattern(pattern)
 
 

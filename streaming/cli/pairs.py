@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 
 from streaming.errors import UsageError
 from streaming.settings import key_values
+from streaming.subscription import regex_problem
 
 
 def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
@@ -23,10 +24,10 @@ def sink_settings(source: Mapping[str, str], sink: Mapping[str, str], same_clust
 
 
 def regex_option(text: str, option: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error as exc:
-        raise UsageError(f"{option} {text!r} is not a regular expression: {exc}") from None
+    problem = regex_problem(text)
+    if problem:
+        raise UsageError(f"{option} {text!r} is {problem}")
+    return re.compile(text)
 
 
 def add_cluster_access_options(p: argparse.ArgumentParser) -> None:
