@@ -3,8 +3,8 @@
 Objects a commit replaced wait file.delete.delay.ms (Kafka's name) because a reader of an older manifest
 may still read them. A run that ends has no reader of its own left, so the run's last collection keeps only
 the newest manifest and its objects, unless a reader outside the job (kcompact dump) holds the log:
-such a reader puts a hold before it loads a manifest and deletes it when done. Without this, a --once run
-over a backlog left every replaced object behind: the state dir grew with the records, not the keys.
+such a reader puts a hold before it loads a manifest and deletes it when done. Without it, a --once run over
+a backlog would leave every object its passes replaced until the next run: a state dir growing with records.
 
 A hold older than file.delete.delay.ms is a killed reader's: it holds nothing and is deleted. A reader
 that may not write to the state dir reads without a hold, under the grace period alone.
