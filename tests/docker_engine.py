@@ -33,16 +33,18 @@ class EngineSession:
     available: bool
     how: str  # one line for the session's summary: which engine, or why there is none
     process: subprocess.Popen | None = field(default=None, repr=False)
+    run_dir: Path | None = None  # dockerd's pid file and log, removed with it
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)  # dockerd stops the containerd it started, then itself
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)  # dockerd stops the containerd it started, then itself
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def _install(missing: list[str]) -> str | None:
@@ -72,12 +74,12 @@ def start_engine() -> EngineSession:
         process = subprocess.Popen(["dockerd", "--pidfile", str(run_dir / "dockerd.pid")], stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     session = EngineSession(True, f"dockerd pid {process.pid}, started for this session (log {run_dir}/dockerd.log)",
-                            process)
+                            process, run_dir)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not engine_answers():
         if process.poll() is not None or time.monotonic() > deadline:
-            session.stop()
             tail = (run_dir / "dockerd.log").read_text(errors="replace")[-500:]
+            session.stop()
             return EngineSession(False, f"dockerd did not come up: {tail}")
         time.sleep(0.5)
     return session
