@@ -150,12 +150,12 @@ def rows(batch: pa.RecordBatch) -> Iterator[Row]:
     if pc.all(pc.equal(encoded, NO_HEADERS)).as_py():
         headers: list[list] = [[]] * batch.num_rows  # one empty list, shared: the emitter makes its own
     else:
-        headers = _header_lists(encoded)
+        headers = header_lists(encoded)
     return zip(batch.column("offset").to_pylist(), batch.column("timestamp").to_pylist(),
                batch.column("key").to_pylist(), batch.column("value").to_pylist(), headers, strict=True)
 
 
-def _header_lists(encoded: pa.Array) -> list[list[tuple[str, bytes | None]]]:
+def header_lists(encoded: pa.Array) -> list[list[tuple[str, bytes | None]]]:
     """Each record's headers as pairs, decoded once per distinct encoding in the batch: headers that repeat
     from record to record (a type id, a content type, a source tag) cost a dict lookup each, not a walk of
     their bytes in Python."""

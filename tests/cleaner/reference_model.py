@@ -116,3 +116,15 @@ def clean(records: list[dict], first_dirty: int, end: int, now: int, retention: 
                     continue
         out.append(r)
     return out
+
+
+def live(records: list[dict], end: int, strategy: str, header: str | None, tombstones: bool = False) -> list[dict]:
+    """Each key's best-ranked record below ``end``, in offset order: the table of a compacted topic's state.
+    A winner that is a tombstone deletes its key unless ``tombstones`` asks to see it."""
+    winner: dict[bytes, dict] = {}
+    for r in records:
+        if r["offset"] < end and r["key"] is not None:
+            best = winner.get(r["key"])
+            if best is None or rank(r, strategy, header) > rank(best, strategy, header):
+                winner[r["key"]] = r
+    return sorted((r for r in winner.values() if tombstones or r["value"] is not None), key=lambda r: r["offset"])
