@@ -34,6 +34,7 @@ class Moment(Enum):
     FLUSH = "flush"                          # an emitter, its records produced and not yet acknowledged
     COMMIT = "commit"                        # an emitter, its records acknowledged and the transaction not committed
     GROUP_SYNC_COMMIT = "group-sync-commit"  # the group sync, before it commits a group's offsets on the sink
+    SNAPSHOT_COMMIT = "snapshot-commit"      # an Iceberg snapshot, its data files written and its commit not made
 
 
 def reached(moment: Moment, where: str) -> None:

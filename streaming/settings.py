@@ -148,6 +148,15 @@ def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be > 0, got {value}"
 
 
+def _not_negative(value: Any) -> str | None:
+    return None if value >= 0 else f"must be >= 0, got {value}"
+
+
+def namespace_table_problem(value: str) -> str | None:
+    namespace, _, name = value.rpartition(".")
+    return None if namespace and name else f"{value!r} is not NAMESPACE.TABLE"
+
+
 def _cleanup_policy(value: str) -> str | None:
     policies = set(value.split(","))
     if policies <= {"compact", "delete"} and "compact" in policies:
@@ -283,6 +292,23 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "every interval, as MirrorMaker 2 does; WRITE is never copied"),
     Setting("sync.topic.acls.interval", Type.DOUBLE, 600.0, Scope.RUN, "time between two topic ACL syncs",
             _positive, metavar=SECONDS),
+    Setting("snapshot.every", Type.DOUBLE, None, Scope.RUN,
+            "keep the Iceberg table --iceberg-table in step with the compacted state: after an emission, once this "
+            "long has passed since the last snapshot (0: after every emission), from the state dir, not a second "
+            "read of Kafka", _not_negative, metavar=SECONDS),
+    Setting("iceberg.table", Type.STRING, None, Scope.RUN,
+            "the Iceberg table of the compacted state, NAMESPACE.TABLE: each snapshot upserts the keys that "
+            "changed and deletes the tombstoned ones, in one commit", namespace_table_problem, metavar="NAMESPACE.TABLE",
+            needs="snapshot.every"),
+    Setting("iceberg.catalog", Type.STRING, None, Scope.RUN,
+            "the table's catalog: a SQL database URI (sqlite:///PATH, postgresql://...) or http(s):// for a REST "
+            "catalog (none: SQLite in ./kcompact-iceberg)", metavar="URI", needs="iceberg.table"),
+    Setting("iceberg.warehouse", Type.STRING, None, Scope.RUN,
+            "where the table's data files go: a directory or an object store URI (none: beside a SQLite "
+            "catalog; a REST catalog chooses)", metavar="URI", needs="iceberg.table"),
+    Setting("snapshot.value.format", Type.STRING, None, Scope.RUN,
+            "the table's value column: binary (the bytes; none means this), string (UTF-8 text) or json (objects "
+            "as a struct column, the schema inferred by the first snapshot, then kept)", choices=("binary", "string", "json"), needs="iceberg.table"),
 )}
 
 

@@ -1,7 +1,7 @@
 """The `kcompact` command line: run the compactor, inspect its state, or try it on a local broker.
 
-Each command's options and handler live in a module of their own (run, state_reports, groups, acls, verify, broker,
-playground, spark_submit); this one assembles the parser and reports errors the way every command does."""
+Each command's options and handler live in a module of their own (run, state_reports, snapshot, groups, acls, verify,
+broker, playground, spark_submit); this one assembles the parser and reports errors the way every command does."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import traceback
 from typing import Sequence
 
 from streaming import __version__, logging_setup, redaction
-from streaming.cli import acls, broker, groups, playground, run, spark_submit, state_reports, verify
+from streaming.cli import acls, broker, groups, playground, run, snapshot, spark_submit, state_reports, verify
 from streaming.errors import USER_ERRORS
 
-COMMANDS = (run, state_reports, groups, acls, verify, broker, playground, spark_submit)
+COMMANDS = (run, state_reports, snapshot, groups, acls, verify, broker, playground, spark_submit)
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -163,7 +163,8 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
         extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
         engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=args.log_level,
                                                    extra=extra, secret=secret_conf))  # started when first needed
-        job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink)))
+        job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink),
+                                                            _table_sync_schedule(options)))
         if options.metrics_port is not None:
             serve_metrics(job.collector, options.metrics_port, options.metrics_host)
             log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
@@ -193,6 +194,19 @@ def _synced_groups(pattern: re.Pattern[str] | None, schedule) -> tuple[str, ...]
         return ()
     literal = (pattern.pattern,) if re.escape(pattern.pattern).replace("\\-", "-") == pattern.pattern else ()
     return tuple(sorted({*literal, *schedule.syncer.groups()}))
+
+
+def _table_sync_schedule(options: RunOptions):
+    if options.snapshot_every is None:
+        return None
+    from streaming.iceberg import require  # noqa: PLC0415
+    from streaming.iceberg.target import IcebergTarget  # noqa: PLC0415
+    from streaming.job.table_sync import TableSyncSchedule  # noqa: PLC0415
+    from streaming.table.values import ValueFormat  # noqa: PLC0415
+
+    require()  # before the job starts: a missing pyiceberg is one line, not a warning per stage
+    return TableSyncSchedule(IcebergTarget(options.iceberg_table, options.iceberg_catalog, options.iceberg_warehouse),
+                             ValueFormat(options.snapshot_value_format or "binary"), options.snapshot_every)
 
 
 def _acl_sync_schedule(options: RunOptions, source: Cluster, sink: Cluster):

@@ -13,6 +13,7 @@ from streaming.settings import RUN_OPTIONS, Setting, setting_field as _option
 if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
     from streaming.job.acl_sync import AclSyncSchedule
     from streaming.job.group_sync import GroupSyncSchedule
+    from streaming.job.table_sync import TableSyncSchedule
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class RunOptions:
     sync_group_offsets_allow_rewind: bool = _option("sync.group.offsets.allow.rewind")
     sync_topic_acls: bool = _option("sync.topic.acls")
     sync_topic_acls_interval: float = _option("sync.topic.acls.interval")
+    snapshot_every: float | None = _option("snapshot.every")
+    iceberg_table: str | None = _option("iceberg.table")
+    iceberg_catalog: str | None = _option("iceberg.catalog")
+    iceberg_warehouse: str | None = _option("iceberg.warehouse")
+    snapshot_value_format: str | None = _option("snapshot.value.format")
     live_progress: bool = field(default=False, compare=False)  # not an option: the log format decides it
 
     def __post_init__(self) -> None:
@@ -61,6 +67,9 @@ class RunOptions:
                 raise UsageError(f"{option.flag}: {problem}")
             if option.needs and value and not getattr(self, RUN_OPTIONS[option.needs].attr):
                 raise UsageError(f"{option.flag} is only for {RUN_OPTIONS[option.needs].flag}")
+        if self.snapshot_every is not None and not self.iceberg_table:
+            raise UsageError(f"{RUN_OPTIONS['snapshot.every'].flag} needs {RUN_OPTIONS['iceberg.table'].flag}, the "
+                             f"table to keep in step")
 
     @classmethod
     def of(cls, values: Mapping[str, Any], **derived: Any) -> "RunOptions":
@@ -81,7 +90,9 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Schedules:
-    """The syncs that run beside the job on the driver, each on its own interval; None: not asked for."""
+    """The syncs that run beside the job on the driver, each on its own interval; None: not asked for. The
+    table sync runs after a compaction stage instead, on the state it left."""
 
     group_sync: GroupSyncSchedule | None = None
     acl_sync: AclSyncSchedule | None = None
+    table_sync: TableSyncSchedule | None = None

@@ -66,6 +66,7 @@ class CompactorJob:
         self.clock = time.time
         self.group_sync = schedules.group_sync
         self.acl_sync = schedules.acl_sync
+        self.table_sync = schedules.table_sync
         self.lock = threading.RLock()
         default = sync.overrides.over(CompactionConfig()) if sync else CompactionConfig()
         self.appender = LogAppender(spec.state_dir, self._log_configs(), default.log_config, clock=self.clock,
@@ -142,6 +143,8 @@ class CompactorJob:
             self._phase = IDLE
             log.debug("phase: idle")
             self._stage_done(reports, now_ms)
+            if self.table_sync:
+                self.table_sync.after_stage(self.spec.state_dir, frozenset(self.spec.topics))
             return reports
 
     def _stage_done(self, reports: list[StageReport], now_ms: int) -> None:
@@ -290,6 +293,8 @@ class CompactorJob:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+        if self.table_sync:  # the table as the run leaves the state
+            self.table_sync.round(self.spec.state_dir, frozenset(self.spec.topics))
         if self.group_sync and self.options.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
             job_metrics.update_group_sync(self.state, self.group_sync.totals.to_doc())

@@ -12,6 +12,13 @@ HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("v
 TABLE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                           ("timestamp", pa.timestamp("us", tz="UTC")), ("key", pa.binary()), ("value", pa.binary()),
                           ("headers", HEADERS_TYPE)])
+
+
+def table_schema(value: pa.DataType) -> pa.Schema:
+    """TABLE_SCHEMA with the value column in another type (see values)."""
+    return TABLE_SCHEMA.set(TABLE_SCHEMA.get_field_index("value"), pa.field("value", value))
+
+
 SPARK_DDL = ("topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
              "headers array<struct<key:string,value:binary>>")
 

@@ -1,0 +1,42 @@
+"""The Iceberg table kept in step by the job (--snapshot-every): after a compaction stage, once the interval
+has passed since the last snapshot, and once more when the run ends. It reads the state dir the stage just
+wrote, never Kafka again. A snapshot that fails is said in one line and taken at the next stage: the job
+itself goes on, and the table's offsets say where the next snapshot starts."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from streaming.errors import UserError
+from streaming.iceberg import snapshot_to
+from streaming.iceberg.target import IcebergTarget
+from streaming.table.values import ValueFormat
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TableSyncSchedule:
+    target: IcebergTarget
+    value_format: ValueFormat
+    interval_s: float
+    _last: float | None = field(default=None, init=False)
+
+    def after_stage(self, state_dir: str, topics: frozenset[str]) -> None:
+        if self._last is None or time.monotonic() - self._last >= self.interval_s:
+            self.round(state_dir, topics)
+
+    def round(self, state_dir: str, topics: frozenset[str]) -> None:
+        self._last = time.monotonic()
+        try:
+            report = snapshot_to(state_dir, self.target, self.value_format, topics)
+        except (UserError, OSError) as exc:
+            log.warning("snapshot of table %s failed, to be taken again after the next stage: %s", self.target.table, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 (the catalog's own errors: the table is beside the job)
+            log.warning("snapshot of table %s failed, to be taken again after the next stage: %s: %s", self.target.table,
+                        type(exc).__name__, exc)
+            return
+        log.info("%s", report.describe())

@@ -1,0 +1,135 @@
+"""The Iceberg snapshot against the reference model: three runs with updates, deletes and a new partition,
+read back with pyiceberg; a run killed between its data files and its commit leaves the table as it was,
+and the next run completes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from pyiceberg.catalog import load_catalog
+
+from streaming.iceberg import snapshot_to
+from streaming.iceberg.snapshot import CATALOG_NAME, OFFSETS_PROPERTY
+from streaming.iceberg.target import IcebergTarget
+from streaming.moments import HOLD_ENV, REACHED, Moment
+from streaming.partition_id import PartitionId
+from streaming.table.values import ValueFormat
+from tests.table.state_dirs import STRATEGIES, StateDirModel, expected, state_dir, table_rows
+
+
+def _target(tmp_path) -> IcebergTarget:
+    return IcebergTarget("state.orders", f"sqlite:///{tmp_path}/catalog.db")
+
+
+def _table(target: IcebergTarget):
+    return load_catalog(CATALOG_NAME, **target.settings()).load_table(target.table)
+
+
+def _rows(target: IcebergTarget) -> set[tuple]:
+    return table_rows(_table(target).scan().to_arrow().to_pylist())
+
+
+def files_of(table) -> set:
+    """The data files a table's current snapshot references, as paths."""
+    return {Path(urlparse(task.file.file_path).path) for task in table.scan().plan_files()}
+
+
+def _grow(model: StateDirModel, partitions: int) -> None:
+    """Another run's worth of records (updates of known keys, tombstones, new keys) on every partition, and
+    the job's topics grown to ``partitions`` partitions."""
+    model.partitions = partitions
+    model.save()
+    for topic in STRATEGIES:
+        for p in range(partitions):
+            model.append(PartitionId(topic, p), 30, keys=16)
+
+
+def test_three_snapshots_with_updates_deletes_and_a_new_partition_equal_the_model(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    target = _target(tmp_path)
+    first = snapshot_to(model.uri, target, ValueFormat.BINARY)
+    assert _rows(target) == expected(model) and first.rows == len(expected(model))
+    _grow(model, 2)
+    second = snapshot_to(model.uri, target, ValueFormat.BINARY)
+    assert second.deleted > 0, "the fixture tombstones keys the first snapshot held"
+    assert _rows(target) == expected(model)
+    _grow(model, 3)
+    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    assert _rows(target) == expected(model)
+    assert {r[1] for r in _rows(target)} == {0, 1, 2}
+    offsets = _table(target).properties[OFFSETS_PROPERTY]
+    assert '"2": ' in offsets
+    again = snapshot_to(model.uri, target, ValueFormat.BINARY)  # nothing new: nothing written
+    assert (again.rows, again.unchanged) == (0, len(model.records))
+
+
+def test_json_values_are_a_struct_column_of_the_table(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    target = _target(tmp_path)
+    snapshot_to(model.uri, target, ValueFormat.JSON)
+    _grow(model, 2)
+    snapshot_to(model.uri, target, ValueFormat.JSON)
+    rows = _table(target).scan().to_arrow().to_pylist()
+    want = {(r[0], r[1], r[2]) for r in expected(model)}
+    assert {(r["topic"], r["partition"], r["offset"]) for r in rows} == want
+    assert all(r["value"]["name"] == f"v{r['offset']}" for r in rows)
+
+
+def test_a_snapshot_killed_before_its_commit_leaves_the_table_as_it_was_and_the_next_completes_it(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    target = _target(tmp_path)
+    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    before = _table(target)
+    rows_before = _rows(target)
+    _grow(model, 3)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    env = {**os.environ, HOLD_ENV: f"{Moment.SNAPSHOT_COMMIT.value}:{hold}"}
+    proc = subprocess.Popen([sys.executable, "-m", "streaming", "snapshot", "--state-dir", model.uri,
+                             "--iceberg-table", target.table, "--iceberg-catalog", target.catalog],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (hold / REACHED).exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        files_before_the_kill = set((tmp_path / "warehouse").rglob("*.parquet"))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    after = _table(target)
+    assert after.metadata.current_snapshot_id == before.metadata.current_snapshot_id
+    assert after.properties[OFFSETS_PROPERTY] == before.properties[OFFSETS_PROPERTY]
+    assert _rows(target) == rows_before
+    assert files_before_the_kill - files_of(before), "it had written data files, which no commit took"
+    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    assert _rows(target) == expected(model)
+
+
+def test_without_pyiceberg_the_command_says_what_to_install(tmp_path, monkeypatch, capsys) -> None:
+    from streaming.cli.main import main
+
+    model = state_dir(str(tmp_path / "state"))
+    capsys.readouterr()
+    real = __import__("importlib.util").util.find_spec
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "pyiceberg" else real(name, *a))
+    assert main(["snapshot", "--state-dir", model.uri, "--iceberg-table", "ns.t"]) == 2
+    err = capsys.readouterr().err
+    assert err == "kcompact: error: Iceberg snapshots need pyiceberg, which is not installed: pip install " \
+                  "'kcompact[table]'\n"
+
+
+@pytest.mark.parametrize("table", ["orders", ".orders", "ns."])
+def test_a_table_name_without_its_namespace_is_refused(table) -> None:
+    with pytest.raises(Exception, match="is not NAMESPACE.TABLE"):
+        IcebergTarget(table)

@@ -1,0 +1,60 @@
+"""`kcompact snapshot --format parquet`: one file per partition holding the model's live winners, each
+replaced whole, with the JSON schema of the first snapshot kept by the next."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from streaming.partition_id import PartitionId
+from streaming.table.parquet_snapshot import END_OFFSET, write_parquet
+from streaming.table.values import ValueFormat, ValueFormatError
+from tests.table.state_dirs import expected, state_dir, table_rows
+
+
+def test_a_parquet_snapshot_holds_the_models_winners_in_one_file_per_partition(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    report = write_parquet(model.uri, str(tmp_path / "out"), ValueFormat.BINARY)
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert files == sorted(f"{pid.topic}-{pid.partition}.parquet" for pid in model.records)
+    assert table_rows(pq.read_table(tmp_path / "out").to_pylist()) == expected(model)
+    assert report.rows == len(expected(model))
+    meta = pq.read_schema(tmp_path / "out" / "by-offset-0.parquet").metadata
+    assert int(meta[END_OFFSET]) == model.records[PartitionId("by-offset", 0)][-1]["offset"] + 1
+
+
+def test_json_values_become_a_struct_whose_schema_the_next_snapshot_keeps(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    out = tmp_path / "out"
+    write_parquet(model.uri, str(out), ValueFormat.JSON)
+    value = pq.read_schema(out / "by-time-1.parquet").field("value").type
+    assert [f.name for f in value] == ["n", "name", "ok"]
+    rows = pq.read_table(out).to_pylist()
+    want = {(r[0], r[1], r[2]): json.loads(r[5]) for r in expected(model)}
+    assert {(r["topic"], r["partition"], r["offset"]): r["value"] for r in rows} == want
+    model.append(PartitionId("by-time", 1), 20)  # the same fields: the kept schema takes them
+    write_parquet(model.uri, str(out), ValueFormat.JSON)
+    assert pq.read_schema(out / "by-time-1.parquet").field("value").type == value
+    assert len(pq.read_table(out).to_pylist()) == len(expected(model))
+    with pytest.raises(ValueFormatError, match="holds values as json, not binary"):
+        write_parquet(model.uri, str(out), ValueFormat.BINARY)
+
+
+def test_a_snapshot_replaces_each_file_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    out = tmp_path / "out"
+    write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    before = (out / "by-offset-1.parquet").read_bytes()
+    model.append(PartitionId("by-offset", 1), 20)
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("streaming.table.parquet_snapshot.os.replace", fail)
+    with pytest.raises(OSError):
+        write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    assert (out / "by-offset-1.parquet").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".parquet")) == []
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
