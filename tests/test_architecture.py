@@ -42,6 +42,11 @@ def test_docker_and_testcontainers_are_imported_only_by_the_brokers_package() ->
     assert owners and all(m.startswith("streaming.brokers.") for m in owners), owners
 
 
+def test_pyiceberg_is_imported_only_by_the_iceberg_package() -> None:
+    owners = _importers("pyiceberg")
+    assert owners and all(m.startswith("streaming.iceberg.") for m in owners), owners
+
+
 def test_certificates_and_properties_files_have_one_owner_each() -> None:
     assert _importers("cryptography") == {"streaming.certificates"}
     assert _importers("javaproperties") == {"streaming.java_properties"}

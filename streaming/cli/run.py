@@ -201,7 +201,7 @@ def _table_sync_schedule(options: RunOptions):
         return None
     from streaming.iceberg import require  # noqa: PLC0415
     from streaming.iceberg.target import IcebergTarget  # noqa: PLC0415
-    from streaming.job.table_sync import TableSyncSchedule  # noqa: PLC0415
+    from streaming.iceberg.schedule import TableSyncSchedule  # noqa: PLC0415
     from streaming.table.values import ValueFormat  # noqa: PLC0415
 
     require()  # before the job starts: a missing pyiceberg is one line, not a warning per stage

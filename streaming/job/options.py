@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from streaming.errors import UsageError
 from streaming.subscription import StartingOffsets, Subscription
@@ -13,7 +13,6 @@ from streaming.settings import RUN_OPTIONS, Setting, setting_field as _option
 if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
     from streaming.job.acl_sync import AclSyncSchedule
     from streaming.job.group_sync import GroupSyncSchedule
-    from streaming.job.table_sync import TableSyncSchedule
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class RunOptions:
             problem = option.problem(value)
             if problem:
                 raise UsageError(f"{option.flag}: {problem}")
-            if option.needs and value and not getattr(self, RUN_OPTIONS[option.needs].attr):
+            if option.needs and _given(value) and not _given(getattr(self, RUN_OPTIONS[option.needs].attr)):
                 raise UsageError(f"{option.flag} is only for {RUN_OPTIONS[option.needs].flag}")
         if self.snapshot_every is not None and not self.iceberg_table:
             raise UsageError(f"{RUN_OPTIONS['snapshot.every'].flag} needs {RUN_OPTIONS['iceberg.table'].flag}, the "
@@ -88,6 +87,20 @@ class RunOptions:
         return StartingOffsets.parse(self.starting_offsets, subscription)
 
 
+class TableSync(Protocol):
+    """What the job asks of a table kept in step with its state (streaming.iceberg.schedule): a look after
+    each compaction stage, and a last snapshot when the run ends."""
+
+    def after_stage(self, state_dir: str, topics: frozenset[str]) -> None: ...
+
+    def round(self, state_dir: str, topics: frozenset[str]) -> None: ...
+
+
+def _given(value: Any) -> bool:
+    """An option set to something: 0 is a value (--snapshot-every 0), an empty or false one is not."""
+    return value is not None and value is not False and value not in ((), {})
+
+
 @dataclass(frozen=True)
 class Schedules:
     """The syncs that run beside the job on the driver, each on its own interval; None: not asked for. The
@@ -95,4 +108,4 @@ class Schedules:
 
     group_sync: GroupSyncSchedule | None = None
     acl_sync: AclSyncSchedule | None = None
-    table_sync: TableSyncSchedule | None = None
+    table_sync: TableSync | None = None

@@ -65,7 +65,8 @@ class StateReader(DataSourceReader):
                 if (topics is None or log.pid.topic in topics) and (partitions is None or log.pid.partition in partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_log(partition.log)
+        if isinstance(partition, LogPartition):  # with no log to read, Spark still reads one empty partition
+            yield from read_log(partition.log)
 
 
 class StateDataSource(DataSource):

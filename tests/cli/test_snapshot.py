@@ -1,0 +1,43 @@
+"""`kcompact snapshot` from the command line: a Parquet snapshot DuckDB reads as the README shows, one line
+saying what was written, and one error line for each mistake."""
+
+from __future__ import annotations
+
+import duckdb
+
+from streaming.cli.main import main
+from tests.table.state_dirs import expected, state_dir
+
+
+def test_a_parquet_snapshot_is_one_line_and_duckdb_reads_it_as_the_readme_shows(tmp_path, capsys) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    capsys.readouterr()
+    out = tmp_path / "orders-table"
+    assert main(["snapshot", "--state-dir", model.uri, "--format", "parquet", "--output", str(out),
+                 "--value-format", "json"]) == 0
+    said = capsys.readouterr()
+    assert said.out == f"snapshot {out}: {len(expected(model))} rows written, 6 of 6 partitions changed\n"
+    assert said.err == ""
+    rows = duckdb.sql(f"SELECT topic, partition, key, value.name FROM read_parquet('{out}/*.parquet') "
+                      f"WHERE topic = 'by-offset'").fetchall()
+    assert sorted(rows) == sorted((r[0], r[1], r[4], f"v{r[2]}") for r in expected(model) if r[0] == "by-offset")
+
+
+def test_each_mistake_is_one_line(tmp_path, capsys) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    capsys.readouterr()
+    cases = [
+        (["--format", "parquet"], "--format parquet writes to --output DIR"),
+        ([], "say where the snapshot goes"),
+        (["--iceberg-table", "orders"], "--iceberg-table: 'orders' is not NAMESPACE.TABLE"),
+        (["--format", "parquet", "--output", str(tmp_path / "state" / "kcompact.json")], "is a file"),
+        (["--iceberg-table", "a.b", "--iceberg-catalog", "catalog.db"], "is not a URI"),
+        (["--topic", "nope", "--format", "parquet", "--output", str(tmp_path / "o")], "topic 'nope' is not mirrored"),
+    ]
+    for argv, words in cases:
+        assert main(["snapshot", "--state-dir", model.uri, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("kcompact: error: ") and words in err, (argv, err)
+    assert main(["snapshot", "--state-dir", str(tmp_path / "none"), "--format", "parquet", "--output",
+                 str(tmp_path / "o")]) == 2
+    assert "holds no compactor state" in capsys.readouterr().err
