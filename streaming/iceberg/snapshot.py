@@ -1,11 +1,12 @@
 """An Iceberg snapshot of the compacted state: each run upserts the keys whose winner changed since the last
-one and deletes the keys whose winner is now a tombstone, in one Iceberg commit.
+one and deletes the keys that have none any more (a tombstone won), in one Iceberg commit.
 
 The source offsets a table is as of live in its properties (kcompact.source-offsets), committed with the
 rows, so a run reads them back to know what changed since: a run killed before its commit leaves the table
 and its offsets as they were (its data files are orphans, never referenced), and the next run does that
-run's work as well. The table is partitioned by topic and partition, so a partition's deletes look at its
-own files. A partition seen for the first time, or one where most keys changed, is rewritten whole.
+run's work as well; a partition whose log has not moved since is not read. The table is partitioned by
+topic and partition, so a partition's deletes look at its own files. A partition seen for the first time,
+or one where most keys changed, is rewritten whole.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def write_iceberg(state_uri: str, target: IcebergTarget, fmt: ValueFormat,
                          f"table {target.table}")
     report = SnapshotReport(target.table)
     tx: Transaction | None = None
-    for state in partition_states(state_uri, topics, tombstones=True):
+    for state in partition_states(state_uri, topics, tombstones=False, known=since):
         report.ends[state.pid] = state.end
-        if since.get(state.pid) == state.end:
+        if state.unchanged:
             report.unchanged += 1
             continue
         rows = values.apply(state.batches, str(state.pid))
@@ -56,7 +57,7 @@ def write_iceberg(state_uri: str, target: IcebergTarget, fmt: ValueFormat,
         if table is None:
             table = _create(catalog, target.table, table_schema(values.type))
         tx = tx or table.transaction()
-        _upsert(tx, state, rows, since.get(state.pid), report)
+        _upsert(tx, table, state, rows, table_schema(values.type), since.get(state.pid), report)
     if table is None:
         return report
     tx = tx or table.transaction()
@@ -84,31 +85,37 @@ def _create(catalog: Catalog, name: str, schema: pa.Schema) -> Table:
     return table
 
 
-def _upsert(tx: Transaction, state: PartitionState, rows: list[pa.RecordBatch], since: int | None,
-            report: SnapshotReport) -> None:
-    """Delete the rows of the keys whose winner is at or after ``since`` (every row of the partition when
-    there is none, or when most keys changed), then append the live ones among them."""
-    if not rows:
-        return
-    whole = pa.Table.from_batches(rows)
-    changed = whole if since is None else whole.filter(pc.greater_equal(whole["offset"], since))
-    if not changed.num_rows:
-        return
+def _upsert(tx: Transaction, table: Table, state: PartitionState, rows: list[pa.RecordBatch], schema: pa.Schema,
+            since: int | None, report: SnapshotReport) -> None:
+    """Make the partition's rows the log's live winners: the table's (key, offset) pairs are compared with the
+    log's, so a key whose winner changed is upserted and a key with no live winner is deleted, even when its
+    tombstone has already left the log (delete.retention.ms). Most keys changed: the partition is rewritten."""
+    live = pa.Table.from_batches(rows, schema=schema)
     here: BooleanExpression = And(EqualTo("topic", state.pid.topic), EqualTo("partition", state.pid.partition))
-    rewrite = since is None or changed.num_rows > REWRITE_SHARE * whole.num_rows
-    tombstoned = changed["value"].null_count if since is not None else 0  # a first snapshot has nothing to delete
-    if since is not None:  # rows and offsets commit together: a partition without offsets has no rows
-        with warnings.catch_warnings():  # keys new to the table match nothing, as expected
+    if since is None:  # rows and offsets commit together: a partition without offsets has no rows yet
+        held = pa.table({"key": pa.array([], pa.binary()), "held": pa.array([], pa.int64())})
+    else:
+        scanned = table.scan(row_filter=here, selected_fields=("key", "offset")).to_arrow()
+        held = scanned.select(["key", "offset"]).rename_columns(["key", "held"])
+    pairs = live.select(["key", "offset"]).join(held, "key", join_type="left outer")
+    moved = pairs.filter(pc.or_kleene(pc.is_null(pairs["held"]), pc.not_equal(pairs["held"], pairs["offset"])))
+    gone = held.filter(pc.invert(pc.is_in(held["key"], value_set=live["key"])))["key"]
+    replaced = moved.filter(pc.is_valid(moved["held"]))["key"]
+    if not moved.num_rows and not len(gone):
+        return
+    rewrite = moved.num_rows + len(gone) > REWRITE_SHARE * max(held.num_rows, 1)
+    added = live if rewrite else live.filter(pc.is_in(live["key"], value_set=moved["key"]))
+    if held.num_rows:
+        with warnings.catch_warnings():  # pyiceberg warns of a delete that matches nothing
             warnings.filterwarnings("ignore", "Delete operation did not match any records")
-            tx.delete(here if rewrite else And(here, In("key", changed["key"].to_pylist())))
-    written = whole if rewrite else changed
-    added = written.filter(pc.is_valid(written["value"]))
+            doomed = pa.concat_arrays([replaced.combine_chunks(), gone.combine_chunks()])
+            tx.delete(here if rewrite else And(here, In("key", doomed.to_pylist())))
     if added.num_rows:
         tx.append(added)
     report.rows += added.num_rows
-    report.deleted += tombstoned
-    log.debug("%s: %s, %d rows added, %d tombstoned keys", state.pid, "rewritten" if rewrite else "upserted",
-              added.num_rows, tombstoned)
+    report.deleted += len(gone)
+    log.debug("%s: %s, %d rows added, %d keys deleted", state.pid, "rewritten" if rewrite else "upserted",
+              added.num_rows, len(gone))
 
 
 def _offsets(table: Table | None) -> dict[PartitionId, int]:

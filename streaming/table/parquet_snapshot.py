@@ -1,6 +1,7 @@
 """A Parquet snapshot: one file per partition (TOPIC-PARTITION.parquet), each replaced whole by a rename, so
 a reader of the directory (DuckDB's read_parquet, Spark, pandas) sees a partition's previous file or its
-new one, never a part of one. The source offset a file is as of is in its metadata (kcompact.end_offset)."""
+new one, never a part of one. The source offset a file is as of is in its metadata (kcompact.end_offset):
+a partition whose log has not moved since is neither read nor written again."""
 
 from __future__ import annotations
 
@@ -32,8 +33,11 @@ def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozens
     out.mkdir(parents=True, exist_ok=True)
     values = ValueColumn(fmt, _kept_value_type(out), str(out))
     report = SnapshotReport(str(out))
-    for state in partition_states(state_uri, topics, tombstones=False):
+    for state in partition_states(state_uri, topics, tombstones=False, known=_written_ends(out)):
         report.ends[state.pid] = state.end
+        if state.unchanged:  # its file is as of the log's end already
+            report.unchanged += 1
+            continue
         batches = values.apply(state.batches, str(state.pid))
         if values.type is None:  # JSON with no value anywhere yet: nothing to write
             continue
@@ -41,6 +45,17 @@ def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozens
         _replace(parquet_file(out, state.pid), schema.with_metadata({END_OFFSET: str(state.end).encode()}), batches)
         report.rows += sum(b.num_rows for b in batches)
     return report
+
+
+def _written_ends(out: Path) -> dict[PartitionId, int]:
+    """The source offset each file of an earlier snapshot is as of."""
+    ends = {}
+    for path in out.glob(f"*{SUFFIX}"):
+        topic, _, partition = path.name[: -len(SUFFIX)].rpartition("-")
+        metadata = pq.read_schema(path).metadata or {}
+        if partition.isdigit() and END_OFFSET in metadata:
+            ends[PartitionId(topic, int(partition))] = int(metadata[END_OFFSET])
+    return ends
 
 
 def _kept_value_type(out: Path) -> pa.DataType | None:

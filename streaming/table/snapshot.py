@@ -4,12 +4,12 @@ dir as the job left it or as it is while it runs (each log from one manifest, un
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pyarrow as pa
 
 from streaming.partition_id import PartitionId
-from streaming.table.state_reader import TableQuery, logs_to_read, opened_log
+from streaming.table.state_reader import TableQuery, current_end, logs_to_read, opened_log
 
 
 @dataclass
@@ -19,11 +19,17 @@ class PartitionState:
     pid: PartitionId
     end: int
     batches: list[pa.RecordBatch]
+    unchanged: bool = False  # the log's end is the one the caller knew: nothing was read
 
 
-def partition_states(state_uri: str, topics: frozenset[str] | None, tombstones: bool) -> Iterator[PartitionState]:
-    """Partition by partition, so memory holds one partition's live rows at a time."""
+def partition_states(state_uri: str, topics: frozenset[str] | None, tombstones: bool,
+                     known: Mapping[PartitionId, int] | None = None) -> Iterator[PartitionState]:
+    """Partition by partition, so memory holds one partition's live rows at a time. A log whose end is the
+    one ``known`` gives has not changed since, and is not read."""
     for item in logs_to_read(state_uri, TableQuery(topics=topics, tombstones=tombstones)):
+        if known and known.get(item.pid) == current_end(item):
+            yield PartitionState(item.pid, known[item.pid], [], unchanged=True)
+            continue
         with opened_log(item) as live:
             yield PartitionState(item.pid, live.end, list(live.batches))
 

@@ -16,7 +16,7 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from streaming.cleaner.config import CompactionConfig
-from streaming.cleaner.live_state import AsOf, Live, live_records, resolve_end
+from streaming.cleaner.live_state import AsOf, Live, live_records, log_end, resolve_end
 from streaming.errors import UsageError
 from streaming.job.spec import load_saved
 from streaming.log.manifest import load_newest
@@ -96,6 +96,12 @@ def logs_to_read(state_uri: str, query: TableQuery) -> list[LogToRead]:
             resolve_end(load_newest(state.storage, item.directory).manifest, None, item.as_of, str(pid))
         chosen.append(item)
     return chosen
+
+
+def current_end(item: LogToRead) -> int:
+    """The log's end as its newest manifest says, without reading a record."""
+    state = open_state_dir(item.state_uri)
+    return log_end(load_newest(state.storage, item.directory).manifest)
 
 
 @contextlib.contextmanager

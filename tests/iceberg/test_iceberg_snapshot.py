@@ -133,3 +133,30 @@ def test_without_pyiceberg_the_command_says_what_to_install(tmp_path, monkeypatc
 def test_a_table_name_without_its_namespace_is_refused(table) -> None:
     with pytest.raises(Exception, match="is not NAMESPACE.TABLE"):
         IcebergTarget(table)
+
+
+def test_a_key_whose_tombstone_left_the_log_before_the_snapshot_is_deleted_all_the_same(tmp_path) -> None:
+    from streaming.cleaner import CompactionConfig, LogCleanerManager
+    from streaming.log import make_record
+    from streaming.state.layout import LogDir, open_partition_log
+    from streaming.state.stores import open_state_dir
+    from tests.table.state_dirs import NOW
+
+    model = state_dir(str(tmp_path / "state"))
+    target = _target(tmp_path)
+    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    pid = PartitionId("by-offset", 0)
+    key = next(r[4] for r in expected(model) if r[:2] == ("by-offset", 0))
+    state = open_state_dir(model.uri)
+    quick = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0", "delete.retention.ms": "0"})
+    log = open_partition_log(state, LogDir.of(state, pid), quick.log_config)
+    tombstone = make_record(log.log_end_offset, key, None, NOW)
+    log.append([tombstone], now_ms=NOW)
+    log.roll()
+    model.records[pid].append(tombstone)
+    for later in (NOW + 1, NOW + 2):  # the first pass sets the tombstone's horizon, the second removes it
+        assert LogCleanerManager(quick).clean_partition(pid, log, later).error is None
+    assert not [r for r in log.read() if r["key"] == key], "the tombstone has left the log"
+    report = snapshot_to(model.uri, target, ValueFormat.BINARY)
+    assert report.deleted == 1
+    assert _rows(target) == expected(model)

@@ -58,3 +58,15 @@ def test_a_snapshot_replaces_each_file_whole_and_leaves_no_temporary_file(tmp_pa
     assert (out / "by-offset-1.parquet").read_bytes() == before
     assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".parquet")) == []
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_partition_whose_log_has_not_moved_is_not_written_again(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    out = tmp_path / "out"
+    write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    model.append(PartitionId("by-header", 0), 10)
+    report = write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    assert report.unchanged == len(model.records) - 1
+    assert [p.name for p in out.iterdir() if p.stat().st_mtime_ns != stamps[p.name]] == ["by-header-0.parquet"]
+    assert table_rows(pq.read_table(out).to_pylist()) == expected(model)
