@@ -23,12 +23,19 @@ class TableSyncSchedule:
     value_format: ValueFormat
     interval_s: float
     _last: float | None = field(default=None, init=False)
+    _behind: bool = field(default=True, init=False)  # a stage ran since the last snapshot that succeeded
 
     def after_stage(self, state_dir: str, topics: frozenset[str]) -> None:
+        self._behind = True
         if self._last is None or time.monotonic() - self._last >= self.interval_s:
-            self.round(state_dir, topics)
+            self._round(state_dir, topics)
 
-    def round(self, state_dir: str, topics: frozenset[str]) -> None:
+    def finish(self, state_dir: str, topics: frozenset[str]) -> None:
+        """The run ends: the table takes the last stages' state, unless the last snapshot already did."""
+        if self._behind:
+            self._round(state_dir, topics)
+
+    def _round(self, state_dir: str, topics: frozenset[str]) -> None:
         self._last = time.monotonic()
         try:
             report = snapshot_to(state_dir, self.target, self.value_format, topics)
@@ -39,4 +46,5 @@ class TableSyncSchedule:
             log.warning("snapshot of table %s failed, to be taken again after the next stage: %s: %s", self.target.table,
                         type(exc).__name__, exc)
             return
-        log.info("%s", report.describe())
+        self._behind = False
+        log.log(logging.INFO if report.rows or report.deleted else logging.DEBUG, "%s", report.describe())

@@ -26,7 +26,7 @@ from streaming.iceberg.target import IcebergTarget
 from streaming.moments import Moment, reached
 from streaming.partition_id import PartitionId
 from streaming.table.rows import table_schema
-from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states
+from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs
 from streaming.table.values import ValueColumn, ValueFormat
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ REWRITE_SHARE = 0.5  # a partition where more of the keys changed is rewritten w
 
 def write_iceberg(state_uri: str, target: IcebergTarget, fmt: ValueFormat,
                   topics: frozenset[str] | None = None) -> SnapshotReport:
+    logs = snapshot_logs(state_uri, topics)
     catalog = load_catalog(CATALOG_NAME, **target.settings())
     table = _existing(catalog, target.table)
     since = _offsets(table)
@@ -45,7 +46,7 @@ def write_iceberg(state_uri: str, target: IcebergTarget, fmt: ValueFormat,
                          f"table {target.table}")
     report = SnapshotReport(target.table)
     tx: Transaction | None = None
-    for state in partition_states(state_uri, topics, tombstones=False, known=since):
+    for state in partition_states(logs, since):
         report.ends[state.pid] = state.end
         if state.unchanged:
             report.unchanged += 1

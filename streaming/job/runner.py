@@ -294,7 +294,7 @@ class CompactorJob:
             for s, handler in previous.items():
                 signal.signal(s, handler)
         if self.table_sync:  # the table as the run leaves the state
-            self.table_sync.round(self.spec.state_dir, frozenset(self.spec.topics))
+            self.table_sync.finish(self.spec.state_dir, frozenset(self.spec.topics))
         if self.group_sync and self.options.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
             job_metrics.update_group_sync(self.state, self.group_sync.totals.to_doc())

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from streaming.errors import UsageError
 from streaming.partition_id import PartitionId
 from streaming.table.rows import table_schema
-from streaming.table.snapshot import SnapshotReport, partition_states
+from streaming.table.snapshot import SnapshotReport, partition_states, snapshot_logs
 from streaming.table.values import ValueColumn, ValueFormat
 
 SUFFIX = ".parquet"
@@ -30,10 +30,11 @@ def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozens
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output {output} is a file; give a directory for the snapshot's files")
+    logs = snapshot_logs(state_uri, topics)
     out.mkdir(parents=True, exist_ok=True)
     values = ValueColumn(fmt, _kept_value_type(out), str(out))
     report = SnapshotReport(str(out))
-    for state in partition_states(state_uri, topics, tombstones=False, known=_written_ends(out)):
+    for state in partition_states(logs, _written_ends(out)):
         report.ends[state.pid] = state.end
         if state.unchanged:  # its file is as of the log's end already
             report.unchanged += 1

@@ -9,7 +9,7 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from streaming.partition_id import PartitionId
-from streaming.table.state_reader import TableQuery, current_end, logs_to_read, opened_log
+from streaming.table.state_reader import LogToRead, TableQuery, current_end, logs_to_read, opened_log
 
 
 @dataclass
@@ -22,16 +22,23 @@ class PartitionState:
     unchanged: bool = False  # the log's end is the one the caller knew: nothing was read
 
 
-def partition_states(state_uri: str, topics: frozenset[str] | None, tombstones: bool,
-                     known: Mapping[PartitionId, int] | None = None) -> Iterator[PartitionState]:
+def snapshot_logs(state_uri: str, topics: frozenset[str] | None) -> list[LogToRead]:
+    """The logs a snapshot takes (live rows only); the state dir and the topics are checked here, before
+    anything is written."""
+    return logs_to_read(state_uri, TableQuery(topics=topics))
+
+
+def partition_states(logs: list[LogToRead], known: Mapping[PartitionId, int]) -> Iterator[PartitionState]:
     """Partition by partition, so memory holds one partition's live rows at a time. A log whose end is the
     one ``known`` gives has not changed since, and is not read."""
-    for item in logs_to_read(state_uri, TableQuery(topics=topics, tombstones=tombstones)):
-        if known and known.get(item.pid) == current_end(item):
-            yield PartitionState(item.pid, known[item.pid], [], unchanged=True)
-            continue
-        with opened_log(item) as live:
-            yield PartitionState(item.pid, live.end, list(live.batches))
+    return (_state(item, known) for item in logs)
+
+
+def _state(item: LogToRead, known: Mapping[PartitionId, int]) -> PartitionState:
+    if known.get(item.pid) == current_end(item):
+        return PartitionState(item.pid, known[item.pid], [], unchanged=True)
+    with opened_log(item) as live:
+        return PartitionState(item.pid, live.end, list(live.batches))
 
 
 @dataclass

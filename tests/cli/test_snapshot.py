@@ -38,6 +38,9 @@ def test_each_mistake_is_one_line(tmp_path, capsys) -> None:
         assert main(["snapshot", "--state-dir", model.uri, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("kcompact: error: ") and words in err, (argv, err)
-    assert main(["snapshot", "--state-dir", str(tmp_path / "none"), "--format", "parquet", "--output",
-                 str(tmp_path / "o")]) == 2
-    assert "holds no compactor state" in capsys.readouterr().err
+    for where in (["--format", "parquet", "--output", str(tmp_path / "o")], ["--iceberg-table", "a.b"]):
+        assert main(["snapshot", "--state-dir", str(tmp_path / "none"), *where]) == 2
+        assert "holds no compactor state" in capsys.readouterr().err
+        assert main(["snapshot", "--state-dir", f"{model.uri}/kcompact.json", *where]) == 2
+        assert "is a file, not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "kcompact-iceberg").exists()
