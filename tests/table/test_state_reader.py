@@ -80,3 +80,40 @@ def test_a_topic_or_partition_the_job_does_not_have_is_named(model) -> None:
         logs_to_read(model.uri, TableQuery(as_of_offsets={PartitionId("by-offset", 7): 3}))
     with pytest.raises(AsOfError, match="past the log's end"):
         logs_to_read(model.uri, TableQuery(as_of_offsets={PartitionId("by-offset", 0): 10**6}))
+
+
+def test_reads_beside_a_writing_job_each_see_one_commit_of_the_log(tmp_path) -> None:
+    """A job appends, cleans and, as at the end of each run, deletes every object its newest manifest does
+    not name, while reads go on: each read is the model's state at the end it reports (its read hold keeps
+    the objects of the manifest it loaded)."""
+    import threading
+
+    from streaming.state.layout import LogDir, open_partition_log
+    from streaming.state.stores import open_state_dir
+    from streaming.table.state_reader import opened_log
+    from tests.table.state_dirs import config_of
+
+    model = state_dir(str(tmp_path / "state"), partitions=1)
+    pid = PartitionId("by-header", 0)
+    state = open_state_dir(model.uri)
+    done = threading.Event()
+
+    def job() -> None:
+        try:
+            for _ in range(25):
+                model.append(pid, 15)
+                open_partition_log(state, LogDir.of(state, pid), config_of("header").log_config).collect_at_end()
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=job)
+    writer.start()
+    seen: list[tuple[int, set]] = []
+    item = logs_to_read(model.uri, TableQuery(topics=frozenset({pid.topic})))[0]
+    while not done.is_set() or not seen:
+        with opened_log(item) as live:
+            seen.append((live.end, table_rows([r for b in live.batches for r in b.to_pylist()])))
+    writer.join()
+    assert len({end for end, _ in seen}) > 3, "reads saw the log at several commits"
+    for end, rows in seen:
+        assert rows == expected(model, {pid: end}, topics={pid.topic}), end
