@@ -1,4 +1,4 @@
-"""The SparkSession the compactor runs in, with the Kafka source registered."""
+"""The SparkSession the compactor runs in, with the Kafka sources and the state source registered."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from streaming.spark import jvm_log
 from streaming.spark.source.ingest import KafkaIngestSource
 from streaming.spark.source.kafka_source import KafkaDataSource
-from streaming.spark.source.state_source import StateDataSource
+from streaming.spark.source.state_source import register as register_state_source
 from streaming.spark.home import choose_spark_home
 from streaming.spark.submit import driver_address
 
@@ -44,8 +44,6 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
                 "spark.ui.enabled": str(ui).lower(), "spark.ui.showConsoleProgress": "false",
                 "spark.driver.memory": driver_memory, "spark.sql.shuffle.partitions": "2",
                 "spark.sql.execution.arrow.pyspark.enabled": "true",
-                # the state source prunes the logs it reads by the query's topic and partition filters
-                "spark.sql.python.filterPushdown.enabled": "true",
                 "spark.python.worker.reuse": "true", "spark.python.daemon.module": "streaming.spark.daemon",
                 # the checkpoint is written through Hadoop's filesystem, which applies its own umask (022)
                 "spark.hadoop.fs.permissions.umask-mode": "077",
@@ -74,7 +72,7 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
         spark = builder.getOrCreate()
     spark.dataSource.register(KafkaDataSource)
     spark.dataSource.register(KafkaIngestSource)
-    spark.dataSource.register(StateDataSource)
+    register_state_source(spark)
     return spark
 
 

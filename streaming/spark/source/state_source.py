@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from streaming.errors import UsageError
@@ -20,6 +21,7 @@ from streaming.table.rows import SPARK_DDL
 from streaming.table.state_reader import LogToRead, TableQuery, logs_to_read, parse_as_of_offsets, read_log
 
 SOURCE_NAME = "kcompact"
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 _BOOLEANS = {"true": True, "false": False}
 
 
@@ -69,9 +71,15 @@ class StateReader(DataSourceReader):
             yield from read_log(partition.log)
 
 
+def register(spark: SparkSession) -> None:
+    """Make ``spark.read.format("kcompact")`` read the state in this session. Spark refuses a Python source
+    that takes filters unless its filter pushdown is on, so it is turned on here too."""
+    spark.conf.set(PUSHDOWN, "true")
+    spark.dataSource.register(StateDataSource)
+
+
 class StateDataSource(DataSource):
-    """Register with ``spark.dataSource.register(StateDataSource)``; read with
-    ``spark.read.format("kcompact").load(STATE_DIR)``."""
+    """Registered by register(spark); read with ``spark.read.format("kcompact").load(STATE_DIR)``."""
 
     @classmethod
     def name(cls) -> str:

@@ -70,3 +70,13 @@ def test_options_are_checked_in_one_line(spark, model) -> None:
         spark.read.format("kcompact").option("includeTombstones", "yes").load(model.uri).collect()
     with pytest.raises(Exception, match="option asOfTimestamp is milliseconds since the epoch, not 'noon'"):
         spark.read.format("kcompact").option("asOfTimestamp", "noon").load(model.uri).collect()
+
+
+def test_register_makes_a_session_with_pushdown_off_read_the_state(spark, model) -> None:
+    from streaming.spark.source.state_source import PUSHDOWN, register
+
+    spark.conf.set(PUSHDOWN, "false")  # Spark's default, as in a user's own session
+    register(spark)
+    assert spark.conf.get(PUSHDOWN) == "true"
+    one = spark.read.format("kcompact").load(model.uri).where("partition = 0 AND topic = 'by-offset'")
+    assert one.rdd.getNumPartitions() == 1 and _rows(one) == {r for r in expected(model) if r[:2] == ("by-offset", 0)}
