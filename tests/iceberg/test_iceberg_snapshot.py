@@ -160,3 +160,26 @@ def test_a_key_whose_tombstone_left_the_log_before_the_snapshot_is_deleted_all_t
     report = snapshot_to(model.uri, target, ValueFormat.BINARY)
     assert report.deleted == 1
     assert _rows(target) == expected(model)
+
+
+def test_a_warehouse_on_object_storage_is_named_by_its_uri(tmp_path, s3_server) -> None:
+    """The store's endpoint and region reach pyiceberg as its own settings of the catalog `kcompact`, here
+    from the environment (~/.pyiceberg.yaml does the same)."""
+    store = {"s3.endpoint": f"http://{s3_server.endpoint}", "s3.region": "us-east-1"}
+    env = {**os.environ, **{f"PYICEBERG_CATALOG__KCOMPACT__{k.upper().replace('.', '__')}": v for k, v in store.items()}}
+    bucket = s3_server.new_bucket()
+    model = state_dir(str(tmp_path / "state"))
+    target = IcebergTarget("state.orders", f"sqlite:///{tmp_path}/catalog.db", f"s3://{bucket}/warehouse")
+    for run in range(2):
+        if run:
+            _grow(model, 2)
+        done = subprocess.run([sys.executable, "-m", "streaming", "snapshot", "--state-dir", model.uri,
+                               "--iceberg-table", target.table, "--iceberg-catalog", target.catalog,
+                               "--iceberg-warehouse", target.warehouse], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    table = load_catalog(CATALOG_NAME, **target.settings(), **store).load_table(target.table)
+    assert table_rows(table.scan().to_arrow().to_pylist()) == expected(model)
+    stored = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket)["Contents"]]
+    assert any(k.startswith("warehouse/") and k.endswith(".parquet") for k in stored)
+    assert not (tmp_path / "warehouse").exists()
