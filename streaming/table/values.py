@@ -1,9 +1,10 @@
 """The value column of a snapshot: the bytes as they are, UTF-8 text, or JSON objects expanded into a struct
 column (``value.amount`` in SQL).
 
-A JSON schema is inferred once, from the first snapshot's values, and then kept by the output (a Parquet
-file's schema, an Iceberg table's): a later value with a field the schema lacks keeps the known fields,
-and one whose field changed type is refused, so a column never changes type under its readers.
+A JSON schema is inferred once, by the first snapshot from the first partition with values, and then kept by
+the output (a Parquet file's schema, an Iceberg table's): a later value with a field the schema lacks keeps
+the known fields, and one whose field changed type is refused, so a column never changes type under its
+readers.
 """
 
 from __future__ import annotations
@@ -31,20 +32,14 @@ class ValueFormatError(UserError, ValueError):
     """Values the chosen --value-format cannot hold."""
 
 
-def value_type(fmt: ValueFormat, batches: list[pa.RecordBatch], kept: pa.DataType | None, where: str) -> pa.DataType:
-    """The value column's type: the one kept by the output, else binary, string or the JSON inferred from
-    ``batches`` (TABLE_SCHEMA rows)."""
-    if kept is not None:
-        return kept
+def _new_type(fmt: ValueFormat, batches: list[pa.RecordBatch], where: str) -> pa.DataType:
+    """The value column's type for an output that has none yet: for JSON, inferred from the values in
+    ``batches`` (TABLE_SCHEMA rows; the caller makes sure there are some)."""
     if fmt is ValueFormat.BINARY:
         return pa.binary()
     if fmt is ValueFormat.STRING:
         return pa.string()
-    present = [b.column("value").drop_null() for b in batches]
-    if not sum(len(v) for v in present):
-        raise ValueFormatError(f"{where}: no values to infer a JSON schema from yet; take the first snapshot once the "
-                               f"topic holds a value, or use --value-format binary")
-    return _parse_json(pa.concat_arrays(present), None, where).type
+    return _parse_json(pa.concat_arrays([b.column("value").drop_null() for b in batches]), None, where).type
 
 
 def format_of(kept: pa.DataType) -> ValueFormat:
@@ -78,10 +73,8 @@ def _parse_json(values: pa.Array, schema: pa.StructType | None, where: str) -> p
     if not len(values):
         return pa.array([], schema)
     text = b"\n".join(v.strip().replace(b"\n", b" ") for v in values.to_pylist())
-    options = pj.ParseOptions(newlines_in_values=False, unexpected_field_behavior="ignore") if schema is not None \
-        else pj.ParseOptions(newlines_in_values=False)
-    if schema is not None:
-        options.explicit_schema = pa.schema(list(schema))
+    options = pj.ParseOptions(explicit_schema=pa.schema(list(schema)) if schema is not None else None,
+                              unexpected_field_behavior="ignore" if schema is not None else "infer")
     try:
         table = pj.read_json(io.BytesIO(text), pj.ReadOptions(block_size=BLOCK_BYTES), options)
     except pa.ArrowInvalid as exc:
@@ -109,5 +102,5 @@ class ValueColumn:
         if self.type is None:
             if self.fmt is ValueFormat.JSON and not any(b.column("value").null_count < b.num_rows for b in batches):
                 return []  # nothing to infer from, nothing to write
-            self.type = value_type(self.fmt, batches, None, where)
+            self.type = _new_type(self.fmt, batches, where)
         return [with_values(b, self.type, where) for b in batches]
