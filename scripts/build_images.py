@@ -164,10 +164,11 @@ def build_kcompact(engine: Any, from_registry: bool = False) -> str:
 
 
 def _wheelhouse(directory: Path) -> None:
-    """Wheels of the package and everything it needs to install, built from the pip cache where it has them."""
+    """Wheels of the package with the extra the image installs (table) and everything they need, built from
+    the pip cache where it has them."""
     for old in directory.glob("*.whl"):
         old.unlink()
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(directory), str(ROOT),
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(directory), f"{ROOT}[table]",
                            "setuptools>=68", "wheel"], capture_output=True, text=True)
     if done.returncode != 0:
         raise ImageError(f"building the wheels for the compactor image failed: {done.stderr.strip()[-1500:]}")

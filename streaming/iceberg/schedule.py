@@ -1,7 +1,8 @@
 """The Iceberg table kept in step by the job (--snapshot-every): after a compaction stage, once the interval
 has passed since the last snapshot, and once more when the run ends. It reads the state dir the stage just
-wrote, never Kafka again. A snapshot that fails is said in one line and taken at the next stage: the job
-itself goes on, and the table's offsets say where the next snapshot starts."""
+wrote, never Kafka again. A snapshot that fails (a catalog away, a value that does not fit) is said in one
+line and taken at the next stage: the job itself goes on, and the table's offsets say where the next
+snapshot starts."""
 
 from __future__ import annotations
 
@@ -42,9 +43,9 @@ class TableSyncSchedule:
         except (UserError, OSError) as exc:
             log.warning("snapshot of table %s failed, to be taken again after the next stage: %s", self.target.table, exc)
             return
-        except Exception as exc:  # noqa: BLE001 (the catalog's own errors: the table is beside the job)
-            log.warning("snapshot of table %s failed, to be taken again after the next stage: %s: %s", self.target.table,
-                        type(exc).__name__, exc)
+        except Exception:
+            log.warning("snapshot of table %s failed, to be taken again after the next stage", self.target.table,
+                        exc_info=True)
             return
         self._behind = False
         log.log(logging.INFO if report.rows or report.deleted else logging.DEBUG, "%s", report.describe())

@@ -11,22 +11,29 @@ or one where most keys changed, is rewritten whole.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import warnings
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog, load_catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import (CommitFailedException, NoSuchNamespaceError, NoSuchTableError, NotInstalledError,
+                                  RESTError, ValidationError)
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In
 from pyiceberg.table import Table, Transaction
+from requests import RequestException
+from sqlalchemy.exc import SQLAlchemyError
 
+from streaming.errors import UserError
 from streaming.iceberg.target import IcebergTarget
 from streaming.moments import Moment, reached
 from streaming.partition_id import PartitionId
 from streaming.table.rows import table_schema
 from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs
+from streaming.table.state_reader import LogToRead
 from streaming.table.values import ValueColumn, ValueFormat
 
 log = logging.getLogger(__name__)
@@ -34,11 +41,33 @@ log = logging.getLogger(__name__)
 CATALOG_NAME = "kcompact"  # a SQL catalog keeps its tables under its name: every run must use the same one
 OFFSETS_PROPERTY = "kcompact.source-offsets"
 REWRITE_SHARE = 0.5  # a partition where more of the keys changed is rewritten whole
+# what a catalog or its store raises for a refusal or an outage (pyiceberg's own, its SQL and HTTP clients')
+CATALOG_ERRORS = (RESTError, CommitFailedException, NoSuchNamespaceError, NotInstalledError, ValidationError,
+                  SQLAlchemyError, RequestException, OSError)
+
+
+class IcebergCatalogError(UserError, RuntimeError):
+    """The catalog or its store refused or could not be reached: the table is as its last commit left it."""
+
+
+@contextlib.contextmanager
+def _catalog_errors(target: IcebergTarget) -> Iterator[None]:
+    try:
+        yield
+    except CATALOG_ERRORS as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # SQLAlchemy adds a line of links
+        where = target.catalog or "the default catalog (./kcompact-iceberg)"
+        raise IcebergCatalogError(f"Iceberg table {target.table} in {where}: {type(exc).__name__}: {first}") from exc
 
 
 def write_iceberg(state_uri: str, target: IcebergTarget, fmt: ValueFormat,
                   topics: frozenset[str] | None = None) -> SnapshotReport:
     logs = snapshot_logs(state_uri, topics)
+    with _catalog_errors(target):
+        return _write(logs, target, fmt)
+
+
+def _write(logs: list[LogToRead], target: IcebergTarget, fmt: ValueFormat) -> SnapshotReport:
     catalog = load_catalog(CATALOG_NAME, **target.settings())
     table = _existing(catalog, target.table)
     since = _offsets(table)

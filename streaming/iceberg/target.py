@@ -40,7 +40,8 @@ class IcebergTarget:
             raise UsageError(f"--iceberg-catalog {self.catalog!r} is not a URI: give sqlite:///PATH, "
                              f"postgresql://HOST/DB or http(s)://HOST for a REST catalog")
         warehouse = self.warehouse
-        if warehouse is None and scheme == "sqlite":  # sqlite:///REL.db or sqlite:////ABS.db, as SQLAlchemy reads them
-            database = urlparse(self.catalog).path[1:]
-            warehouse = f"file://{os.path.abspath(os.path.dirname(database) or '.')}/warehouse"
+        if scheme == "sqlite":  # sqlite:///REL.db or sqlite:////ABS.db, as SQLAlchemy reads them
+            home = os.path.abspath(os.path.dirname(urlparse(self.catalog).path[1:]) or ".")
+            os.makedirs(home, exist_ok=True)  # SQLite makes the file, not its directory
+            warehouse = warehouse or f"file://{home}/warehouse"
         return {"type": kind, "uri": self.catalog, **({"warehouse": warehouse} if warehouse else {})}

@@ -39,8 +39,9 @@ def test_a_build_of_an_image_that_is_up_to_date_does_nothing(kafka_image: str) -
             before.labels[CONTENT_LABEL]
 
 
-def test_the_kcompact_image_compacts_a_topic_once(kcompact_image: str, bootstrap_servers: str, new_topic,
-                                                  tmp_path) -> None:
+def test_the_kcompact_image_compacts_a_topic_once_and_keeps_its_iceberg_table(kcompact_image: str,
+                                                                              bootstrap_servers: str, new_topic,
+                                                                              tmp_path) -> None:
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     past = int(time.time() * 1000) - 2 * HOUR
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 7), b"v%d" % i, past + i) for i in range(80)])
@@ -50,7 +51,8 @@ def test_the_kcompact_image_compacts_a_topic_once(kcompact_image: str, bootstrap
         container = docker.containers.run(
             kcompact_image, ["run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic",
                              sink, "--state-dir", "/state", "--once", "--config", "max.compaction.lag.ms=60000",
-                             *NO_SINK_COMPACTION],
+                             "--snapshot-every", "0", "--iceberg-table", "shop.orders", "--iceberg-catalog",
+                             "sqlite:////state/iceberg/catalog.db", *NO_SINK_COMPACTION],
             network_mode="host", volumes={str(state): {"bind": "/state", "mode": "rw"}}, labels=run_labels(),
             detach=True)
         try:
@@ -63,6 +65,9 @@ def test_the_kcompact_image_compacts_a_topic_once(kcompact_image: str, bootstrap
     for p in range(2):
         assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))
     assert (state / "kcompact.json").exists(), "the state dir is the host's"
+    live = sum(len(winners([s for s in sent if s.partition == p])) for p in range(2))
+    assert f"snapshot shop.orders: {live} rows written, 2 of 2 partitions changed" in logs, logs[-3000:]
+    assert (state / "iceberg" / "catalog.db").exists()
 
 
 def _compose(project: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:

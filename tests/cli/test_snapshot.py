@@ -23,6 +23,13 @@ def test_a_parquet_snapshot_is_one_line_and_duckdb_reads_it_as_the_readme_shows(
     assert sorted(rows) == sorted((r[0], r[1], r[4], f"v{r[2]}") for r in expected(model) if r[0] == "by-offset")
 
 
+def test_a_sqlite_catalog_in_a_directory_not_made_yet_is_made(tmp_path, capsys) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    catalog = f"sqlite:///{tmp_path}/new/dir/catalog.db"
+    assert main(["snapshot", "--state-dir", model.uri, "--iceberg-table", "a.b", "--iceberg-catalog", catalog]) == 0
+    assert (tmp_path / "new" / "dir" / "catalog.db").exists() and (tmp_path / "new" / "dir" / "warehouse").is_dir()
+
+
 def test_each_mistake_is_one_line(tmp_path, capsys) -> None:
     model = state_dir(str(tmp_path / "state"))
     capsys.readouterr()
@@ -32,6 +39,8 @@ def test_each_mistake_is_one_line(tmp_path, capsys) -> None:
         (["--iceberg-table", "orders"], "--iceberg-table: 'orders' is not NAMESPACE.TABLE"),
         (["--format", "parquet", "--output", str(tmp_path / "state" / "kcompact.json")], "is a file"),
         (["--iceberg-table", "a.b", "--iceberg-catalog", "catalog.db"], "is not a URI"),
+        (["--iceberg-table", "a.b", "--iceberg-catalog", "http://127.0.0.1:9"], "Iceberg table a.b in http://127.0.0.1:9: "
+                                                                             "ConnectionError"),
         (["--topic", "nope", "--format", "parquet", "--output", str(tmp_path / "o")], "topic 'nope' is not mirrored"),
     ]
     for argv, words in cases:
