@@ -88,10 +88,11 @@ def _write(logs: list[LogToRead], target: IcebergTarget, fmt: ValueFormat) -> Sn
             table = _create(catalog, target.table, table_schema(values.type))
         tx = tx or table.transaction()
         _upsert(tx, table, state, rows, table_schema(values.type), since.get(state.pid), report)
-    if table is None:
+    offsets = {**since, **report.ends}
+    if table is None or (tx is None and offsets == since):  # nothing new: no commit, no new metadata file
         return report
     tx = tx or table.transaction()
-    tx.set_properties({OFFSETS_PROPERTY: _offsets_text({**since, **report.ends})})
+    tx.set_properties({OFFSETS_PROPERTY: _offsets_text(offsets)})
     reached(Moment.SNAPSHOT_COMMIT, target.table)
     tx.commit_transaction()
     return report

@@ -66,8 +66,10 @@ def test_three_snapshots_with_updates_deletes_and_a_new_partition_equal_the_mode
     assert {r[1] for r in _rows(target)} == {0, 1, 2}
     offsets = _table(target).properties[OFFSETS_PROPERTY]
     assert '"2": ' in offsets
-    again = snapshot_to(model.uri, target, ValueFormat.BINARY)  # nothing new: nothing written
+    metadata = _table(target).metadata_location
+    again = snapshot_to(model.uri, target, ValueFormat.BINARY)  # nothing new: nothing written, nothing committed
     assert (again.rows, again.unchanged) == (0, len(model.records))
+    assert _table(target).metadata_location == metadata
 
 
 def test_json_values_are_a_struct_column_of_the_table(tmp_path) -> None:
