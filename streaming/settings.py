@@ -298,8 +298,8 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "read of Kafka", _not_negative, metavar=SECONDS),
     Setting("iceberg.table", Type.STRING, None, Scope.RUN,
             "the Iceberg table of the compacted state, NAMESPACE.TABLE: each snapshot upserts the keys that "
-            "changed and deletes the tombstoned ones, in one commit", namespace_table_problem, metavar="NAMESPACE.TABLE",
-            needs="snapshot.every"),
+            "changed and deletes the tombstoned ones, in one commit", namespace_table_problem,
+            metavar="NAMESPACE.TABLE", needs="snapshot.every"),
     Setting("iceberg.catalog", Type.STRING, None, Scope.RUN,
             "the table's catalog: a SQL database URI (sqlite:///PATH, postgresql://...) or http(s):// for a REST "
             "catalog (none: SQLite in ./kcompact-iceberg)", metavar="URI", needs="iceberg.table"),
@@ -308,7 +308,8 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "catalog; a REST catalog chooses)", metavar="URI", needs="iceberg.table"),
     Setting("snapshot.value.format", Type.STRING, None, Scope.RUN,
             "the table's value column: binary (the bytes; none means this), string (UTF-8 text) or json (objects "
-            "as a struct column, the schema inferred by the first snapshot, then kept)", choices=("binary", "string", "json"), needs="iceberg.table"),
+            "as a struct column, the schema inferred by the first snapshot, then kept)",
+            choices=("binary", "string", "json"), needs="iceberg.table"),
 )}
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from streaming.errors import UsageError
-from streaming.partition_id import PartitionId
+from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
 
 INTERNAL_PREFIX = "__"  # Kafka's own topics (__consumer_offsets, __transaction_state)
 
@@ -100,10 +100,7 @@ class StartingOffsets:
         """What parse() reads: Spark's startingOffsets."""
         if self.everywhere is not None:
             return "earliest" if self.everywhere == EARLIEST else "latest"
-        nested: dict[str, dict[str, int]] = {}
-        for pid, offset in sorted(self.given.items()):
-            nested.setdefault(pid.topic, {})[str(pid.partition)] = offset
-        return json.dumps(nested)
+        return offsets_to_json(self.given)
 
     @classmethod
     def parse(cls, text: str, subscription: Subscription, option: str = "--starting-offsets") -> "StartingOffsets":
@@ -112,17 +109,14 @@ class StartingOffsets:
         if text in ("earliest", "latest"):
             return cls(EARLIEST if text == "earliest" else LATEST)
         try:
-            parsed = json.loads(text)
-            if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
-                raise ValueError("expected {\"topic\": {\"partition\": offset}}")
-            given = {PartitionId(t, int(p)): int(o) for t, parts in parsed.items() for p, o in parts.items()}
+            given = offsets_from_json(text)
             odd = sorted(f"{pid}: {o}" for pid, o in given.items() if o < EARLIEST)
             if odd:
                 raise ValueError(f"negative offsets other than -2 and -1 mean nothing ({', '.join(odd)})")
         except (ValueError, TypeError) as exc:
             raise UsageError(f"{option} must be earliest, latest or JSON like {{\"topic\":{{\"0\":23,\"1\":-2}}}} "
                              f"(-2 earliest, -1 latest): {exc}") from None
-        unknown = sorted(t for t in parsed if not subscription.matches(t))
+        unknown = sorted(t for t in json.loads(text) if not subscription.matches(t))  # named with no partition too
         if unknown:
             raise UsageError(f"{option} names topics not subscribed: {unknown}")
         return cls(None, given)

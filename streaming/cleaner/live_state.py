@@ -12,7 +12,6 @@ records, so values are decoded once and memory holds keys, never values.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -25,9 +24,8 @@ from streaming.cleaner.offset_map import hash_keys
 from streaming.cleaner.strategy import VersionReader
 from streaming.errors import UserError
 from streaming.log.columns import offsets_of
-from streaming.log.manifest import Manifest, objects_dir
-from streaming.log.partition_log import read_segment
-from streaming.log.segment import read_keys_checked
+from streaming.log.manifest import Manifest
+from streaming.log.partition_log import read_segment, read_segment_keys
 from streaming.log.storage import Storage
 from streaming.utc import utc_text
 
@@ -126,15 +124,14 @@ def _read_keys(storage: Storage, directory: str, manifest: Manifest, config: Com
     reader = VersionReader(config)
     parts: list[tuple[np.ndarray, ...]] = []
     for seg in manifest.segments:
-        for chunk in seg.chunks:
-            for batch in read_keys_checked(storage, posixpath.join(objects_dir(directory), chunk.name), chunk):
-                keyed = batch.filter(pc.is_valid(batch.column("key")))
-                if not keyed.num_rows:
-                    continue
-                h1, h2 = hash_keys(keyed.column("key"))
-                version = reader.versions(keyed) if reader.versioned else np.zeros(keyed.num_rows, np.int64)
-                parts.append((offsets_of(keyed), keyed.column("timestamp").to_numpy(zero_copy_only=False), h1, h2,
-                              version))
+        for batch in read_segment_keys(storage, directory, seg):
+            keyed = batch.filter(pc.is_valid(batch.column("key")))
+            if not keyed.num_rows:
+                continue
+            h1, h2 = hash_keys(keyed.column("key"))
+            version = reader.versions(keyed) if reader.versioned else np.zeros(keyed.num_rows, np.int64)
+            parts.append((offsets_of(keyed), keyed.column("timestamp").to_numpy(zero_copy_only=False), h1, h2,
+                          version))
     if not parts:
         empty = np.empty(0, np.int64)
         return _Keys(empty, empty, empty.astype(np.uint64), empty.astype(np.uint64), empty)

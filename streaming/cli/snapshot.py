@@ -21,7 +21,7 @@ def add_parsers(sub) -> None:
     for name in ("iceberg.table", "iceberg.catalog", "iceberg.warehouse"):
         option = RUN_OPTIONS[name]
         p.add_argument(option.flag, default=None, metavar=option.metavar, help=option.doc)
-    p.add_argument("--value-format", choices=["binary", "string", "json"], default="binary",
+    p.add_argument("--value-format", choices=RUN_OPTIONS["snapshot.value.format"].choices, default="binary",
                    help="the value column: the bytes, UTF-8 text, or JSON objects as a struct column (schema inferred "
                         "by the first snapshot, then kept)")
     p.add_argument("--topic", action="append", default=None, help="only this source topic (repeatable)")

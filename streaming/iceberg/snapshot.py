@@ -12,7 +12,6 @@ or one where most keys changed, is rewritten whole.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import warnings
 from typing import Iterator
@@ -30,7 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from streaming.errors import UserError
 from streaming.iceberg.target import IcebergTarget
 from streaming.moments import Moment, reached
-from streaming.partition_id import PartitionId
+from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
 from streaming.table.rows import table_schema
 from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs
 from streaming.table.state_reader import LogToRead
@@ -92,7 +91,7 @@ def _write(logs: list[LogToRead], target: IcebergTarget, fmt: ValueFormat) -> Sn
     if table is None or (tx is None and offsets == since):  # nothing new: no commit, no new metadata file
         return report
     tx = tx or table.transaction()
-    tx.set_properties({OFFSETS_PROPERTY: _offsets_text(offsets)})
+    tx.set_properties({OFFSETS_PROPERTY: offsets_to_json(offsets)})
     reached(Moment.SNAPSHOT_COMMIT, target.table)
     tx.commit_transaction()
     return report
@@ -150,15 +149,4 @@ def _upsert(tx: Transaction, table: Table, state: PartitionState, rows: list[pa.
 
 
 def _offsets(table: Table | None) -> dict[PartitionId, int]:
-    if table is None:
-        return {}
-    doc = json.loads(table.properties.get(OFFSETS_PROPERTY, "{}"))
-    return {PartitionId(t, int(p)): int(o) for t, parts in doc.items() for p, o in parts.items()}
-
-
-def _offsets_text(ends: dict[PartitionId, int]) -> str:
-    """As Spark's offsets JSON: {"topic": {"partition": offset}}."""
-    doc: dict[str, dict[str, int]] = {}
-    for pid, end in sorted(ends.items()):
-        doc.setdefault(pid.topic, {})[str(pid.partition)] = end
-    return json.dumps(doc, sort_keys=True)
+    return offsets_from_json(table.properties.get(OFFSETS_PROPERTY, "{}")) if table is not None else {}

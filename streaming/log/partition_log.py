@@ -53,6 +53,12 @@ def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool
         yield from read_verified(storage, path, c) if check else read_batches(storage, path)
 
 
+def read_segment_keys(storage: Storage, directory: str, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
+    """PartitionLog.segment_keys for a reader of the log's manifest, without opening the log."""
+    for c in seg.chunks:
+        yield from read_keys_checked(storage, posixpath.join(objects_dir(directory), c.name), c)
+
+
 @dataclass
 class AppendResult:
     appended: int = 0
@@ -302,8 +308,7 @@ class PartitionLog:
         """A segment's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read: damage raises
         CorruptSegmentError after the last batch of an object, so a caller must act on nothing before
         the end."""
-        for c in seg.chunks:
-            yield from read_keys_checked(self.storage, self.object_path(c.name), c)
+        return read_segment_keys(self.storage, self.dir, seg)
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -26,7 +25,6 @@ LOGS = "logs"
 JOB_FILE = "kcompact.json"
 METRICS_FILE = "metrics.json"
 REJECTED = "rejected"
-_LOG_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # Spark's own filesystems (Hadoop's) name some stores differently from pyarrow
 _HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs"}
 
@@ -92,9 +90,9 @@ def list_log_dirs(state: StateDir) -> list[LogDir]:
     """Every partition log under the state directory."""
     out = []
     for name in state.storage.subdirs(state.path(LOGS)):
-        m = _LOG_DIR.match(name)
-        if m:
-            out.append(LogDir(PartitionId(m["topic"], int(m["partition"])), state.path(LOGS, name)))
+        pid = PartitionId.from_name(name)
+        if pid is not None:
+            out.append(LogDir(pid, state.path(LOGS, name)))
     return out
 
 

@@ -23,7 +23,7 @@ END_OFFSET = b"kcompact.end_offset"
 
 
 def parquet_file(output: Path, pid: PartitionId) -> Path:
-    return output / f"{pid.topic}-{pid.partition}{SUFFIX}"
+    return output / f"{pid}{SUFFIX}"
 
 
 def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozenset[str] | None = None) -> SnapshotReport:
@@ -32,9 +32,10 @@ def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozens
         raise UsageError(f"--output {output} is a file; give a directory for the snapshot's files")
     logs = snapshot_logs(state_uri, topics)
     out.mkdir(parents=True, exist_ok=True)
-    values = ValueColumn(fmt, _kept_value_type(out), str(out))
+    ends, kept = _written(out)
+    values = ValueColumn(fmt, kept, str(out))
     report = SnapshotReport(str(out))
-    for state in partition_states(logs, _written_ends(out)):
+    for state in partition_states(logs, ends):
         report.ends[state.pid] = state.end
         if state.unchanged:  # its file is as of the log's end already
             report.unchanged += 1
@@ -48,22 +49,18 @@ def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozens
     return report
 
 
-def _written_ends(out: Path) -> dict[PartitionId, int]:
-    """The source offset each file of an earlier snapshot is as of."""
-    ends = {}
-    for path in out.glob(f"*{SUFFIX}"):
-        topic, _, partition = path.name[: -len(SUFFIX)].rpartition("-")
-        metadata = pq.read_schema(path).metadata or {}
-        if partition.isdigit() and END_OFFSET in metadata:
-            ends[PartitionId(topic, int(partition))] = int(metadata[END_OFFSET])
-    return ends
-
-
-def _kept_value_type(out: Path) -> pa.DataType | None:
-    """The value column of a file an earlier snapshot wrote (for JSON, the schema it inferred)."""
+def _written(out: Path) -> tuple[dict[PartitionId, int], pa.DataType | None]:
+    """What an earlier snapshot wrote: the source offset each file is as of, and the value column's type
+    (for JSON, the schema it inferred)."""
+    ends, kept = {}, None
     for path in sorted(out.glob(f"*{SUFFIX}")):
-        return pq.read_schema(path).field("value").type
-    return None
+        schema = pq.read_schema(path)
+        if kept is None:
+            kept = schema.field("value").type
+        pid = PartitionId.from_name(path.name[: -len(SUFFIX)])
+        if pid is not None and END_OFFSET in (schema.metadata or {}):
+            ends[pid] = int(schema.metadata[END_OFFSET])
+    return ends, kept
 
 
 def _replace(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> None:

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.log.columns import NO_HEADERS, header_lists
+from streaming.table.kafka_columns import HEADERS_TYPE, no_headers
 
-HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 TABLE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                           ("timestamp", pa.timestamp("us", tz="UTC")), ("key", pa.binary()), ("value", pa.binary()),
                           ("headers", HEADERS_TYPE)])
@@ -28,7 +28,7 @@ def table_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBa
     n = batch.num_rows
     encoded = batch.column("headers")
     if pc.all(pc.equal(encoded, NO_HEADERS)).as_py() is not False:
-        headers = pa.array([[]] * n, HEADERS_TYPE)
+        headers = no_headers(n)
     else:
         headers = pa.array([[{"key": k, "value": v} for k, v in pairs] for pairs in header_lists(encoded)],
                            HEADERS_TYPE)

@@ -9,7 +9,6 @@ neither changes them under the reader nor deletes the objects they come from (re
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
@@ -21,7 +20,7 @@ from streaming.errors import UsageError
 from streaming.job.spec import load_saved
 from streaming.log.manifest import load_newest
 from streaming.log.read_hold import holding
-from streaming.partition_id import PartitionId
+from streaming.partition_id import PartitionId, offsets_from_json
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
 from streaming.table.rows import table_rows
@@ -48,10 +47,7 @@ class TableQuery:
 def parse_as_of_offsets(text: str, option: str = "asOfOffsets") -> dict[PartitionId, int]:
     """JSON like {"orders":{"0":120,"1":-1}} (-1: as it is now), refused in one line naming ``option``."""
     try:
-        parsed = json.loads(text)
-        if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
-            raise ValueError("expected {\"topic\": {\"partition\": offset}}")
-        given = {PartitionId(t, int(p)): int(o) for t, parts in parsed.items() for p, o in parts.items()}
+        given = offsets_from_json(text)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{option} must be JSON like {{\"orders\":{{\"0\":120,\"1\":-1}}}} (-1: as now): {exc}") from None
     odd = sorted(f"{pid}: {o}" for pid, o in given.items() if o < LATEST)
@@ -87,7 +83,7 @@ def logs_to_read(state_uri: str, query: TableQuery) -> list[LogToRead]:
     if unknown:
         raise UsageError(f"asOfOffsets names partitions the state dir has no log of: {', '.join(unknown)}")
     chosen = []
-    for pid in sorted(logs, key=lambda p: (p.topic, p.partition)):
+    for pid in sorted(logs):
         if query.topics is not None and pid.topic not in query.topics:
             continue
         item = LogToRead(state_uri, pid, logs[pid].directory, saved.topics[pid.topic].compaction, query.as_of(pid),

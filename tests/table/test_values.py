@@ -6,7 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from streaming.table.rows import HEADERS_TYPE, TABLE_SCHEMA
+from streaming.table.kafka_columns import HEADERS_TYPE
+from streaming.table.rows import TABLE_SCHEMA
 from streaming.table.values import ValueColumn, ValueFormat, ValueFormatError
 
 
@@ -43,3 +44,9 @@ def test_text_must_be_utf8_and_an_output_keeps_its_format() -> None:
         ValueColumn(ValueFormat.STRING).apply([_rows(b"\xff")], "t-0")
     with pytest.raises(ValueFormatError, match="out holds values as string, not json"):
         ValueColumn(ValueFormat.JSON, pa.large_string(), "out")
+
+
+def test_the_formats_are_the_run_options_choices() -> None:
+    from streaming.settings import RUN_OPTIONS
+
+    assert tuple(f.value for f in ValueFormat) == RUN_OPTIONS["snapshot.value.format"].choices

@@ -34,6 +34,7 @@ from streaming.partition_id import PartitionId
 from streaming.logging_setup import configure_worker
 from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
+from streaming.table.kafka_columns import HEADERS_TYPE, no_headers
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,10 @@ log = logging.getLogger(__name__)
 SOURCE_NAME = "kcompact-kafka"
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
               "timestampType int, headers array<struct<key:string,value:binary>>")
-HEADER_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                           ("partition", pa.int32()), ("offset", pa.int64()),
                           ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-                          ("headers", HEADER_TYPE)])
+                          ("headers", HEADERS_TYPE)])
 # confluent-kafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's TimestampType ids, which
 # Spark's timestampType column holds
 _TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
@@ -358,9 +358,7 @@ class _Columns:
         stamps = np.fromiter(itertools.chain.from_iterable(self.timestamps), dtype=np.int64, count=2 * n).reshape(n, 2)
         kinds, millis = stamps[:, 0], stamps[:, 1]
         types = _TIMESTAMP_TYPE_IDS[kinds]
-        headers = (pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
-                                            pa.array([], HEADER_TYPE.value_type), type=HEADER_TYPE)
-                   if not any(self.headers) else pa.array([h or [] for h in self.headers], HEADER_TYPE))
+        headers = no_headers(n) if not any(self.headers) else pa.array([h or [] for h in self.headers], HEADERS_TYPE)
         batch = pa.RecordBatch.from_arrays([
             pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
             pa.repeat(pa.scalar(self.topic, pa.string()), n), pa.array(np.full(n, self.partition, dtype=np.int32)),

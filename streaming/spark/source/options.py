@@ -79,13 +79,19 @@ class KafkaSourceOptions:
         else:
             max_offsets_value = None
 
-        fail = (get("failOnDataLoss") or "true").strip().lower()
-        if fail not in ("true", "false"):
-            raise SourceOptionError(f"option 'failOnDataLoss' must be true or false, got {fail!r}")
+        fail = boolean_option("failOnDataLoss", get("failOnDataLoss"), True)
         poll = get("kafkaConsumer.pollTimeoutMs")
         return cls(subscription=subscription, client_config=client, starting_offsets=starting,
-                   max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail == "true",
+                   max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail,
                    poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS)
+
+
+def boolean_option(name: str, value: str | None, default: bool) -> bool:
+    """A source option that is true or false (any case), refused in one line naming it."""
+    text = (value or str(default)).strip().lower()
+    if text not in ("true", "false"):
+        raise SourceOptionError(f"option '{name}' must be true or false, got {text!r}")
+    return text == "true"
 
 
 def spark_options(read: SourceRead) -> dict[str, str]:

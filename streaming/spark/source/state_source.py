@@ -17,12 +17,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from streaming.errors import UsageError
+from streaming.spark.source.options import boolean_option
 from streaming.table.rows import SPARK_DDL
 from streaming.table.state_reader import LogToRead, TableQuery, logs_to_read, parse_as_of_offsets, read_log
 
 SOURCE_NAME = "kcompact"
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
-_BOOLEANS = {"true": True, "false": False}
 
 
 class LogPartition(InputPartition):
@@ -36,9 +36,6 @@ class StateReader(DataSourceReader):
         self.state_uri = options.get("path") or ""
         if not self.state_uri:
             raise UsageError("the kcompact source reads a state dir: spark.read.format(\"kcompact\").load(STATE_DIR)")
-        tombstones = options.get("includeTombstones", "false").lower()
-        if tombstones not in _BOOLEANS:
-            raise UsageError(f"option includeTombstones must be true or false, not {options['includeTombstones']!r}")
         timestamp = options.get("asOfTimestamp")
         if timestamp is not None and not timestamp.strip().lstrip("-").isdigit():
             raise UsageError(f"option asOfTimestamp is milliseconds since the epoch, not {timestamp!r}")
@@ -46,7 +43,8 @@ class StateReader(DataSourceReader):
         self.query = TableQuery(
             topics=frozenset(t.strip() for t in topics.split(",")) if topics else None,
             as_of_offsets=parse_as_of_offsets(options["asOfOffsets"]) if "asOfOffsets" in options else {},
-            as_of_timestamp_ms=int(timestamp) if timestamp is not None else None, tombstones=_BOOLEANS[tombstones])
+            as_of_timestamp_ms=int(timestamp) if timestamp is not None else None,
+            tombstones=boolean_option("includeTombstones", options.get("includeTombstones"), False))
         self.pruned: dict[str, frozenset | None] = {"topic": None, "partition": None}  # by pushed filters
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:

@@ -66,7 +66,7 @@ def test_a_state_dir_on_object_storage_reads_the_same(spark, s3_server, tmp_path
 
 
 def test_options_are_checked_in_one_line(spark, model) -> None:
-    with pytest.raises(Exception, match="option includeTombstones must be true or false, not 'yes'"):
+    with pytest.raises(Exception, match="option 'includeTombstones' must be true or false, got 'yes'"):
         spark.read.format("kcompact").option("includeTombstones", "yes").load(model.uri).collect()
     with pytest.raises(Exception, match="option asOfTimestamp is milliseconds since the epoch, not 'noon'"):
         spark.read.format("kcompact").option("asOfTimestamp", "noon").load(model.uri).collect()
