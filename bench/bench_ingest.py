@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streaming.brokers.choice import acquire_broker
 from streaming.job.append import LogAppender
 from streaming.job.engine import QueryPlan, SourceRead
-from streaming.subscription import Subscribe
+from streaming.configuration.subscription import Subscribe
 from streaming.spark.driver import SparkEngine
 from streaming.log import LogConfig, PartitionLog, make_record
 from streaming.spark.session import build_session

@@ -23,7 +23,7 @@ from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
 from streaming.spark.driver import SparkEngine
 from streaming.spark.source.kafka_source import FETCH_QUEUE_BACKOFF_MS, MAX_PARTITION_FETCH_BYTES
-from streaming.subscription import Subscribe
+from streaming.configuration.subscription import Subscribe
 
 HOUR = 3_600_000
 MM2_POM = Path(__file__).with_name("mirror_maker") / "pom.xml"

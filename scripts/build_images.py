@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from streaming import user_cache
+from streaming.runtime import user_cache
 from streaming.brokers.engine import EngineMissing, client
 from streaming.brokers.images import CONTENT_LABEL, KCOMPACT_IMAGE, content_of, kafka_image
 from streaming.brokers.local.jars import POM, ensure_kafka_jars

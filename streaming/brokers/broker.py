@@ -11,8 +11,9 @@ from typing import Callable
 from streaming.brokers.local import LocalKafka
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.brokers.properties import ADMIN_USER, SCRAM_MECHANISM
-from streaming.certificates import Certificates, write_private
-from streaming import java_properties
+from streaming.security.certificates import Certificates, write_private
+from streaming.configuration import java_properties
+from streaming.configuration.client_properties import java_client_properties
 from streaming.errors import UserError
 from streaming.kafka.acls import upsert_scram_user
 
@@ -51,22 +52,40 @@ class SecureAccess:
         return {"security.protocol": "SSL", **self.certificates.client_settings(mutual=True)}
 
     def write_client_files(self) -> ClientFiles:
-        """Beside the certificates: the admin's password, and a `kcompact run --config-file` for each secured
-        listener, whose password is a reference to that file (never the password itself)."""
+        """Beside the certificates: the admin's password, a `kcompact run --config-file` for each secured
+        listener, whose password is a reference to that file (never the password itself), and the admin's
+        client properties in Java's form, for kafka-acls.sh --command-config and kcompact's --admin-config."""
         d = self.certificates.dir
-        files = ClientFiles(d / PASSWORDS_FILE, d / SCRAM_CONFIG_FILE, d / MTLS_CONFIG_FILE)
+        files = ClientFiles(d / PASSWORDS_FILE, d / SCRAM_CONFIG_FILE, d / MTLS_CONFIG_FILE, d / ADMIN_COMMAND_FILE)
         write_private(files.passwords, java_properties.dumps({ADMIN_USER: self.admin_password}).encode())
+        write_private(files.admin_command, java_properties.dumps(java_client_properties(self.admin())).encode())
         scram = {**self.admin(), "sasl.password": f"${{file:{files.passwords}:{ADMIN_USER}}}"}
-        for path, bootstrap, settings in ((files.scram_config, self.sasl_ssl_bootstrap_servers, scram),
-                                          (files.mtls_config, self.ssl_bootstrap_servers, self.mtls())):
-            write_private(path, java_properties.dumps(
-                {"bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in settings.items()}}).encode())
+        self._write_config_file(files.scram_config, self.sasl_ssl_bootstrap_servers, scram)
+        self._write_config_file(files.mtls_config, self.ssl_bootstrap_servers, self.mtls())
         return files
+
+    def write_user(self, setup_bootstrap_servers: str, user: str) -> UserFiles:
+        """A SCRAM user made now with a new password, kept in a file of its own (0600), and a `kcompact run
+        --config-file` that logs in as it by reference to that file. It holds no ACL: grant what it needs."""
+        password = secrets.token_urlsafe(18)
+        upsert_scram_user(setup_bootstrap_servers, user, password)
+        d = self.certificates.dir
+        files = UserFiles(user, d / f"{user}.password.properties", d / f"{user}-sasl-ssl.properties")
+        write_private(files.password, java_properties.dumps({"sasl.password": password}).encode())
+        self._write_config_file(files.config, self.sasl_ssl_bootstrap_servers,
+                                self.scram(user, f"${{file:{files.password}:sasl.password}}"))
+        return files
+
+    @staticmethod
+    def _write_config_file(path: Path, bootstrap: str, settings: dict[str, str]) -> None:
+        write_private(path, java_properties.dumps(
+            {"bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in settings.items()}}).encode())
 
 
 PASSWORDS_FILE = "passwords.properties"
 SCRAM_CONFIG_FILE = "admin-sasl-ssl.properties"
 MTLS_CONFIG_FILE = "client-mtls.properties"
+ADMIN_COMMAND_FILE = "admin-command.properties"
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,14 @@ class ClientFiles:
     passwords: Path
     scram_config: Path
     mtls_config: Path
+    admin_command: Path  # Java's form, password included (0600): for Kafka's tools and --admin-config
+
+
+@dataclass(frozen=True)
+class UserFiles:
+    user: str
+    password: Path  # sasl.password=..., 0600
+    config: Path  # a kcompact --config-file logging in as the user
 
 
 def secure_access(bootstrap_servers: str, ssl: str, sasl_ssl: str, certificates: Certificates) -> SecureAccess:

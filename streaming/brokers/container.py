@@ -16,7 +16,7 @@ from streaming.brokers.broker import Broker, BrokerError, BrokerKind, secure_acc
 from streaming.brokers.engine import run_labels
 from streaming.brokers.local.server import LOCAL_HOST, STARTED, free_port
 from streaming.brokers.properties import Listeners, as_environment, broker_properties
-from streaming.certificates import make_certificates
+from streaming.security.certificates import make_certificates
 from streaming.kafka.admin import wait_for_metadata
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from streaming.certificates import Certificates
+from streaming.security.certificates import Certificates
 
 ENV_PREFIX = "KAFKA_"
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from streaming.errors import UserError
 from streaming.log.config import LogConfig
 from streaming.erasure.events import AuditKeys
-from streaming.settings import SETTINGS, Scope, setting_field as _setting
+from streaming.configuration.settings import SETTINGS, Scope, setting_field as _setting
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,11 @@ class CompactionConfig:
         first record is max.compaction.lag.ms old (KIP-354), and min.compaction.lag.ms holds it at least that
         long. Kafka's defaults make this a week."""
         return max(self.min_compaction_lag_ms, min(self.segment_ms, self.max_compaction_lag_ms))
+
+    def drained(self) -> "CompactionConfig":
+        """For a drain (--once --drain): every partition with anything cleanable is cleaned, however little of
+        its log is dirty; min.compaction.lag.ms still holds records back."""
+        return replace(self, min_cleanable_dirty_ratio=0.0)
 
     @property
     def log_config(self) -> LogConfig:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from streaming.partition_id import PartitionId
 from streaming.cleaner.config import CompactionConfig
-from streaming.settings import LONG_MAX
+from streaming.configuration.settings import LONG_MAX
 from streaming.log.segment import SegmentMeta
 
 

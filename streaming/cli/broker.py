@@ -6,6 +6,7 @@ super user and the file that holds its password, the client certificate, and a -
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import threading
 
@@ -16,6 +17,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from streaming.brokers.choice import start_local_broker, start_local_cluster  # noqa: PLC0415 (imports Kafka)
     from streaming.brokers.local.supervisor import supervise  # noqa: PLC0415
 
+    if args.user and not args.secure:
+        raise UsageError("--user makes a SCRAM user of the secured listeners: give --secure too")
     if args.brokers == 3:
         if args.port is not None:
             raise UsageError("--port is for one broker; a cluster's nodes take free ports (or those its --data-dir kept)")
@@ -29,7 +32,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     try:
         print(f"bootstrap.servers={broker.bootstrap_servers}  ({what}; Ctrl-C stops it)", flush=True)
         if args.secure:
-            print(_secured(broker), flush=True)
+            print(_secured(broker, args.user), flush=True)
         supervise(broker.cluster.nodes if broker.cluster else [broker.server], stop, lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         pass
@@ -38,13 +41,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _secured(broker) -> str:
+def _secured(broker, users: list[str]) -> str:
     from streaming.brokers.properties import ADMIN_USER  # noqa: PLC0415
 
     s = broker.secure
     files = s.write_client_files()
     c = s.certificates
-    return "\n".join([
+    lines = [
         "secured listeners (ACLs enforced; the listener above is for set-up: its ANONYMOUS principal is a super user)",
         f"  SASL_SSL, SCRAM-SHA-512: {s.sasl_ssl_bootstrap_servers}  user {ADMIN_USER} (a super user), password in "
         f"{files.passwords} under '{ADMIN_USER}'",
@@ -53,7 +56,15 @@ def _secured(broker) -> str:
         f"  ssl.certificate.location={c.client_cert}  ssl.key.location={c.client_key}",
         f"  kcompact run --config-file {files.scram_config} (SCRAM) or {files.mtls_config} (mTLS), "
         f"then --source-topic/--sink-topic/--state-dir",
-    ])
+        f"  the admin's client properties (kafka-acls.sh --command-config, kcompact --admin-config): "
+        f"{files.admin_command}",
+    ]
+    for user in users:
+        made = s.write_user(broker.bootstrap_servers, user)
+        lines.append(f"  user {user} (SCRAM-SHA-512, no ACLs yet): password in {made.password}; kcompact run "
+                     f"--config-file {made.config}; grant what a job needs: kcompact run ... --print-acls --apply "
+                     f"--admin-config {files.admin_command}")
+    return "\n".join(lines)
 
 
 def add_parsers(sub) -> None:
@@ -65,4 +76,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--secure", action="store_true",
                    help="also print how to reach the TLS listeners (SCRAM-SHA-512 over SASL_SSL, mTLS), where ACLs "
                         "are enforced, and write a --config-file for each")
+    p.add_argument("--user", action="append", default=[], metavar="NAME", type=_user_name,
+                   help="with --secure: also make this SCRAM user (repeatable), its new password in a 0600 file and "
+                        "a --config-file that logs in as it; it holds no ACLs")
     p.set_defaults(func=cmd_broker)
+
+
+def _user_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", text) or text.startswith("."):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a user name (letters, digits, '.', '_', '-')")
+    return text

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import difflib
 import logging
-from typing import Any
+from typing import Any, Mapping
 
-from streaming import java_properties
+from streaming.configuration import java_properties
 from streaming.errors import UsageError
 from streaming.job.options import RunOptions
-from streaming.settings import RUN_OPTIONS, SETTINGS, Type
+from streaming.configuration.settings import RUN_OPTIONS, SETTINGS, Type
 
 log = logging.getLogger("kcompact")
 
@@ -61,6 +61,12 @@ def read(path: str) -> dict[str, Any]:
                 f"{', '.join(o.file_prefix + '*' for o in PREFIXED)}")
         raise UsageError(f"--config-file {path}: unknown key {key!r}; {hint}")
     return values
+
+
+def origins(path: str, from_file: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Where the file gave each KEY=VALUE option's keys, by option name and key, as written in it."""
+    return {name: {k: f"{RUN_OPTIONS[name].file_key(k)} in {path}" for k in pairs}
+            for name, pairs in from_file.items() if RUN_OPTIONS[name].type is Type.PAIRS}
 
 
 def render(options: RunOptions) -> str:

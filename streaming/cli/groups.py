@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from streaming import redaction
+from streaming.security import redaction
 from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option, sink_settings
 from streaming.errors import UsageError
 

@@ -12,7 +12,9 @@ import sys
 import traceback
 from typing import Sequence
 
-from streaming import __version__, logging_setup, redaction
+from streaming import __version__
+from streaming.runtime import logging_setup
+from streaming.security import redaction
 from streaming.cli import acls, broker, groups, playground, run, snapshot, spark_submit, state_reports, verify
 from streaming.errors import USER_ERRORS
 

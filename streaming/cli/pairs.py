@@ -7,8 +7,8 @@ import re
 from typing import Mapping, Sequence
 
 from streaming.errors import UsageError
-from streaming.settings import key_values
-from streaming.subscription import regex_problem
+from streaming.configuration.settings import key_values
+from streaming.configuration.subscription import regex_problem
 
 
 def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
@@ -21,6 +21,14 @@ def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
 def sink_settings(source: Mapping[str, str], sink: Mapping[str, str], same_cluster: bool) -> dict[str, str]:
     """The sink side's client settings: on one cluster it is reached as the source is, unless told otherwise."""
     return {**source, **sink} if same_cluster else dict(sink)
+
+
+def setting_origins(origins: Mapping[str, Mapping[str, str]], same_cluster: bool) -> tuple[dict[str, str],
+                                                                                           dict[str, str]]:
+    """The source's and the sink's client settings' origins in a config file (RunOptions.origins), merged as
+    sink_settings merges the settings."""
+    source = dict(origins.get("kafka", {}))
+    return source, sink_settings(source, origins.get("sink.kafka", {}), same_cluster)
 
 
 def regex_option(text: str, option: str) -> re.Pattern[str]:

@@ -3,7 +3,7 @@ binary units, and measured values to three significant digits. JSON output keeps
 
 from __future__ import annotations
 
-from streaming.settings import LONG_MAX
+from streaming.configuration.settings import LONG_MAX
 
 
 def duration_text(ms: int | None) -> str:

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from streaming import config_providers, logging_setup, redaction
+from streaming.configuration import config_providers
+from streaming.runtime import logging_setup
+from streaming.security import redaction
 from streaming.cli import acls
-from streaming.cli.pairs import sink_settings
+from streaming.cli.pairs import setting_origins, sink_settings
 from streaming.errors import UsageError
 from streaming.job.options import RunOptions
-from streaming.subscription import subscription_of
-from streaming.settings import RUN_OPTIONS, Type
+from streaming.configuration.subscription import subscription_of
+from streaming.configuration.settings import RUN_OPTIONS, Type
 
 if TYPE_CHECKING:  # types only: --help, status and dump load neither a Kafka client nor the cleaner
     from streaming.cleaner import Overrides
@@ -62,12 +63,15 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             values[name] = RUN_OPTIONS[name].value_of(raw)
         except ValueError as exc:
             raise UsageError(f"{RUN_OPTIONS[name].flag}: {exc}") from None
-    from_file = config_file.read(values["config.file"]) if "config.file" in values else {}
+    path = values.get("config.file")
+    from_file = config_file.read(path) if path else {}
+    origins = config_file.origins(path, from_file) if path else {}
     merged = {**from_file, **values}
     for name in from_file.keys() & values.keys():
         if RUN_OPTIONS[name].type is Type.PAIRS:  # key by key, the command line's winning
             merged[name] = {**from_file[name], **values[name]}
-    return RunOptions.of(merged, live_progress=ProgressDisplay.wanted_live(args.log_format))
+            origins[name] = {k: v for k, v in origins[name].items() if k not in values[name]}
+    return RunOptions.of(merged, live_progress=ProgressDisplay.wanted_live(args.log_format), origins=origins)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -112,6 +116,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     from streaming.spark.driver import SparkEngine  # noqa: PLC0415
     from streaming.spark.session import build_session  # noqa: PLC0415
     from streaming.state.locks import StateDirLock  # noqa: PLC0415
+    from streaming.security.private_files import private_files  # noqa: PLC0415
     from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
 
     sink_bootstrap = options.sink_bootstrap_servers or options.bootstrap_servers
@@ -127,8 +132,9 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     warn_if_readable_by_others(options.checkpoint_location, "--checkpoint-location")
 
     wait = min(CONNECT_TIMEOUT_S, options.retry_timeout)
-    source = Cluster("source", options.bootstrap_servers, source_kafka, connect_timeout_s=wait)
-    sink = Cluster("sink", sink_bootstrap, sink_kafka, connect_timeout_s=wait)
+    source_origins, sink_origins = setting_origins(options.origins, same_cluster=not options.sink_bootstrap_servers)
+    source = Cluster("source", options.bootstrap_servers, source_kafka, connect_timeout_s=wait, origins=source_origins)
+    sink = Cluster("sink", sink_bootstrap, sink_kafka, connect_timeout_s=wait, origins=sink_origins)
     sync = TopicSync(source, sink, subscription, naming, overrides, dict(options.sink_topic_config),
                      options.dead_letter_topic)
     permissions = AccessCheck(source, sink)  # both clusters have answered and accepted the login
@@ -150,28 +156,28 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     plans = sync.sync({})
     permissions.after_creating(access)
     lock = StateDirLock(state)
-    previous_umask = os.umask(0o077)  # the state dir is a copy of the mirrored data: for this user only
     try:
-        spec = JobSpec(mapping, options.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
-                       settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
-                       trigger_interval_ms=round(options.trigger_interval * 1000))
-        _print_plans(spec, source_kafka, sink_kafka)
-        if not options.once:
-            _warn_of_late_first_emission(spec)
-        spec.save(state)
-        public_conf, secret_conf = spark_settings(options.spark_conf)
-        extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
-        engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=args.log_level,
-                                                   extra=extra, secret=secret_conf))  # started when first needed
-        job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink),
-                                                            _table_sync_schedule(options)))
-        if options.metrics_port is not None:
-            serve_metrics(job.collector, options.metrics_port, options.metrics_host)
-            log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
-        return job.run()
+        # the state dir and a --snapshot-every table are copies of the mirrored data
+        with private_files():
+            spec = JobSpec(mapping, options.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
+                           settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
+                           trigger_interval_ms=round(options.trigger_interval * 1000))
+            _print_plans(spec, source_kafka, sink_kafka)
+            if not options.once:
+                _warn_of_late_first_emission(spec)
+            spec.save(state)
+            public_conf, secret_conf = spark_settings(options.spark_conf)
+            extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
+            engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=args.log_level,
+                                                       extra=extra, secret=secret_conf))  # started when first needed
+            job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink),
+                                                                _table_sync_schedule(options)))
+            if options.metrics_port is not None:
+                serve_metrics(job.collector, options.metrics_port, options.metrics_host)
+                log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
+            return job.run()
     finally:
         lock.release()
-        os.umask(previous_umask)
 
 
 def _group_sync_pattern(options: RunOptions) -> re.Pattern[str] | None:
@@ -215,7 +221,10 @@ def _acl_sync_schedule(options: RunOptions, source: Cluster, sink: Cluster):
     from streaming.job.acl_sync import AclSyncSchedule  # noqa: PLC0415
     from streaming.kafka.acl_sync import TopicAclSync  # noqa: PLC0415
 
-    return AclSyncSchedule(TopicAclSync(source, sink), options.sync_topic_acls_interval)
+    from streaming.kafka.permissions import principal_of  # noqa: PLC0415
+
+    mirror = frozenset(principal_of(config_providers.resolve_all(c.settings)) for c in (source, sink))
+    return AclSyncSchedule(TopicAclSync(source, sink, mirror), options.sync_topic_acls_interval)
 
 
 def _print_plans(spec, source_kafka: dict, sink_kafka: dict) -> None:

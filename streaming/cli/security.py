@@ -9,8 +9,8 @@ import os
 import stat
 from typing import Mapping, Sequence
 
-from streaming import config_providers
-from streaming.redaction import SECRET_KEY
+from streaming.configuration import config_providers
+from streaming.security.redaction import SECRET_KEY
 
 log = logging.getLogger("kcompact")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streaming.settings import RUN_OPTIONS
+from streaming.configuration.settings import RUN_OPTIONS
 
 
 def add_parsers(sub) -> None:
@@ -30,6 +30,7 @@ def add_parsers(sub) -> None:
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     from streaming.errors import UsageError  # noqa: PLC0415
+    from streaming.security.private_files import private_files  # noqa: PLC0415
     from streaming.table.values import ValueFormat  # noqa: PLC0415
 
     fmt = args.format or ("iceberg" if args.iceberg_table else None)
@@ -40,7 +41,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             raise UsageError("--format parquet writes to --output DIR (and takes no --iceberg-table)")
         from streaming.table.parquet_snapshot import write_parquet  # noqa: PLC0415 (pyarrow's parquet)
 
-        report = write_parquet(args.state_dir, args.output, ValueFormat(args.value_format), _topics(args))
+        with private_files():  # as private as the state dir it copies
+            report = write_parquet(args.state_dir, args.output, ValueFormat(args.value_format), _topics(args))
     else:
         if not args.iceberg_table or args.output:
             raise UsageError("--format iceberg writes to --iceberg-table NAMESPACE.TABLE (and takes no --output)")
@@ -48,7 +50,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         from streaming.iceberg.target import IcebergTarget  # noqa: PLC0415
 
         target = IcebergTarget(args.iceberg_table, args.iceberg_catalog, args.iceberg_warehouse)
-        report = snapshot_to(args.state_dir, target, ValueFormat(args.value_format), _topics(args))
+        with private_files():  # the catalog and a local warehouse too
+            report = snapshot_to(args.state_dir, target, ValueFormat(args.value_format), _topics(args))
     print(report.describe(), file=sys.stdout)
     return 0
 

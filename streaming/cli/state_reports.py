@@ -9,7 +9,7 @@ import argparse
 import json
 import time
 
-from streaming import redaction
+from streaming.security import redaction
 from streaming.cli.pairs import parse_pairs, sink_settings
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from streaming import redaction
+from streaming.security import redaction
 from streaming.cli.pairs import parse_pairs, sink_settings
 from streaming.cli.run import CONNECT_TIMEOUT_S
-from streaming.subscription import subscription_of
+from streaming.configuration.subscription import subscription_of
 
 
 def add_parsers(sub) -> None:

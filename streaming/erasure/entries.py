@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from streaming.erasure.events import Emitted, Erased, Ingested, Removed, Superseded, events_of
 from streaming.partition_id import PartitionId
-from streaming.settings import LONG_MAX
+from streaming.configuration.settings import LONG_MAX
 
 
 @dataclass

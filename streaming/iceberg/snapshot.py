@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from streaming.errors import UserError
 from streaming.iceberg.target import IcebergTarget
-from streaming.moments import Moment, reached
+from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
 from streaming.table.rows import table_schema
 from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from streaming.erasure import events as audit
 from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
-from streaming.moments import Moment, reached
+from streaming.runtime.moments import Moment, reached
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
 from streaming.state.locks import partition_lock

@@ -150,7 +150,7 @@ def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int, drain: bool = False
         plog = open_partition_log(state, log_dir, plan.compaction.log_config)
         report = StageReport(log_dir.pid, log_end_offset=plog.log_end_offset)
         if (not plog.active.empty if drain else plog.forced_roll_due(now_ms)) or \
-                not _idle(plog, plan.compaction, now_ms, report):
+                not _idle(plog, _stage_config(plan.compaction, drain), now_ms, report):
             return None
         try:
             progress = read_progress({"bootstrap.servers": spec.sink_bootstrap, **spec.sink_kafka}, plan.sink,
@@ -178,6 +178,10 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
         return report
 
 
+def _stage_config(config: CompactionConfig, drain: bool) -> CompactionConfig:
+    return config.drained() if drain else config
+
+
 def _count_overdue(plog: PartitionLog, report: StageReport, spec: JobSpec, now_ms: int) -> None:
     config = spec.topics[report.pid.topic].compaction
     if config.erase_audit_keys is not AuditKeys.OFF:
@@ -192,7 +196,7 @@ def _roll_clean_emit(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms:
     topic, partition = log_dir.pid.topic, log_dir.pid.partition
     report = StageReport(log_dir.pid)
     plan = spec.topics[topic]
-    config = plan.compaction
+    config = _stage_config(plan.compaction, drain)
     auditing = config.erase_audit_keys is not AuditKeys.OFF
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset

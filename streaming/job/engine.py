@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence, TypeVar
 
-from streaming.subscription import StartingOffsets, Subscription
+from streaming.configuration.subscription import StartingOffsets, Subscription
 from streaming.partition_id import PartitionId
 
 if TYPE_CHECKING:  # types only: append.py hands micro-batches to the engine (no import cycle), and the source's

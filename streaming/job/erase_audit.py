@@ -18,7 +18,7 @@ from streaming.kafka.emitter import PartitionEmitter
 from streaming.kafka.translate import SinkReader, translate
 from streaming.log import PartitionLog
 from streaming.log.columns import offsets_of
-from streaming.settings import LONG_MAX
+from streaming.configuration.settings import LONG_MAX
 
 log = logging.getLogger(__name__)
 

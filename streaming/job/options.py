@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from streaming.errors import UsageError
-from streaming.subscription import StartingOffsets, Subscription
-from streaming.settings import RUN_OPTIONS, Setting, setting_field as _option
+from streaming.configuration.subscription import StartingOffsets, Subscription
+from streaming.configuration.settings import RUN_OPTIONS, Setting, setting_field as _option
 
 if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
     from streaming.job.acl_sync import AclSyncSchedule
@@ -20,6 +20,9 @@ class RunOptions:
     config_file: str | None = _option("config.file")
     print_config: bool = _option("print.config")
     print_acls: bool = _option("print.acls")
+    apply: bool = _option("apply")
+    admin_config: str | None = _option("admin.config")
+    sink_admin_config: str | None = _option("sink.admin.config")
     bootstrap_servers: str | None = _option("bootstrap.servers")
     source_topic: tuple[str, ...] = _option("source.topic")
     source_topic_pattern: str | None = _option("source.topic.pattern")
@@ -55,6 +58,9 @@ class RunOptions:
     iceberg_warehouse: str | None = _option("iceberg.warehouse")
     snapshot_value_format: str | None = _option("snapshot.value.format")
     live_progress: bool = field(default=False, compare=False)  # not an option: the log format decides it
+    # Not an option: where --config-file gave a KEY=VALUE option's keys, by option name and key, as written
+    # there ("kafka.sasl.password in job.properties"), for errors that name them (those absent: the flag).
+    origins: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         """Every value against the table's check, and each option that needs another with it, in one line

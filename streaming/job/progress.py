@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from streaming import logging_setup
+from streaming.runtime import logging_setup
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from streaming.job.failures import (Restarts, explain_failure, nothing_cleanable
                                     telling_line)
 from streaming.kafka.failures import is_transient
 from streaming.log.storage import LocalStorage, Storage
-from streaming.moments import Moment, reached
+from streaming.runtime.moments import Moment, reached
 from streaming.state.layout import checkpoint_dir, list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
@@ -42,6 +42,11 @@ from streaming.state.stores import open_state_dir
 log = logging.getLogger(__name__)
 
 IDLE = "waiting for records"
+# What the progress line says before the first micro-batch: Spark's launch, then the query's start, in which
+# Spark's streaming source process starts and asks the source for its offsets, take seconds each on 2 cores.
+STARTING_SPARK = "starting Spark"
+PLANNING_FIRST = "starting the query: planning the first micro-batch"
+PLANNING_AGAIN = "restarting the query from its checkpoint: planning the next micro-batch"
 STOP_GRACE_S = 8.0  # the first Ctrl-C waits this long for the batch in flight, then the job stops at once
 
 
@@ -286,6 +291,8 @@ class CompactorJob:
             if self.options.once and self._nothing_to_do():
                 code = self._outcome()
             else:
+                self._phase = STARTING_SPARK
+                log.info("starting Spark")  # the display waits for the launch, which takes seconds on 2 cores
                 self.engine.start()  # before the display: a launch takes the process's stderr for a moment
                 with ProgressDisplay(self.progress, self.options.live_progress):
                     self._run_query()
@@ -325,6 +332,7 @@ class CompactorJob:
         restarts = Restarts(self.options.retry_timeout)
         while True:
             self._closing = False
+            self._phase = PLANNING_FIRST if not self.totals.batches else PLANNING_AGAIN
             query = self._query()
             try:
                 self._watch(query)

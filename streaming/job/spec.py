@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from streaming.cleaner import CompactionConfig, JobSettings, KEYS_SET_BY_TOPIC, Overrides
-from streaming.settings import Scope
+from streaming.configuration.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
-from streaming.subscription import Subscription, subscription_from_doc
-from streaming.redaction import redact
+from streaming.configuration.subscription import Subscription, subscription_from_doc
+from streaming.security.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
 from streaming.state.stores import StateDir
@@ -110,13 +110,23 @@ class SavedJob:
     settings: JobSettings = JobSettings()
     dead_letter_topic: str | None = None
     trigger_interval_ms: int = 5000
+    # The job's client settings as saved: references to secrets as written, a secret given as a value redacted
+    source_kafka: Mapping[str, str] = field(default_factory=dict)
+    sink_kafka: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "SavedJob":
         settings = JobSettings.from_kafka(doc.get("settings", {}))
         return cls(JobMapping.from_doc(doc["mapping"]),
                    {t: TopicPlan.from_doc(t, d, settings) for t, d in doc["topics"].items()}, settings,
-                   doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000))
+                   doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000), doc.get("source_kafka", {}),
+                   doc.get("sink_kafka", {}))
+
+    def principals(self) -> frozenset[str]:
+        """The principals the job itself logs in as on its two clusters."""
+        from streaming.kafka.permissions import principal_of  # noqa: PLC0415 (the state reports load no Kafka client)
+
+        return frozenset(principal_of(s) for s in (self.source_kafka, self.sink_kafka))
 
     def plan_of(self, topic: str, state_dir: str) -> TopicPlan:
         """The plan of a source topic the job mirrors; any other topic is a usage error naming the ones it does."""

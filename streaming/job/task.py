@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 from typing import Iterable, Mapping
 
-from streaming.logging_setup import configure_worker
+from streaming.runtime.logging_setup import configure_worker
 
 BATCH_GC_THRESHOLDS = (100_000, 10, 10)
 

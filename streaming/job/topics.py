@@ -17,7 +17,7 @@ from streaming.cleaner import CompactionConfig, Overrides
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
-from streaming.subscription import StartingOffsets, Subscription, SubscribePattern
+from streaming.configuration.subscription import StartingOffsets, Subscription, SubscribePattern
 
 log = logging.getLogger(__name__)
 

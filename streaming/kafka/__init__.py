@@ -1,2 +1,3 @@
-"""Kafka's edge: administration, the emitter (sink), failures, plain clients, and the broker for tests and
-the demo. The only package that imports confluent_kafka, besides the Spark source that reads the topic."""
+"""Kafka's edge: administration, ACLs and their sync, the emitter (sink), consumer group offset sync, failure
+kinds and plain clients. The only package that imports confluent_kafka, besides the Spark source that reads the
+topic; the brokers the project runs live in streaming.brokers."""

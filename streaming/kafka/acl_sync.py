@@ -3,8 +3,8 @@ topic may read its sink topic.
 
 Each ALLOW ACL on topics of the source cluster that applies to a mirrored topic (literal on its name, the
 literal wildcard '*', or prefixed on a prefix of its name) and grants READ, DESCRIBE or ALL is added to the
-sink cluster as a literal ACL on the sink topic, for the same principal and host, with ALL downgraded to READ.
-WRITE is never copied (nor ALL as ALL): the sink is written by the mirror only. ACLs are only ever added: one
+sink cluster as a literal ACL on the sink topic, for the same principal and host, with ALL downgraded to READ;
+the mirror's own principals' ACLs are not copied (it reads the source to copy it). WRITE is never copied (nor ALL as ALL): the sink is written by the mirror only. ACLs are only ever added: one
 removed on the source stays on the sink until an operator removes it, as with MirrorMaker 2.
 """
 
@@ -36,10 +36,13 @@ def _applies(grant: Grant, topic: str) -> bool:
     return grant.name in (topic, WILDCARD)
 
 
-def sink_grants(source_grants: list[Grant], sinks: Mapping[str, str]) -> list[Grant]:
-    """The sink ACLs that the source's topic ACLs call for; ``sinks`` maps each mirrored topic to its sink."""
+def sink_grants(source_grants: list[Grant], sinks: Mapping[str, str],
+                mirror_principals: frozenset[str] = frozenset()) -> list[Grant]:
+    """The sink ACLs that the source's topic ACLs call for; ``sinks`` maps each mirrored topic to its sink.
+    The mirror's own principals read the source to copy it, not to read the copy: theirs are not copied."""
     wanted = {Grant(g.principal, COPIED[g.operation], Resource.TOPIC, sink, Pattern.LITERAL, g.host)
               for g in source_grants if g.resource == Resource.TOPIC and g.operation in COPIED
+              and g.principal not in mirror_principals
               for topic, sink in sinks.items() if _applies(g, topic)}
     return sorted(wanted, key=lambda g: (g.name, g.principal, g.operation, g.host))
 
@@ -48,11 +51,12 @@ def sink_grants(source_grants: list[Grant], sinks: Mapping[str, str]) -> list[Gr
 class TopicAclSync:
     source: Cluster
     sink: Cluster
+    mirror_principals: frozenset[str] = frozenset()  # the job's own, whose ACLs are never copied
 
     def missing(self, sinks: Mapping[str, str]) -> list[Grant]:
         """The sink ACLs the sync would add now."""
         try:
-            wanted = sink_grants(self._grants(self.source), sinks)
+            wanted = sink_grants(self._grants(self.source), sinks, self.mirror_principals)
             present = set(self._grants(self.sink))
         except KafkaException as exc:
             raise AclSyncError(f"cannot read topic ACLs: {reason(exc)}") from exc

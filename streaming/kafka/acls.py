@@ -38,6 +38,7 @@ _RESOURCE = {Resource.TOPIC: ResourceType.TOPIC, Resource.GROUP: ResourceType.GR
              Resource.TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID, Resource.CLUSTER: ResourceType.BROKER}
 _PATTERN = {Pattern.LITERAL: ResourcePatternType.LITERAL, Pattern.PREFIXED: ResourcePatternType.PREFIXED}
 CLUSTER_NAME = "kafka-cluster"  # the one cluster resource's name
+ADMIN_CONFIG_PLACEHOLDER = "ADMIN.properties"  # in a printed command: the admin's client properties go there
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,14 @@ class Grant:
         kind = self.resource.value.replace("-", " ")
         return f"{kind}s prefixed {self.name!r}" if self.pattern == Pattern.PREFIXED else f"{kind} {self.name!r}"
 
-    def command(self, bootstrap: str = "BOOTSTRAP") -> str:
-        """The kafka-acls.sh command that adds it."""
+    def command(self, bootstrap: str = "BOOTSTRAP", command_config: str | None = None) -> str:
+        """The kafka-acls.sh command that adds it; ``command_config``: the admin's client properties, which a
+        secured listener needs (command_config_for)."""
         where = "--cluster" if self.resource == Resource.CLUSTER else f"--{self.resource.value} '{self.name}'"
         pattern = " --resource-pattern-type prefixed" if self.pattern == Pattern.PREFIXED else ""
         host = "" if self.host == "*" else f" --allow-host {self.host}"
-        return (f"kafka-acls.sh --bootstrap-server {bootstrap} --add --allow-principal {self.principal}{host} "
+        config = f" --command-config {command_config}" if command_config else ""
+        return (f"kafka-acls.sh --bootstrap-server {bootstrap}{config} --add --allow-principal {self.principal}{host} "
                 f"--operation {self.operation.title().replace('_', '')} {where}{pattern}")
 
     def for_principal(self, principal: str) -> "Grant":
@@ -78,6 +81,16 @@ class Grant:
         resource = next(r for r, t in _RESOURCE.items() if t == b.restype)
         pattern = Pattern.PREFIXED if b.resource_pattern_type == ResourcePatternType.PREFIXED else Pattern.LITERAL
         return cls(b.principal, b.operation.name, resource, b.name, pattern, b.host)
+
+
+def command_config_for(settings: Mapping[str, str], given: str | None = None) -> str | None:
+    """What a printed kafka-acls.sh command passes as --command-config: the admin's file when one was given;
+    else, for a cluster reached over a secured listener (whose ACL commands need an admin's login), a name to
+    put one's own in place of."""
+    if given:
+        return given
+    secured = settings.get("security.protocol", "plaintext").lower() != "plaintext"
+    return ADMIN_CONFIG_PLACEHOLDER if secured else None
 
 
 def _admin(bootstrap_servers: str, settings: Mapping[str, str]) -> AdminClient:
@@ -106,6 +119,14 @@ def remove_grants(bootstrap_servers: str, grants: Iterable[Grant], settings: Map
     if filters:
         admin = _admin(bootstrap_servers, settings or {})
         _wait(admin.delete_acls(filters, request_timeout=TIMEOUT_S), "removing ACLs")
+
+
+def present_grants(admin: AdminClient) -> set[Grant]:
+    """Every ALLOW ACL of the cluster, on any resource; needs DESCRIBE on the cluster."""
+    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                           AclPermissionType.ALLOW)
+    return {Grant.of_binding(b) for b in admin.describe_acls(flt, request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+            if b.restype in _RESOURCE.values()}
 
 
 def topic_grants(admin: AdminClient) -> list[Grant]:

@@ -20,12 +20,17 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
 
 from streaming.errors import JobError
 from streaming.kafka.client_settings import client_settings, refused_because
-from streaming.kafka.failures import refusal_hint, refuses, retrying
+from streaming.kafka.failures import refusal_hint, refusal_keys, refuses, retrying
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 WAITING_NOTICE_S = 5.0  # a cluster silent this long at start is said to be awaited, not left to the timeout
+
+
+def _named_in(text: str, settings: Mapping[str, str]) -> list[str]:
+    """The settings librdkafka's own message names (its configuration errors quote the property)."""
+    return [k for k in settings if f'"{k}"' in text or f"'{k}'" in text]
 
 
 @dataclass
@@ -34,10 +39,24 @@ class Cluster:
     bootstrap_servers: str
     settings: dict[str, str] = field(default_factory=dict)
     connect_timeout_s: float = 30.0  # how long a metadata call waits for the cluster to answer
+    # Where the settings were given, for an error that names them: the option that gave them all (default:
+    # --kafka for the source, --sink-kafka for the sink), and the keys a config file gave, each as written
+    # there ("kafka.sasl.password in /etc/kcompact/job.properties").
+    given_by: str = ""
+    origins: Mapping[str, str] = field(default_factory=dict)
     _refusals: list[KafkaError] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.given_by = self.given_by or ("--kafka" if self.role == "source" else "--sink-kafka")
         self.renew_admin()
+
+    def given_with(self, keys: Iterable[str] = ()) -> str:
+        """Where ``keys`` (none: every setting) were given: each a config file gave, by its key there, and the
+        option for the rest."""
+        keys = list(keys) or list(self.settings) or [""]
+        named = sorted({self.origins[k] for k in keys if k in self.origins})
+        rest = [k for k in keys if k not in self.origins]
+        return " and ".join(named + ([self.given_by] if rest else []))
 
     def renew_admin(self) -> None:
         """A new admin client in place of the one in use. One whose coordinator request timed out against a dead
@@ -51,9 +70,11 @@ class Cluster:
                                       "error_cb": lambda err: refusals.append(err) if refuses(err) else None},
                                      refusals_reported=True))
         except KafkaException as exc:  # librdkafka refuses a setting when the client is made, before any request
-            why = refused_because(self.settings_with_bootstrap) or exc.args[0].str()
+            refusal = refused_because(self.settings_with_bootstrap)
+            why = refusal.why if refusal else exc.args[0].str()
+            keys = [refusal.key] if refusal and refusal.key else _named_in(exc.args[0].str(), self.settings)
             raise JobError(f"the {self.role} cluster's settings were refused: {why}. Check "
-                           f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
+                           f"{self.given_with(keys)}") from exc
 
     @property
     def settings_with_bootstrap(self) -> dict[str, str]:
@@ -73,9 +94,10 @@ class Cluster:
                 if self._refusals:
                     said = self._refusals[-1]
                     hint = refusal_hint(said)
+                    keys = [k for k in refusal_keys(said) if k in self.settings]
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} refused the compactor: "
                                    f"{said.str()}. {hint[0].upper() + hint[1:]} in the settings given with "
-                                   f"{'--kafka' if self.role == 'source' else '--sink-kafka'}") from exc
+                                   f"{self.given_with(keys)}") from exc
                 if time.monotonic() > deadline:
                     raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "
                                    f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc

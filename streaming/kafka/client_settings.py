@@ -8,16 +8,18 @@ process its metadata), often on the path every record waits for, so they connect
 user's setting wins.
 
 Config-provider references (``${file:...}``, ``${env:...}``) are resolved here, where every client is made,
-and what they name is masked in this process's logs from then on (streaming.config_providers says why).
+and what they name is masked in this process's logs from then on (streaming.configuration.config_providers says why).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass
 from typing import Mapping
 
-from streaming import config_providers, redaction
+from streaming.configuration import config_providers
+from streaming.security import redaction
 from streaming.kafka import librdkafka_build
 from streaming.kafka.client_log import with_client_log
 
@@ -33,7 +35,15 @@ def client_settings(settings: Mapping[str, object], refusals_reported: bool = Fa
     return with_client_log({SPARSE_CONNECTIONS: "false", **resolved}, refusals_reported)
 
 
-def refused_because(settings: Mapping[str, object]) -> str | None:
+@dataclass(frozen=True)
+class Refusal:
+    """Why librdkafka refused to make a client, and the setting that is about (None: librdkafka did not say)."""
+
+    why: str
+    key: str | None = None
+
+
+def refused_because(settings: Mapping[str, object]) -> Refusal | None:
     """Why librdkafka refused to make a client, when the settings themselves show it: a key it does not
     know (with the nearest one it does), or SASL with a mechanism this build lacks; None when they do not,
     and librdkafka's own message is the one to give."""
@@ -41,17 +51,19 @@ def refused_because(settings: Mapping[str, object]) -> str | None:
     for key, value in settings.items():
         if known and key not in known and not callable(value):
             nearest = difflib.get_close_matches(key, known, n=1)
-            return f"{key!r} is not a librdkafka setting" + (f" (did you mean {nearest[0]}?)" if nearest else "")
+            return Refusal(f"{key!r} is not a librdkafka setting" + (f" (did you mean {nearest[0]}?)" if nearest
+                                                                      else ""), key)
     for key in FILE_SETTINGS:
         path = settings.get(key)
         if isinstance(path, str) and path not in ("", "probe") and not os.path.exists(path):
-            return f"{key} {path}: no such file or directory"
+            return Refusal(f"{key} {path}: no such file or directory", key)
     protocol = str(settings.get("security.protocol", "")).upper()
     given = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
     mechanism = str(given or DEFAULT_SASL_MECHANISM).upper()
     built = librdkafka_build.sasl_mechanisms()
     if protocol.startswith("SASL") and built and mechanism not in built:
         which = f"sasl.mechanism={mechanism}" if given else f"no sasl.mechanism (librdkafka's default is {mechanism})"
-        return (f"security.protocol={protocol} with {which}, which this librdkafka build does not support; set "
-                f"sasl.mechanism to one it does: {', '.join(built)}")
+        return Refusal(f"security.protocol={protocol} with {which}, which this librdkafka build does not support; "
+                       f"set sasl.mechanism to one it does: {', '.join(built)}",
+                       "sasl.mechanism" if "sasl.mechanism" in settings else "security.protocol")
     return None

@@ -30,7 +30,7 @@ from streaming.kafka.clients import PartitionReader
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
 from streaming.log.columns import rows
 from streaming.log.record import LogRecord
-from streaming.moments import Moment, reached
+from streaming.runtime.moments import Moment, reached
 
 log = logging.getLogger(__name__)
 

@@ -49,13 +49,14 @@ REFUSED = frozenset({
 # A broker that wants a client certificate ends the handshake with an alert, which librdkafka reports as a
 # transport failure: only its text tells it from a broker that is away.
 CERTIFICATE_WANTED_TEXT = ("alert bad certificate", "alert certificate required", "alert handshake failure")
-# What to check, by what a refusal says.
+# What to check, by what a refusal says, and the settings that is about.
 _REFUSAL_HINTS = (
     (("certificate verify failed",), "the broker's certificate is not trusted: give the CA that signed it with "
-                                     "ssl.ca.location"),
+                                     "ssl.ca.location", ("ssl.ca.location",)),
     (CERTIFICATE_WANTED_TEXT, "the broker wants a client certificate: give ssl.certificate.location and "
-                              "ssl.key.location"),
-    (("SASL authentication",), "check sasl.mechanism, sasl.username and sasl.password"),
+                              "ssl.key.location", ("ssl.certificate.location", "ssl.key.location")),
+    (("SASL authentication",), "check sasl.mechanism, sasl.username and sasl.password",
+     ("sasl.mechanism", "sasl.username", "sasl.password")),
 )
 # What the group lookup of a consumer that only reads assigned partitions (and never commits) gets when its
 # principal may not describe the group: librdkafka looks the coordinator up anyway and says so once. The
@@ -97,11 +98,20 @@ def refuses(err: KafkaError) -> bool:
 
 def refusal_hint(err: KafkaError) -> str:
     """What to check for a refusal, where its text says."""
+    return _hint_of(err)[0]
+
+
+def refusal_keys(err: KafkaError) -> tuple[str, ...]:
+    """The settings a refusal is about, where its text says (none: the security settings at large)."""
+    return _hint_of(err)[1]
+
+
+def _hint_of(err: KafkaError) -> tuple[str, tuple[str, ...]]:
     text = err.str()
-    for said, hint in _REFUSAL_HINTS:
+    for said, hint, keys in _REFUSAL_HINTS:
         if any(t in text for t in said):
-            return hint
-    return "check the security settings"
+            return hint, keys
+    return "check the security settings", ()
 
 
 def is_fatal(exc: BaseException) -> bool:

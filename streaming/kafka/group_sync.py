@@ -24,7 +24,7 @@ from streaming.errors import JobError
 from streaming.kafka.admin import Cluster
 from streaming.kafka.failures import TRY_S, reason
 from streaming.kafka.translate import SinkReader, translate
-from streaming.moments import Moment, reached
+from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId
 
 log = logging.getLogger(__name__)

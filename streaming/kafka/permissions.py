@@ -29,12 +29,13 @@ from typing import Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from streaming.certificates import common_name
+from streaming.security.certificates import common_name
 from streaming.errors import JobError
 from streaming.kafka.acls import Grant, Pattern, Resource
 from streaming.kafka.admin import Cluster
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.emitter import TRANSACTIONAL_PREFIX, transactional_id
+from streaming.kafka.failures import TRY_S
 
 TIMEOUT_S = 30.0
 SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE_CONFIGS")
@@ -200,15 +201,22 @@ class AccessCheck:
             raise
 
     def _group(self, side: str, group: str, operation: str) -> None:
+        """A fresh cluster has no group coordinator until the first group request makes __consumer_offsets:
+        that request and the next ones are answered NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for a
+        while, as when a coordinator moves. Those are waited out (Cluster.answer), as the group sync does."""
         cluster = self.source if side == "source" else self.sink
-        future = cluster.admin.describe_consumer_groups([group], include_authorized_operations=True,
-                                                        request_timeout=TIMEOUT_S)[group]
-        try:
-            ops = [op.name for op in (future.result(TIMEOUT_S).authorized_operations or [])]
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
-                raise
-            ops = []
+
+        def described() -> list[str]:
+            future = cluster.admin.describe_consumer_groups([group], include_authorized_operations=True,
+                                                            request_timeout=TRY_S)[group]
+            try:
+                return [op.name for op in (future.result(TRY_S).authorized_operations or [])]
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    raise
+                return []
+
+        ops = cluster.answer(described, f"the ACLs of consumer group {group}")
         if operation not in ops:
             self._refuse(side, operation, Resource.GROUP, group)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streaming.settings import setting_field as _setting
+from streaming.configuration.settings import setting_field as _setting
 
 
 @dataclass(frozen=True)

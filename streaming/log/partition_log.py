@@ -35,7 +35,7 @@ from streaming.log.segment import (Chunk, SegmentMeta, object_body, object_damag
                                    read_batches, read_keys_checked, read_verified, segment_name)
 from streaming.log.segment_writer import room, with_object
 from streaming.log.storage import LocalStorage, Storage
-from streaming.settings import LONG_MAX
+from streaming.configuration.settings import LONG_MAX
 
 log = logging.getLogger(__name__)
 

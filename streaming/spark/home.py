@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyspark
 
-from streaming import user_cache
+from streaming.runtime import user_cache
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from streaming import logging_setup
+from streaming.runtime import logging_setup
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,

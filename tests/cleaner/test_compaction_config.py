@@ -8,7 +8,7 @@ import pytest
 
 from streaming.cleaner import CompactionConfig, ConfigError, JobSettings, KeylessPolicy, Strategy
 from streaming.log import LogConfig
-from streaming.settings import SETTINGS, Scope
+from streaming.configuration.settings import SETTINGS, Scope
 
 
 def test_defaults_are_kafkas() -> None:

@@ -13,18 +13,21 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from streaming import config_providers, java_properties
-from tests.cli.test_first_contact import TEXT_LINE
+from streaming.configuration import config_providers, java_properties
+from tests.cli.test_first_contact import TEXT_LINE, kcompact
 
 pytestmark = pytest.mark.integration
 
 
-def test_broker_secure_prints_settings_whose_config_files_log_in_to_each_secured_listener() -> None:
-    broker = subprocess.Popen([sys.executable, "-m", "streaming", "broker", "--secure"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+def test_broker_secure_prints_settings_whose_config_files_log_in_to_each_secured_listener(tmp_path) -> None:
+    """With --user, a SCRAM user with no ACLs and its password in a 0600 file; the admin's client properties
+    (Java's form) then grant that user a job's least set through --print-acls --apply, once: a second apply
+    adds nothing, and the dry run's commands name the file as kafka-acls.sh's --command-config."""
+    broker = subprocess.Popen([sys.executable, "-m", "streaming", "broker", "--secure", "--user", "mirror"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         lines = []
-        while not (lines and lines[-1].lstrip().startswith("kcompact run --config-file")):
+        while not (lines and lines[-1].lstrip().startswith("user mirror")):
             line = broker.stdout.readline()
             assert line, f"kcompact broker ended: {lines}"
             lines.append(line.rstrip())
@@ -32,14 +35,31 @@ def test_broker_secure_prints_settings_whose_config_files_log_in_to_each_secured
         assert "ssl.ca.location=" in printed and "principal User:kcompact-client" in printed
         scram = re.search(r"--config-file (\S+) \(SCRAM\)", printed).group(1)
         mtls = re.search(r"or (\S+) \(mTLS\)", printed).group(1)
-        for path in (scram, mtls):
+        user_config = re.search(r"user mirror .*--config-file (\S+);", printed).group(1)
+        password_file = re.search(r"user mirror .*password in (\S+);", printed).group(1)
+        admin_config = re.search(r"--admin-config\): (\S+)", printed).group(1)
+        assert os.stat(password_file).st_mode & 0o777 == 0o600 and os.stat(admin_config).st_mode & 0o777 == 0o600
+        for path in (scram, mtls, user_config):
             with open(path) as f:
                 settings = java_properties.load(f)
-            if path == scram:
+            if path != mtls:
                 assert settings["kafka.sasl.password"].startswith("${file:"), "the password stays in its file"
             client = config_providers.resolve_all({k.removeprefix("kafka."): v for k, v in settings.items()})
             admin = AdminClient(client)
             assert admin.list_topics(timeout=30).brokers, path
+
+        job = ["run", "--config-file", user_config, "--source-topic", "orders", "--sink-topic", "orders.c",
+               "--state-dir", str(tmp_path / "state"), "--print-acls", "--admin-config", admin_config]
+        dry = kcompact(*job)
+        commands = [line for line in dry.stdout.splitlines() if line.startswith("kafka-acls.sh")]
+        assert dry.returncode == 0 and commands and all(f"--command-config {admin_config} " in c for c in commands)
+        assert all("--allow-principal User:mirror " in c for c in commands), dry.stdout
+        first, again = kcompact(*job, "--apply"), kcompact(*job, "--apply")
+        assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+        added = int(re.search(r"(\d+) ACLs added, 0 already there", first.stdout).group(1))
+        assert added == len(commands), (first.stdout, commands)
+        assert f"0 ACLs added, {added} already there" in again.stdout, again.stdout
+        assert not (tmp_path / "state").exists(), "printing and granting ACLs makes no state dir"
     finally:
         broker.send_signal(signal.SIGTERM)
         assert broker.wait(60) == 0

@@ -19,7 +19,7 @@ import pytest
 from streaming.cli.main import build_parser
 from streaming.job.failures import explain_failure
 from streaming.job.spec import JobMapping
-from streaming.subscription import SubscribePattern
+from streaming.configuration.subscription import SubscribePattern
 from tests.cli.test_status import write_state_dir
 from tests.kafka_helpers import Sent, produce
 

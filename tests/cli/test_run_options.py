@@ -14,7 +14,7 @@ from streaming.cli.main import build_parser
 from streaming.cli.run import run_options
 from streaming.errors import UsageError
 from streaming.job.options import RunOptions
-from streaming.settings import RUN_OPTIONS, Scope, Type
+from streaming.configuration.settings import RUN_OPTIONS, Scope, Type
 
 
 def _run_parser() -> argparse.ArgumentParser:

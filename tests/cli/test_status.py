@@ -12,7 +12,7 @@ from streaming.partition_id import PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status, render_table
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
-from streaming.subscription import Subscribe
+from streaming.configuration.subscription import Subscribe
 from streaming.log import make_record
 from streaming.log.storage import write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log

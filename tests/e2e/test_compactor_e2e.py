@@ -268,30 +268,31 @@ def test_repeated_once_runs_keep_the_state_dir_within_a_few_objects_a_segment(sp
             [s for s in sent if s.partition == p])}
 
 
-def test_a_drain_with_nothing_new_and_empty_active_segments_starts_no_spark(spark, bootstrap_servers, new_topic,
-                                                                            tmp_path, monkeypatch, capsys) -> None:
+def test_a_drain_with_nothing_new_starts_no_spark_and_a_second_drain_cleans_whatever_the_dirty_ratio(
+        spark, bootstrap_servers, new_topic, tmp_path, monkeypatch, capsys) -> None:
     """--once --drain rolls every active segment: once a drain has emitted everything and nothing new came,
     every active segment is empty and the next drain has nothing to do, so it ends as --once does, in one
-    line and without Spark. A new record is drained by the run after it."""
+    line and without Spark. A few new records on the drained log are far below min.cleanable.dirty.ratio
+    (0.5 by default), and the next drain cleans and emits them all the same."""
     import streaming.spark.session
 
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     now = now_ms()
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 6), b"v%d" % i, now + i) for i in range(30)])
     drain = ("--drain",)
-    ratio = "min.cleanable.dirty.ratio=0.01"  # the last run's one new record is worth a pass
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), ratio, extra=drain) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), extra=drain) == 0
     started = []
     build = streaming.spark.session.build_session
     monkeypatch.setattr(streaming.spark.session, "build_session", lambda *a, **k: started.append(1) or build(*a, **k))
     capsys.readouterr()
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), ratio, extra=drain) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), extra=drain) == 0
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert not started and len(err) == 3 and "mirroring" in err[0], err
     assert "ending without starting Spark" in err[1] and " done: 0 records ingested, 0 passes" in err[2], err
-    sent += produce(bootstrap_servers, src, [Sent(0, b"k-new", b"new", now + 100)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), ratio, extra=drain) == 0
+    sent += produce(bootstrap_servers, src, [Sent(p, b"k-new%d" % p, b"new", now + 100) for p in (0, 1)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), extra=drain) == 0
     assert started
+    assert "2 records emitted" in capsys.readouterr().err
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
         assert sink_view(got[p]) == sent_view(winners([s for s in sent if s.partition == p]))

@@ -1,4 +1,4 @@
-"""A node SIGKILLed at each named moment of the job (streaming.moments), on the three-node cluster, with a
+"""A node SIGKILLed at each named moment of the job (streaming.runtime.moments), on the three-node cluster, with a
 producer writing throughout.
 
 The job is held at the moment (KCOMPACT_HOLD_AT), the node that moment depends on is killed, and the job is
@@ -24,7 +24,7 @@ from streaming.brokers.local.cluster import LocalCluster
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.emitter import transactional_id
-from streaming.moments import HOLD_ENV, REACHED, RELEASE, Moment
+from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from tests.e2e.cluster import group_coordinator, leader, transaction_coordinator
 from tests.e2e.helpers import assert_sink_contract, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob

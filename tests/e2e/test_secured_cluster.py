@@ -30,7 +30,7 @@ from streaming.kafka.acl_sync import sink_grants
 from streaming.kafka.acls import Grant, Pattern, Resource, add_grants, grants_of, upsert_scram_user
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.permissions import JobAccess, required_grants
-from streaming.moments import HOLD_ENV, REACHED, RELEASE, Moment
+from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, wait_for, winners
 from tests.kafka_helpers import Sent, produce
 

@@ -17,7 +17,7 @@ from streaming.erasure.events import AuditKeys
 from streaming.log import PartitionLog, make_record
 from streaming.log.journal import journal_dir
 from streaming.partition_id import PartitionId
-from streaming.settings import LONG_MAX
+from streaming.configuration.settings import LONG_MAX
 
 PID = PartitionId("t", 0)
 

@@ -18,7 +18,7 @@ from pyiceberg.catalog import load_catalog
 from streaming.iceberg import snapshot_to
 from streaming.iceberg.snapshot import CATALOG_NAME, OFFSETS_PROPERTY
 from streaming.iceberg.target import IcebergTarget
-from streaming.moments import HOLD_ENV, REACHED, Moment
+from streaming.runtime.moments import HOLD_ENV, REACHED, Moment
 from streaming.partition_id import PartitionId
 from streaming.table.values import ValueFormat
 from tests.table.state_dirs import STRATEGIES, StateDirModel, expected, state_dir, table_rows

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from streaming.job.append import AppendTask, LogAppender, append_partitions
 from streaming.job.engine import QueryPlan, SourceRead
-from streaming.subscription import EARLIEST, LATEST, StartingOffsets, Subscribe
+from streaming.configuration.subscription import EARLIEST, LATEST, StartingOffsets, Subscribe
 from streaming.partition_id import PartitionId
 from streaming.spark.driver import SparkEngine, SparkQuery
 from streaming.log import LogConfig

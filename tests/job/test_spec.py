@@ -11,7 +11,7 @@ from streaming.erasure.events import AuditKeys
 from streaming.errors import JobError
 from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
                                 resolve_compaction_config, sink_topic_settings)
-from streaming.subscription import Subscribe, SubscribePattern
+from streaming.configuration.subscription import Subscribe, SubscribePattern
 from streaming.state.stores import open_state_dir
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from streaming.errors import UsageError
 from streaming.job.topics import SinkNaming
-from streaming.subscription import Subscribe, SubscribePattern, subscription_of
+from streaming.configuration.subscription import Subscribe, SubscribePattern, subscription_of
 
 
 def test_a_pattern_matches_whole_names_and_never_internal_topics() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import KafkaError
 
-from streaming.certificates import make_certificates
+from streaming.brokers.choice import start_local_broker
+from streaming.kafka.admin import Cluster
+from streaming.security.certificates import make_certificates
 from streaming.kafka.acls import Grant, Resource
 from streaming.kafka.failures import refusal_hint, refuses
-from streaming.kafka.permissions import JobAccess, principal_of, required_grants
+from streaming.kafka.permissions import AccessCheck, JobAccess, principal_of, required_grants
 
 def test_on_one_cluster_what_the_sink_side_holds_is_not_asked_again_of_the_source_side() -> None:
     two = required_grants(JobAccess(("t",), ("s",), groups=("g",), sync_acls=True), "User:a", "User:a")
@@ -32,3 +35,14 @@ def test_a_refusal_says_what_to_check_and_a_broker_away_is_no_refusal() -> None:
     assert refuses(untrusted) and "ssl.ca.location" in refusal_hint(untrusted)
     assert refuses(no_cert) and "ssl.certificate.location" in refusal_hint(no_cert)
     assert not refuses(away)
+
+
+@pytest.mark.integration
+def test_the_group_check_at_start_waits_out_a_fresh_clusters_coordinator() -> None:
+    """On a cluster with no group yet, the first group request makes __consumer_offsets, and the requests
+    that follow are answered NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) until its partitions load: the
+    check at start of a job with --sync-group-offsets waits that out, as the group sync does."""
+    with start_local_broker() as fresh:
+        sink = Cluster("sink", fresh.secure.sasl_ssl_bootstrap_servers, fresh.secure.admin())
+        check = AccessCheck(Cluster("source", fresh.bootstrap_servers), sink)
+        check.before_creating(JobAccess((), (), groups=("orders-readers",)))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from streaming import user_cache
+from streaming.runtime import user_cache
 from streaming.spark.home import choose_spark_home, home_without_zips
 
 

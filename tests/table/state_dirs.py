@@ -13,7 +13,7 @@ from streaming.log import make_record
 from streaming.partition_id import PartitionId
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.stores import open_state_dir
-from streaming.subscription import Subscribe
+from streaming.configuration.subscription import Subscribe
 
 HEADER = "version"
 STRATEGIES = {"by-offset": "offset", "by-time": "timestamp", "by-header": "header"}

@@ -47,6 +47,6 @@ def test_text_must_be_utf8_and_an_output_keeps_its_format() -> None:
 
 
 def test_the_formats_are_the_run_options_choices() -> None:
-    from streaming.settings import RUN_OPTIONS
+    from streaming.configuration.settings import RUN_OPTIONS
 
     assert tuple(f.value for f in ValueFormat) == RUN_OPTIONS["snapshot.value.format"].choices

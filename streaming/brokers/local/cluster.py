@@ -21,7 +21,7 @@ from typing import Mapping
 
 from streaming.brokers.local.server import LocalKafka, LocalKafkaError
 from streaming.brokers.properties import THREE_NODES
-from streaming.certificates import make_certificates
+from streaming.security.certificates import make_certificates
 
 NODES = 3
 NODE_HEAP = "-Xmx512m"

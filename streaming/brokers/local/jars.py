@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming import user_cache
+from streaming.runtime import user_cache
 
 POM = Path(__file__).with_name("pom.xml")
 _POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}

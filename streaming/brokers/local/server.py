@@ -29,7 +29,7 @@ from typing import Mapping
 from streaming.brokers.local.jars import KafkaJars, ensure_kafka_jars
 from streaming.brokers.properties import (SINGLE_NODE, Listeners, Replication, as_properties_file,
                                           broker_properties)
-from streaming.certificates import Certificates, make_certificates
+from streaming.security.certificates import Certificates, make_certificates
 
 LOCAL_HOST = "127.0.0.1"
 HEAP = "-Xmx768m"

@@ -28,10 +28,10 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import (SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata,
                                       retrying)
-from streaming.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
-from streaming.moments import Moment, reached
+from streaming.configuration.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
+from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId
-from streaming.logging_setup import configure_worker
+from streaming.runtime.logging_setup import configure_worker
 from streaming.spark.source.offsets import Offsets, flatten, nest, rate_limit
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
 from streaming.table.kafka_columns import HEADERS_TYPE, no_headers

@@ -7,7 +7,7 @@ from typing import Mapping
 
 from streaming.errors import UsageError, UserError
 from streaming.job.engine import SourceRead
-from streaming.subscription import StartingOffsets, Subscription, SubscribePattern, subscription_of
+from streaming.configuration.subscription import StartingOffsets, Subscription, SubscribePattern, subscription_of
 
 
 KAFKA_PREFIX = "kafka."

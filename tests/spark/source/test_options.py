@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.subscription import StartingOffsets, Subscribe, SubscribePattern
+from streaming.configuration.subscription import StartingOffsets, Subscribe, SubscribePattern
 from streaming.partition_id import PartitionId
 from streaming.spark.source.options import KafkaSourceOptions, SourceOptionError
 from streaming.spark.source.kafka_source import KafkaStreamReader

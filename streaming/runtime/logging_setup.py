@@ -16,7 +16,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, TextIO
 
-from streaming import redaction
+from streaming.security import redaction
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Their errors are ours to report: the job reports py4j's, and streaming.brokers a container that fails (one

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from streaming import java_properties
+from streaming.configuration import java_properties
 from streaming.errors import UsageError
 
 # Kafka's ConfigTransformer pattern: ${provider:[path:]key}

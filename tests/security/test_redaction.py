@@ -8,9 +8,10 @@ import logging
 
 import pytest
 
-from streaming import logging_setup, redaction
+from streaming.runtime import logging_setup
+from streaming.security import redaction
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
-from streaming.subscription import Subscribe
+from streaming.configuration.subscription import Subscribe
 from streaming.cleaner import CompactionConfig
 
 SECRET = "pa55-w0rd-xyz"

@@ -10,16 +10,16 @@ import pytest
 
 from streaming.cleaner import CompactionConfig, ConfigError
 from streaming.log import LogConfig
-from streaming.settings import SETTINGS, Scope, markdown_table, run_options_table
+from streaming.configuration.settings import SETTINGS, Scope, markdown_table, run_options_table
 
-CONFIGURATION = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 @pytest.mark.parametrize("name,table", [("settings table", markdown_table), ("run options table", run_options_table)])
 def test_the_configuration_doc_lists_the_settings_table_as_it_is(name: str, table) -> None:
-    block = re.search(rf"<!-- {name}: python -m streaming.settings -->\n(.*?)\n<!-- end of {name} -->",
+    block = re.search(rf"<!-- {name}: python -m streaming.configuration.settings -->\n(.*?)\n<!-- end of {name} -->",
                       CONFIGURATION.read_text(), re.S)
-    assert block and block[1] == table(), "run python -m streaming.settings and paste it into docs/configuration.md"
+    assert block and block[1] == table(), "run python -m streaming.configuration.settings and paste it into docs/configuration.md"
 
 
 def test_each_config_field_is_a_setting_with_the_tables_default() -> None:

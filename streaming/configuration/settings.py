@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Sequence
 
-from streaming.subscription import StartingOffsets, SubscribePattern, regex_problem
+from streaming.configuration.subscription import StartingOffsets, SubscribePattern, regex_problem
 
 LONG_MAX = 2**63 - 1
 
@@ -227,7 +227,19 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
     Setting("print.config", Type.BOOLEAN, False, Scope.RUN,
             "print the effective configuration (command line over --config-file) and exit", in_file=False),
     Setting("print.acls", Type.BOOLEAN, False, Scope.RUN,
-            "print the ACLs the job's principal needs, as kafka-acls.sh commands, and exit", in_file=False),
+            "print the ACLs the job's principal needs, as kafka-acls.sh commands, and exit (a dry run: with "
+            "--apply they are added)", in_file=False),
+    Setting("apply", Type.BOOLEAN, False, Scope.RUN,
+            "add the ACLs --print-acls lists that each cluster lacks, through the admin API, logged in with "
+            "--admin-config; ACLs already there are left as they are, so running it again adds nothing",
+            in_file=False, needs="print.acls"),
+    Setting("admin.config", Type.STRING, None, Scope.RUN,
+            "an admin's client properties, as kafka-acls.sh --command-config takes them (Java's form: "
+            "sasl.jaas.config, a PEM truststore; or librdkafka's keys): the printed commands name the file, and "
+            "--apply logs in with it", metavar="FILE", in_file=False, needs="print.acls"),
+    Setting("sink.admin.config", Type.STRING, None, Scope.RUN,
+            "the sink cluster's admin client properties, when its admin is not --admin-config's",
+            metavar="FILE", in_file=False, needs="print.acls"),
     Setting("bootstrap.servers", Type.STRING, None, Scope.RUN, "source cluster", required=True),
     Setting("source.topic", Type.NAMES, (), Scope.RUN, "a source topic (repeatable)", metavar="TOPIC"),
     Setting("source.topic.pattern", Type.STRING, None, Scope.RUN,

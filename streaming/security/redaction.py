@@ -13,7 +13,7 @@ import re
 import threading
 from typing import Iterable, Mapping
 
-from streaming.config_providers import REFERENCE
+from streaming.configuration.config_providers import REFERENCE
 
 REDACTED = "[redacted]"
 SECRET_KEY = re.compile(r"(password|secret|\.key$|token|credential|sasl\.jaas\.config)", re.IGNORECASE)

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from streaming import java_properties
+from streaming.configuration import java_properties
 
 
 @pytest.mark.parametrize("line,value,lost", [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from streaming.moments import HOLD_ENV, REACHED, RELEASE, Moment, reached
+from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment, reached
 
 
 def test_the_first_to_reach_the_moment_holds_until_released_and_no_one_after_it(tmp_path, monkeypatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.config_providers import UnresolvedReference, referenced, resolve_all
+from streaming.configuration.config_providers import UnresolvedReference, referenced, resolve_all
 
 
 def test_file_env_and_dir_references_resolve_and_plain_values_stay(tmp_path, monkeypatch) -> None:
