@@ -58,7 +58,8 @@ class SecureAccess:
         d = self.certificates.dir
         files = ClientFiles(d / PASSWORDS_FILE, d / SCRAM_CONFIG_FILE, d / MTLS_CONFIG_FILE, d / ADMIN_COMMAND_FILE)
         write_private(files.passwords, java_properties.dumps({ADMIN_USER: self.admin_password}).encode())
-        write_private(files.admin_command, java_properties.dumps(java_client_properties(self.admin())).encode())
+        write_private(files.admin_command, java_properties.dumps(
+            {"bootstrap.servers": self.sasl_ssl_bootstrap_servers, **java_client_properties(self.admin())}).encode())
         scram = {**self.admin(), "sasl.password": f"${{file:{files.passwords}:{ADMIN_USER}}}"}
         self._write_config_file(files.scram_config, self.sasl_ssl_bootstrap_servers, scram)
         self._write_config_file(files.mtls_config, self.ssl_bootstrap_servers, self.mtls())

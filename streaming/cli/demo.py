@@ -73,16 +73,18 @@ class ChangeTopic:
             raise UsageError(f"--replication-factor must be at least 1, got {self.replication_factor}")
 
 
-def produce_changes(bootstrap_servers: str, topic: ChangeTopic, count: int, interval_s: float, out: TextIO) -> int:
-    """Create the topic if needed and produce ``count`` changes (0 = until interrupted)."""
-    if topic.name not in Cluster("source", bootstrap_servers).metadata().topics:
+def produce_changes(cluster: Cluster, topic: ChangeTopic, count: int, interval_s: float, out: TextIO) -> int:
+    """Create the topic if needed and produce ``count`` changes (0 = until interrupted), as ``cluster``'s
+    settings log in (a secured listener's TLS and SASL settings)."""
+    bootstrap_servers = cluster.bootstrap_servers
+    if topic.name not in cluster.metadata().topics:
         try:
             create_topic(bootstrap_servers, topic.name, topic.partitions,
                          {"cleanup.policy": "compact"} if topic.compact else {},
-                         replication_factor=topic.replication_factor)
+                         replication_factor=topic.replication_factor, client_config=cluster.settings)
         except RuntimeError as exc:
             raise JobError(str(exc)) from None
-    producer = RecordProducer(bootstrap_servers)
+    producer = RecordProducer(bootstrap_servers, cluster.settings)
     sent = 0
     try:
         for key, value, version in change_stream(keys=topic.keys):
@@ -96,7 +98,10 @@ def produce_changes(bootstrap_servers: str, topic: ChangeTopic, count: int, inte
                 time.sleep(interval_s)
     except KeyboardInterrupt:
         pass
-    producer.flush()
+    try:
+        producer.flush()
+    except RuntimeError as exc:
+        raise JobError(f"producing to {topic.name}: {exc}") from None
     return 0
 
 

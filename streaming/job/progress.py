@@ -70,9 +70,11 @@ class ProgressDisplay:
         if self.live:
             self._run_live()
             return
-        while not self._stop.wait(LINE_EVERY_S):
+        while True:  # a line at once, then every LINE_EVERY_S: the first says what the job starts with
             p = self.snapshot()
             log.info("%s", p.line(self._rate(p)))
+            if self._stop.wait(LINE_EVERY_S):
+                return
 
     def _run_live(self) -> None:
         from rich.console import Console  # noqa: PLC0415 (only a terminal needs it)

@@ -294,6 +294,7 @@ class CompactorJob:
                 self._phase = STARTING_SPARK
                 log.info("starting Spark")  # the display waits for the launch, which takes seconds on 2 cores
                 self.engine.start()  # before the display: a launch takes the process's stderr for a moment
+                self._phase = PLANNING_FIRST  # what the display's first line says
                 with ProgressDisplay(self.progress, self.options.live_progress):
                     self._run_query()
                     code = self._final_stage() if self.options.once and not self._stop.is_set() else 0

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import UNUSED_GROUP_REFUSED
@@ -23,11 +23,18 @@ class TopicRecord:
 
 
 class RecordProducer:
-    """An idempotent producer: records of one key keep their order across retries."""
+    """An idempotent producer: records of one key keep their order across retries. A record the cluster
+    refused (no WRITE ACL, a topic gone) fails the flush, naming why, rather than going missing."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, settings: Mapping[str, str] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
-        self._producer = Producer(client_settings({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True}))
+        self._failed: list[KafkaError] = []
+        self._producer = Producer(client_settings({"bootstrap.servers": bootstrap_servers, **(settings or {}),
+                                                   "enable.idempotence": True, "on_delivery": self._delivered}))
+
+    def _delivered(self, err: KafkaError | None, _msg) -> None:
+        if err is not None:
+            self._failed.append(err)
 
     def send(self, topic: str, record: TopicRecord, partition: int | None = None) -> None:
         extra = {} if partition is None else {"partition": partition}
@@ -43,6 +50,9 @@ class RecordProducer:
     def flush(self, timeout_s: float = 30.0) -> None:
         if self._producer.flush(timeout_s) != 0:
             raise RuntimeError(f"records not acknowledged by {self.bootstrap_servers} within {timeout_s:.0f}s")
+        if self._failed:
+            raise RuntimeError(f"{len(self._failed)} records refused by {self.bootstrap_servers}: "
+                               f"{self._failed[0].str()}")
 
 
 class PartitionReader:

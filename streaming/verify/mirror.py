@@ -16,7 +16,7 @@ from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import scan
 from streaming.kafka.emitter import source_offset
 from streaming.kafka.failures import said_in_one_line
-from streaming.verify.oracle import PartitionVerdict, SinkLatest, SinkRecord, SourceWinners, judge
+from streaming.verify.oracle import PartitionVerdict, PendingWinners, SinkLatest, SinkRecord, SourceWinners, judge
 
 
 @dataclass(frozen=True)
@@ -25,17 +25,19 @@ class MirroredPair:
     sink: str
 
 
-def verify_topic(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Overrides) -> Iterator[PartitionVerdict]:
+def verify_topic(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Overrides,
+                 config: CompactionConfig | None = None) -> Iterator[PartitionVerdict]:
     """One verdict per partition of the source topic, as each is done; a cluster that stops answering is a
-    one-line error."""
+    one-line error. ``config``: the topic's compaction config as the job resolved it (a state dir's saved
+    job); None: resolved here from the source topic's settings and ``overrides``, as the job does."""
     source.metadata()  # a cluster that is away or refuses us is named first
     sink.metadata()
     with said_in_one_line(f"cannot verify {pair.source} -> {pair.sink}"):
-        yield from _verdicts(source, sink, pair, overrides)
+        yield from _verdicts(source, sink, pair, config or resolve_compaction_config(
+            source.explicit_settings(pair.source), pair.source, overrides))
 
 
-def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Overrides) -> Iterator[PartitionVerdict]:
-    config = resolve_compaction_config(source.explicit_settings(pair.source), pair.source, overrides)
+def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, config: CompactionConfig) -> Iterator[PartitionVerdict]:
     compacted = "compact" in source.topic_configs(pair.source, ["cleanup.policy"]).get("cleanup.policy", "")
     partitions = list(range(source.partition_count(pair.source)))
     sink_partitions = sink.partition_count(pair.sink)
@@ -49,10 +51,14 @@ def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, overrides: Ove
             yield judge(pair.source, pair.sink, p, SourceWinners(), _missing_partition(p), 0)
             continue
         latest = _sink_latest(sink.settings_with_bootstrap, pair.sink, p, sink_starts[p], sink_ends[p])
-        low = source_ranges[p][0]
-        winners = _source_winners(source.settings_with_bootstrap, pair.source, p, config, low,
-                                  min(latest.progress + 1, source_ends[p]))
-        yield judge(pair.source, pair.sink, p, winners, latest, low, _unchecked(low, compacted, latest.progress))
+        low, end = source_ranges[p][0], source_ends[p]
+        checked_end = max(low, min(latest.progress + 1, end))
+        winners = _source_winners(source.settings_with_bootstrap, pair.source, p, config, low, checked_end)
+        pending = PendingWinners(winners)
+        for r in scan(source.settings_with_bootstrap, pair.source, p, checked_end, end):
+            pending.add(r.key, r.timestamp_ms, r.headers, r.offset)
+        yield judge(pair.source, pair.sink, p, winners, latest, low, _unchecked(low, compacted, latest.progress),
+                    pending, end)
 
 
 def _sink_latest(client_config: Mapping[str, str], topic: str, partition: int, start: int, end: int) -> SinkLatest:

@@ -56,10 +56,13 @@ class SourceWinners:
         if key is None:  # never compacted, never emitted as a winner (compaction.keyless.policy)
             self.keyless += 1
             return
-        rank = (self._version(timestamp_ms, headers), offset)
+        rank = self.rank(timestamp_ms, headers, offset)
         held = self.winners.get(key)
         if held is None or rank > held.rank:
             self.winners[key] = Kept(offset, rank, _digest(value))
+
+    def rank(self, timestamp_ms: int, headers: Headers | None, offset: int) -> tuple[int, int]:
+        return self._version(timestamp_ms, headers), offset
 
     def _version(self, timestamp_ms: int, headers: Headers | None) -> int:
         if self.strategy is Strategy.OFFSET:
@@ -76,6 +79,30 @@ class SourceWinners:
             if kept.value is not None:
                 h.update(len(key).to_bytes(4, "big") + key + kept.offset.to_bytes(8, "big") + kept.value)
         return h.hexdigest()[:16]
+
+
+class PendingWinners:
+    """The source records past the sink's progress, against the winners judged up to it: the keys whose
+    winner lies there are what the sink is still owed (not cleanable yet, or the job behind). A record past
+    the progress that a lower version beats never reaches the sink, so it is not owed."""
+
+    def __init__(self, judged: SourceWinners) -> None:
+        self.judged = judged
+        self.best: dict[bytes, tuple[int, int]] = {}
+        self.records = 0
+
+    def add(self, key: bytes | None, timestamp_ms: int, headers: Headers | None, offset: int) -> None:
+        self.records += 1
+        if key is None:
+            return
+        rank = self.judged.rank(timestamp_ms, headers, offset)
+        if key not in self.best or rank > self.best[key]:
+            self.best[key] = rank
+
+    @property
+    def owed(self) -> int:
+        judged = self.judged.winners
+        return sum(1 for key, rank in self.best.items() if key not in judged or rank > judged[key].rank)
 
 
 @dataclass(frozen=True)
@@ -121,21 +148,32 @@ class PartitionVerdict:
     named: tuple[str, ...]    # the first few mismatches, each naming its key
     unchecked: str | None     # the source range that could not be checked, and why
     digest: str
+    source_end: int = 0       # the source partition's end (last stable offset) when it was read
+    owed: int = 0             # keys whose winner lies past the progress: not in the sink yet
 
     @property
     def ok(self) -> bool:
         return self.mismatches == 0
 
+    @property
+    def behind(self) -> bool:
+        """Right as far as it goes, but the source holds winners the sink has not been given yet."""
+        return self.owed > 0
+
     def to_doc(self) -> dict:
         return {"source": self.source, "sink": self.sink, "partition": self.partition, "ok": self.ok,
-                "source_records": self.source_records, "sink_records": self.sink_records, "keys": self.keys,
-                "progress": self.progress, "mismatches": self.mismatches, "named": list(self.named),
-                "unchecked": self.unchecked, "digest": self.digest}
+                "behind": self.behind, "source_records": self.source_records, "sink_records": self.sink_records,
+                "keys": self.keys, "progress": self.progress, "source_end": self.source_end, "owed": self.owed,
+                "mismatches": self.mismatches, "named": list(self.named), "unchecked": self.unchecked,
+                "digest": self.digest}
 
     def line(self) -> str:
-        head = (f"{'ok  ' if self.ok else 'FAIL'} {self.source}-{self.partition} -> {self.sink}-{self.partition}: "
-                f"{self.source_records:,} source records up to offset {self.progress}, {self.keys:,} keys, "
-                f"{self.sink_records:,} sink records, {self.mismatches} mismatches, winners {self.digest}")
+        word = "FAIL" if not self.ok else "LAG " if self.behind else "ok  "
+        lag = f", lag {self.owed:,} winners not in the sink yet" if self.behind else ", caught up"
+        head = (f"{word} {self.source}-{self.partition} -> {self.sink}-{self.partition}: checked "
+                f"{self.source_records:,} source records up to offset {self.progress} of the source's end "
+                f"{self.source_end}{lag}; {self.keys:,} keys, {self.sink_records:,} sink records, {self.mismatches} "
+                f"mismatches, winners {self.digest}")
         notes = [f"; {m}" for m in self.named] + ([f"; not checked: {self.unchecked}"] if self.unchecked else [])
         more = self.mismatches - len(self.named)
         return head + "".join(notes) + (f"; and {more} more" if more > 0 else "")
@@ -156,7 +194,8 @@ def _state(kept: Kept | None) -> str:
 
 
 def judge(source_topic: str, sink_topic: str, partition: int, source: SourceWinners, sink: SinkLatest,
-          log_start: int, unchecked: str | None = None) -> PartitionVerdict:
+          log_start: int, unchecked: str | None = None, pending: PendingWinners | None = None,
+          source_end: int = 0) -> PartitionVerdict:
     """Compare the winners of the source records at or below the sink's progress with the sink's latest
     records. A key the source no longer holds at all (its records below ``log_start``) is not judged."""
     found = list(sink.faults)
@@ -170,4 +209,5 @@ def judge(source_topic: str, sink_topic: str, partition: int, source: SourceWinn
             differs = " (value differs)" if want and got and want.offset == got.offset else ""
             found.append(f"key {_key_text(key)}: source winner {_state(want)}, sink has {_state(got)}{differs}")
     return PartitionVerdict(source_topic, sink_topic, partition, source.records, sink.records, len(source.winners),
-                            sink.progress, len(found), tuple(found[:NAMED]), unchecked, source.digest())
+                            sink.progress, len(found), tuple(found[:NAMED]), unchecked, source.digest(), source_end,
+                            0 if pending is None else pending.owed)

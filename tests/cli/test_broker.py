@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from streaming.configuration import config_providers, java_properties
-from tests.cli.test_first_contact import TEXT_LINE, kcompact
+from tests.cli.test_first_contact import TEXT_LINE, assert_one_error, kcompact
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +60,19 @@ def test_broker_secure_prints_settings_whose_config_files_log_in_to_each_secured
         assert added == len(commands), (first.stdout, commands)
         assert f"0 ACLs added, {added} already there" in again.stdout, again.stdout
         assert not (tmp_path / "state").exists(), "printing and granting ACLs makes no state dir"
+
+        produced = kcompact("produce-changes", "--config-file", scram, "--topic", "orders", "--count", "30")
+        assert produced.returncode == 0 and "produced" not in produced.stderr, produced.stderr
+        refused = kcompact("produce-changes", "--config-file", user_config, "--topic", "orders", "--count", "5")
+        assert_one_error(refused, "producing to orders: 5 records refused", "authorization")
+        wrong = tmp_path / "wrong.properties"
+        with open(user_config) as f:
+            wrong.write_text(java_properties.dumps({**java_properties.load(f), "kafka.sasl.password": "not-it"}))
+        denied = kcompact("run", "--config-file", str(wrong), "--source-topic", "orders", "--sink-topic", "orders.c",
+                          "--state-dir", str(tmp_path / "state"), "--once", "--retry-timeout", "5")
+        assert_one_error(denied, "refused the compactor", f"kafka.sasl.password in {wrong}",
+                         f"kafka.sasl.username in {wrong}")
+        assert "--kafka" not in denied.stderr, denied.stderr
     finally:
         broker.send_signal(signal.SIGTERM)
         assert broker.wait(60) == 0

@@ -1,6 +1,7 @@
 """A continuous run whose settings hold records back for more than an hour (Kafka's defaults: a week in the
 active segment) says so at start, once per such topic, naming max.compaction.lag.ms; a topic that bounds it
-and a --once run say nothing. On empty topics its progress says it waits for records."""
+and a --once run say nothing. Its progress says first that Spark starts and plans the first micro-batch, then,
+on empty topics, that it waits for records."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
         job = subprocess.Popen([*KCOMPACT, *argv], stdout=subprocess.DEVNULL, stderr=err, text=True)
         try:
             deadline = time.monotonic() + 120
-            while not PROGRESS.search((tmp_path / "err").read_text()) and job.poll() is None:
+            while "waiting for records" not in PROGRESS.findall((tmp_path / "err").read_text()) and job.poll() is None:
                 assert time.monotonic() < deadline, (tmp_path / "err").read_text()
                 time.sleep(0.2)
         finally:
@@ -40,7 +41,11 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
         text = (tmp_path / "err").read_text()
     assert code == 0, text
     assert f"mirroring {bounded} (1 partitions)" in text, text
-    assert PROGRESS.search(text).group(1) == "waiting for records", "empty topics: the job waits, it does not ingest"
+    phases = PROGRESS.findall(text)
+    assert phases[0] == "starting the query: planning the first micro-batch", "the first line says what Spark is doing"
+    assert text.index(" INFO streaming.job.runner: starting Spark") < text.index("progress: "), text
+    assert phases[-1] == "waiting for records" and set(phases) == {phases[0], phases[-1]}, \
+        "empty topics: the job waits, it does not ingest"
     warnings = WARNING.findall(text)
     assert warnings == [(weekly, f"{weekly}.c", "7d")], text
     assert len([line for line in lines(text) if " WARNING " in line]) == 1, text

@@ -28,6 +28,17 @@ def test_each_kind_of_setting_librdkafka_refuses_at_client_creation_is_one_line(
     assert not (tmp_path / "state").exists()
 
 
+def test_a_refused_setting_from_the_config_file_is_named_by_its_key_there(tmp_path: Path) -> None:
+    props = tmp_path / "job.properties"
+    props.write_text("kafka.security.protocol=SASL_PLAINTEXT\nkafka.sasl.mechanism=SCRAM\n")
+    out = kcompact(*run_args("127.0.0.1:1", "t", "s", tmp_path / "state"), "--config-file", str(props), timeout=60)
+    assert_one_error(out, "sasl.mechanism=SCRAM", f"Check kafka.sasl.mechanism in {props}")
+    assert "--kafka" not in out.stderr
+    given = kcompact(*run_args("127.0.0.1:1", "t", "s", tmp_path / "state"), "--config-file", str(props),
+                     "--kafka", "sasl.mechanism=SCRAM-SHA-1", timeout=60)
+    assert_one_error(given, "sasl.mechanism=SCRAM-SHA-1", "Check --kafka")
+
+
 def test_a_mistyped_topic_config_names_the_nearest_in_one_line(tmp_path: Path) -> None:
     out = kcompact(*run_args("127.0.0.1:1", "t", "s", tmp_path / "state"), "--config", "min.cleanable.dirty.ration=0.1",
                    timeout=60)

@@ -3,6 +3,9 @@ saying what was written, and one error line for each mistake."""
 
 from __future__ import annotations
 
+import os
+import stat
+
 import duckdb
 
 from streaming.cli.main import main
@@ -28,6 +31,24 @@ def test_a_sqlite_catalog_in_a_directory_not_made_yet_is_made(tmp_path, capsys) 
     catalog = f"sqlite:///{tmp_path}/new/dir/catalog.db"
     assert main(["snapshot", "--state-dir", model.uri, "--iceberg-table", "a.b", "--iceberg-catalog", catalog]) == 0
     assert (tmp_path / "new" / "dir" / "catalog.db").exists() and (tmp_path / "new" / "dir" / "warehouse").is_dir()
+
+
+def test_snapshot_outputs_are_as_private_as_the_state_dir_they_copy(tmp_path, capsys, monkeypatch) -> None:
+    """Whatever the umask, a Parquet output, a SQLite catalog and a local warehouse are made 0700 with
+    files 0600: they hold the mirrored data, as the state dir does."""
+    model = state_dir(str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)  # the default catalog and warehouse: ./kcompact-iceberg
+    previous = os.umask(0o022)
+    try:
+        assert main(["snapshot", "--state-dir", model.uri, "--format", "parquet", "--output", "out/parquet"]) == 0
+        assert main(["snapshot", "--state-dir", model.uri, "--iceberg-table", "a.b"]) == 0
+    finally:
+        os.umask(previous)
+    made = [p for top in ("out", "kcompact-iceberg") for p in [tmp_path / top, *(tmp_path / top).rglob("*")]]
+    modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in made}
+    assert len([p for p in made if p.is_file()]) > 6, modes
+    assert {path: mode for path, mode in modes.items()
+            if mode != (0o700 if (tmp_path / path).is_dir() else 0o600)} == {}, modes
 
 
 def test_each_mistake_is_one_line(tmp_path, capsys) -> None:

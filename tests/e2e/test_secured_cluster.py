@@ -331,10 +331,13 @@ def test_a_job_authenticates_with_a_client_certificate_and_copies_read_acls_to_i
     viewer = f"User:viewer-{uuid.uuid4().hex[:6]}"
     add_grants(admin, [Grant(viewer, "DESCRIBE", Resource.TOPIC, src)])
     capsys.readouterr()
-    sync = ["sync-acls", "--state-dir", str(state), *(a for k, v in s.mtls().items() for a in ("--kafka", f"{k}={v}"))]
+    # as an admin apart from the job (its Java client properties, as kafka-acls.sh takes them), from cron
+    admin_config = s.write_client_files().admin_command
+    sync = ["sync-acls", "--state-dir", str(state), "--admin-config", str(admin_config)]
     assert main([*sync, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "would add" in out and f"--allow-principal {viewer} --operation Describe --topic '{sink}'" in out, out
+    assert f"--command-config {admin_config} " in out and f"--allow-principal {job} " not in out, out
     assert Grant(viewer, "DESCRIBE", Resource.TOPIC, sink) not in set(grants_of(admin))
     assert main(sync) == 0
     copied = sink_grants([Grant(viewer, "DESCRIBE", Resource.TOPIC, src)], {src: sink})[0]

@@ -53,8 +53,9 @@ def test_a_sink_the_job_wrote_passes_and_says_so_per_partition(bootstrap_servers
     assert code == 0, out
     assert [line.split(":")[0] for line in out[:2]] == [f"ok   {src}-0 -> {sink}-0", f"ok   {src}-1 -> {sink}-1"]
     progress = read_topic(bootstrap_servers, sink, 2)[0][-1]["source_offset"]
-    assert f": {progress + 1} source records up to offset {progress}, 20 keys, " in out[0], out[0]
-    assert out[-1] == "2 of 2 partitions verified"
+    assert (f": checked {progress + 1} source records up to offset {progress} of the source's end 200, caught up; "
+            f"20 keys, ") in out[0], out[0]
+    assert out[-1] == "2 of 2 partitions verified; every sink caught up with its source"
     code, out = verify(bootstrap_servers, src, sink, capsys, *strategy, "--json")
     doc = json.loads("\n".join(out))
     assert code == 0 and doc["ok"] and [p["mismatches"] for p in doc["partitions"]] == [0, 0]
@@ -78,7 +79,8 @@ def test_an_older_record_appended_by_a_plain_producer_fails_naming_its_key(boots
     assert code == 1, out
     assert out[0].startswith(f"FAIL {src}-0") and f"kcompact.offset {older.offset} does not increase" in out[0]
     assert f"key {last['key'].decode()!r}: source winner offset {last['source_offset']}" in out[0], out[0]
-    assert out[1].startswith(f"ok   {src}-1") and out[-1] == "1 of 2 partitions verified; 2 mismatches"
+    assert out[1].startswith(f"ok   {src}-1")
+    assert out[-1] == "1 of 2 partitions verified; 2 mismatches; every sink caught up with its source"
 
 
 def test_a_winner_missing_from_the_sink_fails_naming_its_key(bootstrap_servers, mirrored, capsys) -> None:
@@ -111,6 +113,33 @@ def test_a_source_that_lost_its_start_says_which_range_it_could_not_check(bootst
                        "--config", f"compaction.strategy.header={VERSION}")
     assert code == 0, out
     assert "not checked: offsets [0, 50) are gone from the source (retention or deletion)" in out[0]
+
+
+def test_the_state_dir_gives_clusters_topics_and_strategy_and_a_sink_behind_is_said_so(
+        bootstrap_servers, mirrored, tmp_path, capsys) -> None:
+    """--state-dir alone verifies every topic the job mirrors, ranked as the job ranked them (by version here:
+    judged by offset, the same sink fails). New winners on the source that the job has not emitted yet make
+    the verdict LAG, naming how many, and the summary says the check went only as far as the sink."""
+    src, sink, _ = mirrored
+    capsys.readouterr()
+    assert main(["verify", "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out[:2]] == [f"ok   {src}-0 -> {sink}-0", f"ok   {src}-1 -> {sink}-1"]
+    late = int(time.time() * 1000)
+    produce(bootstrap_servers, src, [Sent(0, b"key-new-%d" % i, b"late", late + i, version(1)) for i in range(3)]
+            + [Sent(1, b"key-old", b"late", late, version(-1))])  # key-old: no such key before, so a winner too
+    capsys.readouterr()
+    assert main(["verify", "--state-dir", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["behind"] and [p["owed"] for p in doc["partitions"]] == [3, 1], doc
+    assert [p["source_end"] for p in doc["partitions"]] == [203, 201]
+    capsys.readouterr()
+    assert main(["verify", "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"LAG  {src}-0 -> {sink}-0: checked ") and "of the source's end 203, lag 3 winners " \
+        "not in the sink yet" in out[0], out
+    assert out[-1] == "2 of 2 partitions verified; 2 behind their source by 4 winners in all, checked only up to " \
+                      "what each sink holds", out
 
 
 def test_mistakes_get_one_line(bootstrap_servers, new_topic, capsys) -> None:

@@ -23,11 +23,23 @@ def test_read_describe_and_all_are_copied_to_the_sink_topic_as_literal_acls_and_
                    Grant("User:d", "READ", Resource.TOPIC, "orders.compacted")]
 
 
+def test_the_mirrors_own_principals_are_not_copied_to_the_sink() -> None:
+    """The job reads the source to copy it: its READ there says nothing of who may read the copy."""
+    source = [Grant("User:kcompact", "READ", Resource.TOPIC, "orders"),
+              Grant("User:kcompact-sink", "ALL", Resource.TOPIC, "ord", Pattern.PREFIXED),
+              Grant("User:reader", "READ", Resource.TOPIC, "orders")]
+    got = sink_grants(source, {"orders": "orders.c"}, frozenset({"User:kcompact", "User:kcompact-sink"}))
+    assert got == [Grant("User:reader", "READ", Resource.TOPIC, "orders.c")]
+
+
 def test_a_grant_reads_as_the_kafka_acls_command_that_adds_it() -> None:
     assert (Grant("User:job", "DESCRIBE_CONFIGS", Resource.TOPIC, "orders.", Pattern.PREFIXED).command("b:9093")
             == "kafka-acls.sh --bootstrap-server b:9093 --add --allow-principal User:job --operation DescribeConfigs "
                "--topic 'orders.' --resource-pattern-type prefixed")
     assert (Grant("User:job", "ALTER", Resource.CLUSTER).command("b:9093")
             == "kafka-acls.sh --bootstrap-server b:9093 --add --allow-principal User:job --operation Alter --cluster")
+    assert (Grant("User:job", "READ", Resource.GROUP, "g").command("b:9093", "admin.properties")
+            == "kafka-acls.sh --bootstrap-server b:9093 --command-config admin.properties --add --allow-principal "
+               "User:job --operation Read --group 'g'")
     assert Grant("User:job", "WRITE", Resource.TRANSACTIONAL_ID, "kcompact-", Pattern.PREFIXED).on() == \
         "transactional ids prefixed 'kcompact-'"
