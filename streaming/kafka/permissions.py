@@ -31,7 +31,7 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 
 from streaming.security.certificates import common_name
 from streaming.errors import JobError
-from streaming.kafka.acls import Grant, Pattern, Resource
+from streaming.kafka.acls import Grant, Pattern, Resource, command_config_for
 from streaming.kafka.admin import Cluster
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.emitter import TRANSACTIONAL_PREFIX, transactional_id
@@ -111,7 +111,8 @@ class AccessCheck:
         refused = Grant(self.principal[side], operation, resource, *([name] if name else []))
         raise PermissionRefused(
             f"the {side} cluster at {cluster.bootstrap_servers} does not allow {refused.principal} {operation} on "
-            f"{refused.on()}{why}; grant it: {(fix or refused).command(cluster.bootstrap_servers)}")
+            f"{refused.on()}{why}; grant it: "
+            f"{(fix or refused).command(cluster.bootstrap_servers, command_config_for(cluster.settings))}")
 
     def _described(self, cluster: Cluster, topics: Iterable[str]) -> dict[str, list[str] | None]:
         """Each topic's authorized operations: [] for one the principal may not describe, None for one that
