@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException
 from streaming.errors import JobError
 from streaming.kafka.acls import TIMEOUT_S, Grant, present_grants
 from streaming.kafka.admin import Cluster
-from streaming.kafka.failures import reason
+from streaming.kafka.failures import is_refused, kafka_error, reason
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,18 @@ class Applied:
 def apply_grants(cluster: Cluster, grants: Sequence[Grant], dry_run: bool = False) -> Applied:
     """``cluster``: reached as an admin, who may describe and alter the cluster's ACLs."""
     wanted = list(dict.fromkeys(grants))
-    cannot = (f"the {cluster.role} cluster at {cluster.bootstrap_servers} refused the admin given with "
-              f"{cluster.given_with()}")
+
+    def refused(what: str, exc: KafkaException) -> JobError:
+        err = kafka_error(exc)  # an authorizer's refusal carries the whole request as its text: the name says it
+        why = err.name() if err is not None and is_refused(exc) else reason(exc)
+        return JobError(f"the {cluster.role} cluster at {cluster.bootstrap_servers} would not {what} the admin given "
+                        f"with {cluster.given_with()}: {why}; the admin must be a principal that may describe and "
+                        f"alter the cluster (a super user)")
+
     try:
         present = cluster.answer(lambda: present_grants(cluster.admin), "the cluster's ACLs")
     except KafkaException as exc:
-        raise JobError(f"{cannot} the list of its ACLs: {reason(exc)}; it must log in as a principal that may "
-                       f"describe and alter the cluster (a super user)") from exc
+        raise refused("list its ACLs to", exc) from exc
     missing = [g for g in wanted if g not in present]
     if missing and not dry_run:
         futures = cluster.admin.create_acls([g.binding() for g in missing], request_timeout=TIMEOUT_S)
@@ -44,5 +49,5 @@ def apply_grants(cluster: Cluster, grants: Sequence[Grant], dry_run: bool = Fals
             for future in futures.values():
                 future.result(TIMEOUT_S)
         except KafkaException as exc:
-            raise JobError(f"{cannot} new ACLs: {reason(exc)}") from exc
+            raise refused("add ACLs for", exc) from exc
     return Applied(cluster.bootstrap_servers, tuple(missing), tuple(g for g in wanted if g in present))

@@ -53,7 +53,7 @@ class Cluster:
     def given_with(self, keys: Iterable[str] = ()) -> str:
         """Where ``keys`` (none: every setting) were given: each a config file gave, by its key there, and the
         option for the rest."""
-        keys = list(keys) or list(self.settings) or [""]
+        keys = list(keys) or list(self.settings) or [""]  # no settings at all: the option is still the place
         named = sorted({self.origins[k] for k in keys if k in self.origins})
         rest = [k for k in keys if k not in self.origins]
         return " and ".join(named + ([self.given_by] if rest else []))

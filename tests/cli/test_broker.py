@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from streaming.configuration import config_providers, java_properties
+from streaming.configuration.client_properties import java_client_properties
 from tests.cli.test_first_contact import TEXT_LINE, assert_one_error, kcompact
 
 pytestmark = pytest.mark.integration
@@ -59,6 +60,13 @@ def test_broker_secure_prints_settings_whose_config_files_log_in_to_each_secured
         added = int(re.search(r"(\d+) ACLs added, 0 already there", first.stdout).group(1))
         assert added == len(commands), (first.stdout, commands)
         assert f"0 ACLs added, {added} already there" in again.stdout, again.stdout
+        with open(user_config) as f:  # the user's own login, in Java's form: no admin, so no ACLs for it
+            as_user = {k.removeprefix("kafka."): v for k, v in java_properties.load(f).items()}
+        not_admin = tmp_path / "not-admin.properties"
+        not_admin.write_text(java_properties.dumps({"bootstrap.servers": as_user["bootstrap.servers"],
+                                                    **java_client_properties(config_providers.resolve_all(as_user))}))
+        refused = kcompact(*job[:-1], str(not_admin), "--apply")
+        assert_one_error(refused, "the admin given with --admin-config", "AUTHORIZATION_FAILED", "super user")
         assert not (tmp_path / "state").exists(), "printing and granting ACLs makes no state dir"
 
         produced = kcompact("produce-changes", "--config-file", scram, "--topic", "orders", "--count", "30")
