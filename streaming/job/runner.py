@@ -42,8 +42,7 @@ from streaming.state.stores import open_state_dir
 log = logging.getLogger(__name__)
 
 IDLE = "waiting for records"
-# What the progress line says before the first micro-batch: Spark's launch, then the query's start, in which
-# Spark's streaming source process starts and asks the source for its offsets, take seconds each on 2 cores.
+# Before the first micro-batch: Spark's launch, then its streaming source asking the source for offsets
 STARTING_SPARK = "starting Spark"
 PLANNING_FIRST = "starting the query: planning the first micro-batch"
 PLANNING_AGAIN = "restarting the query from its checkpoint: planning the next micro-batch"

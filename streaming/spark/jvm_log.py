@@ -76,15 +76,71 @@ def _pass_on(line: str, out: int) -> None:
         logging.getLogger("spark.stderr").debug("%s", line)
 
 
+class PeerClosedTracebacks:
+    """Spark's Python processes (the streaming source's runner, a worker) read from a socket to the JVM; when
+    a query or the session stops, the JVM closes it and the process prints a traceback ending in EOFError
+    (or a reset or broken connection) as it goes. That is a stop, not a failure: such a traceback is folded
+    into one DEBUG line naming where it was. Any other traceback passes whole, at DEBUG as before."""
+
+    def __init__(self, emit) -> None:
+        self.emit = emit
+        self.block: list[str] = []
+
+    def feed(self, line: str) -> None:
+        if self.block and not _continues(self.block, line):
+            self.flush()
+        if self.block or line.startswith(TRACEBACK_START):
+            self.block.append(line)
+        else:
+            self.emit(line)
+
+    def flush(self) -> None:
+        block, self.block = self.block, []
+        if not block:
+            return
+        # a block cut short (the process or the JVM gone, another process's line between) is judged by the
+        # exceptions it got to
+        exceptions = [line for line in block if not line[:1].isspace() and not line.startswith(CHAIN_LINES)]
+        if exceptions and all(e.startswith(PEER_CLOSED) for e in exceptions):
+            where = next((m[1] for line in block if (m := SPARK_FILE.search(line))), "a Python process of Spark's")
+            logging.getLogger("spark.stderr").debug("%s ended as the JVM closed its connection (%s): a query or the "
+                                                    "session stopped", where, exceptions[-1].split(":")[0])
+            return
+        for line in block:
+            self.emit(line)
+
+
+TRACEBACK_START = "Traceback (most recent call last):"
+CHAIN_LINES = (TRACEBACK_START, "During handling of the above exception", "The above exception was the direct cause")
+PEER_CLOSED = ("EOFError", "ConnectionResetError", "BrokenPipeError")
+EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(:|$)")
+SPARK_FILE = re.compile(r'File ".*/pyspark/([\w/]+\.py)"')
+
+
+def _continues(block: list[str], line: str) -> bool:
+    """Whether ``line`` belongs to the traceback ``block`` holds: a frame, a chaining line, or the exception
+    line that ends a traceback (after which only a chaining line continues it)."""
+    last = block[-1]
+    if line[:1].isspace() or line.startswith(CHAIN_LINES):
+        return not (not last[:1].isspace() and not last.startswith(CHAIN_LINES) and line[:1].isspace())
+    return last[:1].isspace() and EXCEPTION_LINE.match(line) is not None  # the exception after the frames
+
+
 def pump(read_fd: int, out: int) -> None:
     """Pass each line the JVM writes to ``read_fd`` on (through logging, or to ``out``), until it closes;
     closes ``read_fd``."""
+    def pass_on(line: str) -> None:
+        try:
+            _pass_on(line, out)
+        except Exception:  # noqa: BLE001 (a line that cannot be passed on is not worth the JVM's stderr)
+            return
+
+    tracebacks = PeerClosedTracebacks(pass_on)
     with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as lines:
         for line in lines:
-            try:
-                _pass_on(line.rstrip("\n"), out)
-            except Exception:  # noqa: BLE001 (a line that cannot be passed on is not worth the JVM's stderr)
-                continue
+            if line.strip():
+                tracebacks.feed(line.rstrip("\n"))
+    tracebacks.flush()
 
 
 def pump_driver_output(read_fd: int, out: int, err: int) -> None:

@@ -66,7 +66,9 @@ def test_print_acls_gives_the_least_set_as_the_security_doc_lists_it_without_con
     for extra, count in (([], 7), (["--sync-group-offsets", "billing"], 9)):
         assert main([*common, *extra]) == 0
         printed = capsys.readouterr().out.splitlines()
-        assert len(printed) == count and all(line in readme for line in printed), printed
+        assert len(printed) == count + 1 and all(line in readme for line in printed), printed
+        assert all(" --command-config ADMIN.properties --add " in line for line in printed[:-1]), printed
+        assert printed[-1].startswith("# a dry run: --apply --admin-config FILE adds"), printed
 
 
 def test_the_security_docs_secrets_file_example_is_a_config_file_whose_references_print_as_written(tmp_path, capsys) -> None:

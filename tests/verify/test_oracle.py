@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.cleaner.config import Strategy
-from streaming.verify.oracle import SinkLatest, SinkRecord, SourceWinners, judge
+from streaming.verify.oracle import PendingWinners, SinkLatest, SinkRecord, SourceWinners, judge
 from tests.cleaner.reference_model import rank
 
 HEADER = "v"
@@ -91,11 +91,31 @@ def test_a_sink_record_without_its_source_offset_and_a_changed_value_are_faults(
     sink = SinkLatest()
     sink.add(SinkRecord(b"a", b"other", 0, 0))
     sink.add(SinkRecord(b"z", b"foreign", None, 1))
-    verdict = judge("s", "k", 0, fold(records, Strategy.OFFSET), sink, 0)
+    verdict = judge("s", "k", 0, fold(records, Strategy.OFFSET), sink, 0, source_end=1)
     assert verdict.named == ("sink offset 1 has no kcompact.offset header",
                              "key 'a': source winner offset 0 (value), sink has offset 0 (value) (value differs)")
-    assert verdict.line().startswith("FAIL s-0 -> k-0: 1 source records up to offset 0, 1 keys, 2 sink records, "
-                                     "2 mismatches, winners ")
+    assert verdict.line().startswith("FAIL s-0 -> k-0: checked 1 source records up to offset 0 of the source's end "
+                                     "1, caught up; 1 keys, 2 sink records, 2 mismatches, winners ")
+
+
+def test_what_the_sink_is_owed_is_the_keys_whose_winner_lies_past_its_progress() -> None:
+    """Past the progress: a new key and a higher version are owed; a lower version of a key judged already
+    never reaches the sink, and a keyless record is never a winner."""
+    def record(offset: int, key: bytes | None, version: int) -> dict:
+        return {"offset": offset, "key": key, "value": b"v", "timestamp": 0,
+                "headers": [{"key": HEADER, "value": version.to_bytes(8, "big", signed=True)}]}
+
+    judged = fold([record(0, b"a", 5), record(1, b"b", 5)], Strategy.HEADER)
+    pending = PendingWinners(judged)
+    for r in (record(2, b"a", 3), record(3, b"b", 9), record(4, b"c", 1), record(5, None, 7)):
+        pending.add(r["key"], r["timestamp"], [(h["key"], h["value"]) for h in r["headers"]], r["offset"])
+    sink = SinkLatest()
+    sink.add(SinkRecord(b"a", b"v", 0, 0))
+    sink.add(SinkRecord(b"b", b"v", 1, 1))
+    verdict = judge("s", "k", 0, judged, sink, 0, pending=pending, source_end=6)
+    assert (verdict.ok, verdict.behind, verdict.owed) == (True, True, 2)
+    assert verdict.line().startswith("LAG  s-0 -> k-0: checked 2 source records up to offset 1 of the source's end 6, "
+                                     "lag 2 winners not in the sink yet; ")
 
 
 def test_the_digest_follows_the_live_winners_only() -> None:
