@@ -128,8 +128,9 @@ def timed_out(what: str) -> KafkaException:
 def reason(exc: BaseException) -> str:
     """What a failure says, never empty: a future's timeout carries no message of its own."""
     err = kafka_error(exc)
-    if err is not None:
-        return err.str() or err.name()
+    if err is not None:  # a broker's error without a message of its own reads "ConsumerGroupDescribe: "
+        text = err.str().strip()
+        return f"{text} {err.name()}".strip() if not text or text.endswith(":") else text
     return str(exc) or type(exc).__name__
 
 

@@ -204,7 +204,8 @@ class AccessCheck:
     def _group(self, side: str, group: str, operation: str) -> None:
         """A fresh cluster has no group coordinator until the first group request makes __consumer_offsets:
         that request and the next ones are answered NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for a
-        while, as when a coordinator moves. Those are waited out (Cluster.answer), as the group sync does."""
+        while, as when a coordinator moves. Those are waited out (Cluster.answer), said at DEBUG as the group sync
+        says them: a new cluster's coordinator loading is no news, and one that never answers is an error."""
         cluster = self.source if side == "source" else self.sink
 
         def described() -> list[str]:
@@ -217,7 +218,7 @@ class AccessCheck:
                     raise
                 return []
 
-        ops = cluster.answer(described, f"the ACLs of consumer group {group}")
+        ops = cluster.answer(described, f"the ACLs of consumer group {group}", quiet=True)
         if operation not in ops:
             self._refuse(side, operation, Resource.GROUP, group)
 

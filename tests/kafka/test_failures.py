@@ -148,6 +148,8 @@ def test_a_future_that_timed_out_is_retried_and_its_line_has_a_reason(caplog) ->
     said = [r.getMessage() for r in caplog.records if r.name == "streaming.kafka.failures"]
     assert said and said[0].endswith("no answer to the commit of consumer group g's offsets; retrying for up to 5s"), said
     assert reason(concurrent.futures.TimeoutError()) == "TimeoutError"
+    bare = KafkaException(KafkaError(KafkaError.NOT_COORDINATOR, "ConsumerGroupDescribe: "))
+    assert reason(bare) == "ConsumerGroupDescribe: NOT_COORDINATOR", "a broker's error with no text of its own"
     assert reason(KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get watermark offsets"))) == \
         "Failed to get watermark offsets"
 
