@@ -16,7 +16,6 @@ from streaming.errors import UsageError
 def cmd_sync_acls(args: argparse.Namespace) -> int:
     """Apart from a least-privileged job, as an admin: --admin-config logs in to the sink (and on one cluster
     to the source), --source-admin-config to the source; without them, --kafka and --sink-kafka do."""
-    from streaming.configuration.client_properties import read_client_properties  # noqa: PLC0415
     from streaming.job.acl_sync import sinks_of  # noqa: PLC0415
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.kafka.acl_sync import TopicAclSync  # noqa: PLC0415
@@ -33,10 +32,8 @@ def cmd_sync_acls(args: argparse.Namespace) -> int:
             ("source", saved.mapping.source_bootstrap, source_kafka, source_admin,
              "--source-admin-config" if args.source_admin_config else "--admin-config"),
             ("sink", saved.mapping.sink_bootstrap, sink_kafka, args.admin_config, "--admin-config")):
-        settings = read_client_properties(admin, flag) if admin else kafka
-        redaction.register([settings])
-        clusters[role] = Cluster(role, settings.pop("bootstrap.servers", bootstrap), settings,
-                                 given_by=f"{flag} {admin}" if admin else "")
+        redaction.register([kafka])
+        clusters[role] = _admin_cluster(role, bootstrap, admin, flag) if admin else Cluster(role, bootstrap, kafka)
     syncer = TopicAclSync(clusters["source"], clusters["sink"], saved.principals())
     sinks = sinks_of(saved.topics)
     grants = syncer.missing(sinks) if args.dry_run else syncer.sync(sinks)
@@ -87,21 +84,28 @@ def print_acls(options, subscription, naming, source_kafka: dict, sink_kafka: di
     return 0
 
 
+def _admin_cluster(role: str, bootstrap: str, path: str, flag: str):
+    """A cluster reached as the admin whose client properties ``path`` holds (given with ``flag``); a
+    bootstrap.servers in the file is the listener the admin logs in on."""
+    from streaming.configuration.client_properties import read_client_properties  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+
+    settings = read_client_properties(path, flag)
+    redaction.register([settings])
+    return Cluster(role, settings.pop("bootstrap.servers", bootstrap), settings, given_by=f"{flag} {path}")
+
+
 def _apply(grants, where: dict[str, str], admin: dict[str, str]) -> int:
     """Each cluster once (on one cluster both sides' grants together), logged in as its admin."""
-    from streaming.configuration.client_properties import read_client_properties  # noqa: PLC0415
     from streaming.kafka.acl_apply import apply_grants  # noqa: PLC0415
-    from streaming.kafka.admin import Cluster  # noqa: PLC0415
 
     by_cluster: dict[tuple[str, str], list] = {}
     for side, grant in grants:
         by_cluster.setdefault((where[side], admin[side]), []).append(grant)
     for (bootstrap, config), wanted in by_cluster.items():
         flag = "--admin-config" if config == admin["source"] else "--sink-admin-config"
-        settings = read_client_properties(config, flag)
         role = "source" if bootstrap == where["source"] else "sink"
-        cluster = Cluster(role, settings.pop("bootstrap.servers", bootstrap), settings, given_by=f"{flag} {config}")
-        applied = apply_grants(cluster, wanted)
+        applied = apply_grants(_admin_cluster(role, bootstrap, config, flag), wanted)
         for g in applied.added:
             print(f"added on {bootstrap}: {g.principal} {g.operation} on {g.on()}")
         print(f"{bootstrap}: {len(applied.added)} ACLs added, {len(applied.present)} already there")
