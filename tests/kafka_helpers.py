@@ -33,6 +33,11 @@ class Sent:
 
 def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 30) -> list[Sent]:
     """Produce in order and fill in each record's offset from its delivery report."""
+    return produce_to_topics(bootstrap, {topic: records}, timeout_s)[topic]
+
+
+def produce_to_topics(bootstrap: str, by_topic: dict[str, list[Sent]], timeout_s: float = 30) -> dict[str, list[Sent]]:
+    """produce() for many topics with one producer."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     errors: list[str] = []
 
@@ -44,12 +49,13 @@ def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 
                 rec.offset = msg.offset()
         return cb
 
-    for r in records:
-        producer.produce(topic, key=r.key, value=r.value, partition=r.partition, timestamp=r.timestamp,
-                         headers=r.headers or None, on_delivery=report(r))
-        producer.poll(0)
+    for topic, records in by_topic.items():
+        for r in records:
+            producer.produce(topic, key=r.key, value=r.value, partition=r.partition, timestamp=r.timestamp,
+                             headers=r.headers or None, on_delivery=report(r))
+            producer.poll(0)
     assert producer.flush(timeout_s) == 0 and not errors, errors
-    return records
+    return by_topic
 
 
 def log_contents(state_dir: str, topic: str, partition: int, from_offset: int = 0) -> list[tuple]:

@@ -31,10 +31,13 @@ def test_pyspark_is_imported_only_by_the_spark_package() -> None:
     assert _importers("pyspark") and all(m.startswith("streaming.spark.") for m in _importers("pyspark"))
 
 
+SPARK_KAFKA_SOURCE = {"streaming.spark.source.kafka_source", "streaming.spark.source.range_read",
+                      "streaming.spark.source.columns"}  # the source's planning, its task's read, its Arrow columns
+
+
 def test_confluent_kafka_is_imported_only_by_the_kafka_package_and_the_spark_source() -> None:
     owners = _importers("confluent_kafka")
-    assert owners and all(m.startswith("streaming.kafka.") or m == "streaming.spark.source.kafka_source"
-                          for m in owners), owners
+    assert owners and all(m.startswith("streaming.kafka.") or m in SPARK_KAFKA_SOURCE for m in owners), owners
 
 
 def test_docker_and_testcontainers_are_imported_only_by_the_brokers_package() -> None:

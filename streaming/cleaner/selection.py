@@ -100,3 +100,23 @@ def next_clean(segments: list[SegmentMeta], target: LogToClean, config: Compacti
     bounded = config.max_compaction_lag_ms < LONG_MAX
     latest = max(earliest, waiting.first_timestamp + config.max_compaction_lag_ms) if bounded else None
     return NextClean(max(target.first_dirty_offset, waiting.base_offset), earliest, latest)
+
+
+def quiet_until(segments: list[SegmentMeta], target: LogToClean, config: CompactionConfig, now_ms: int) -> int | None:
+    """Until when the log needs no pass and no forced roll if no record arrives: the first of the KIP-354 roll
+    of its active segment, its oldest dirty record becoming cleanable, and a tombstone's delete horizon; None
+    when it needs one now, LONG_MAX when nothing but a new record can make it need one. A compaction stage
+    gives a log that owes the sink nothing no task until then, so idle partitions cost nothing per trigger."""
+    if target.eligible(config.min_cleanable_dirty_ratio):
+        return None
+    times = [s.min_delete_horizon_ms for s in segments if s.min_delete_horizon_ms is not None]
+    active = segments[-1]
+    if active.record_count and active.first_timestamp is not None and config.max_compaction_lag_ms < LONG_MAX:
+        times.append(active.first_timestamp + config.max_compaction_lag_ms + 1)
+    waiting = next_clean(segments, target, config)
+    if waiting is not None:
+        due = waiting.earliest_ms if waiting.earliest_ms > now_ms else waiting.latest_ms
+        if due is not None:
+            times.append(due)
+    when = min(times, default=LONG_MAX)
+    return None if when <= now_ms else when

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from streaming.erasure.entries import Erasure, deadline_ms, fold
 from streaming.errors import UsageError
+from streaming.names import names_text
 from streaming.job.spec import SavedJob, load_saved
 from streaming.log.journal import committed_journal
 from streaming.cli.readable import duration_text
@@ -29,7 +30,7 @@ SINK_KEYS = ("cleanup.policy", "max.compaction.lag.ms", "delete.retention.ms", "
 
 @dataclass(frozen=True)
 class Query:
-    topic: str | None = None
+    topics: tuple[str, ...] | None = None  # --topic: names or patterns
     key: str | None = None
     since_ms: int | None = None
     overdue: bool = False
@@ -90,15 +91,13 @@ def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[Erasure
     state = open_state_dir(state_dir)
     check_access(state, write=False)
     saved = load_saved(state)
-    plans = saved.topics
-    if query.topic is not None:
-        saved.plan_of(query.topic, state_dir)
+    plans = saved.selected(query.topics, state_dir)
     deadlines = {t: deadline_ms(p.compaction.max_compaction_lag_ms, saved.trigger_interval_ms)
                  for t, p in plans.items()}
     listed = []
     for log_dir in list_log_dirs(state):
         topic = log_dir.pid.topic
-        if topic not in plans or (query.topic is not None and topic != query.topic):
+        if topic not in plans:
             continue
         for entry in fold(log_dir.pid, committed_journal(state.storage, log_dir.directory)):
             if _matches(entry, query):
@@ -144,13 +143,21 @@ def _after(ms: int | None, since: int | None) -> str:
     return "" if ms is None or since is None else f" (+{(ms - since) / 1000:.1f}s)"
 
 
+SHOWN = 50  # entries a person reads; past this, the overdue ones, and --json for every one
+
+
 def render_table(found: ErasureList) -> str:
     header = (f"{'partition':<20} {'offset':>8}  {'key':<16} {'tombstone (UTC)':<19}  {'erased from log (UTC)':<30} "
               f"{'in sink (UTC)':<30} {'sink offset':>11}  {'tombstone removed':<19}  state")
+    by_deadline: dict[int, list[str]] = {}
+    for topic, due in sorted(found.deadlines_ms.items()):
+        by_deadline.setdefault(due, []).append(topic)
     lines = [f"erase audit of {found.state_dir}: {len(found.listed)} entries, {len(found.overdue)} overdue "
              f"(due: max.compaction.lag.ms plus one trigger after the tombstone: " +
-             ", ".join(f"{t} {duration_text(d)}" for t, d in sorted(found.deadlines_ms.items())) + ")", header]
-    for item in found.listed:
+             ", ".join(f"{names_text(topics)} {duration_text(due)}" for due, topics in by_deadline.items()) + ")",
+             header]
+    listed = found.listed if len(found.listed) <= SHOWN else [i for i in found.listed if i.overdue][:SHOWN]
+    for item in listed:
         e = item.entry
         key = e.key_sha256[:12] + "…" if e.key_sha256 else base64.b64decode(e.key or "").decode(errors="replace")[:16]
         sink = utc_or_dash(e.sink_ms) + _after(e.sink_ms, e.timestamp_ms) + (" r" if e.sink_recovered else "")
@@ -158,6 +165,9 @@ def render_table(found: ErasureList) -> str:
         lines.append(f"{f'{e.topic}-{e.partition}':<20} {e.offset:>8}  {key:<16} {utc_or_dash(e.timestamp_ms):<19}  "
                      f"{utc_or_dash(e.erased_ms) + _after(e.erased_ms, e.timestamp_ms):<30} {sink:<30} "
                      f"{'-' if e.sink_offset is None else e.sink_offset:>11}  {utc_or_dash(e.removed_ms):<19}  {state}")
+    if len(listed) < len(found.listed):
+        lines.append(f"({len(found.listed) - len(listed)} more entries not shown"
+                     f": --topic, --key, --since or --overdue narrow, --json lists every one)")
     if any(item.entry.sink_recovered for item in found.listed):
         lines.append("r: the job stopped between the sink's commit and the audit's; the time is when it was found")
     if found.outside:

@@ -5,6 +5,7 @@ can run while the job runs. `kcompact run --snapshot-every` takes the Iceberg sn
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from streaming.configuration.settings import RUN_OPTIONS
@@ -24,7 +25,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--value-format", choices=RUN_OPTIONS["snapshot.value.format"].choices, default="binary",
                    help="the value column: the bytes, UTF-8 text, or JSON objects as a struct column (schema inferred "
                         "by the first snapshot, then kept)")
-    p.add_argument("--topic", action="append", default=None, help="only this source topic (repeatable)")
+    p.add_argument("--topic", action="append", default=None,
+                   help="only these source topics: a name, or a regular expression matched whole (repeatable)")
+    p.add_argument("--json", action="store_true", help="what the snapshot wrote, each partition's end, as JSON")
     p.set_defaults(func=_cmd_snapshot)
 
 
@@ -52,9 +55,14 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         target = IcebergTarget(args.iceberg_table, args.iceberg_catalog, args.iceberg_warehouse)
         with private_files():  # the catalog and a local warehouse too
             report = snapshot_to(args.state_dir, target, ValueFormat(args.value_format), _topics(args))
-    print(report.describe(), file=sys.stdout)
+    print(json.dumps(report.to_doc(), indent=2) if args.json else report.describe(), file=sys.stdout)
     return 0
 
 
 def _topics(args: argparse.Namespace) -> frozenset[str] | None:
-    return frozenset(args.topic) if args.topic else None
+    if not args.topic:
+        return None
+    from streaming.job.spec import load_saved  # noqa: PLC0415
+    from streaming.state.stores import open_state_dir  # noqa: PLC0415
+
+    return frozenset(load_saved(open_state_dir(args.state_dir)).selected(args.topic, args.state_dir))

@@ -13,10 +13,14 @@ from streaming.security import redaction
 from streaming.cli.pairs import parse_pairs, sink_settings
 
 
+TOPIC_HELP = "only these source topics: a name, or a regular expression matched whole (repeatable)"
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("status", help="per-partition log and cleaner state, and the cleaner's metrics")
     p.add_argument("--state-dir", required=True)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--topic", action="append", default=None, help=TOPIC_HELP)
+    p.add_argument("--json", action="store_true", help="every partition, as JSON")
     p.set_defaults(func=_cmd_status)
 
     p = sub.add_parser("dump", help="print the records of the compactor's logs")
@@ -29,7 +33,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("erasures", help="the erase audit: when each tombstone's key left the compactor's log "
                                         "and reached the sink")
     p.add_argument("--state-dir", required=True)
-    p.add_argument("--topic", default=None, help="only this source topic's tombstones")
+    p.add_argument("--topic", action="append", default=None, help=TOPIC_HELP)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--key", default=None, help="only this key's tombstones (as text; found by its SHA-256 "
                                                    "with erase.audit.keys=hash)")
@@ -52,7 +56,7 @@ def add_parsers(sub) -> None:
 def _cmd_status(args: argparse.Namespace) -> int:
     from streaming.cli.status import collect_status, render_table  # noqa: PLC0415
 
-    status = collect_status(args.state_dir, int(time.time() * 1000))
+    status = collect_status(args.state_dir, int(time.time() * 1000), args.topic)
     print(json.dumps(status.to_doc(), indent=2) if args.json else render_table(status))
     return 0
 
@@ -75,22 +79,24 @@ def _cmd_erasures(args: argparse.Namespace) -> int:
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
 
     source_kafka = parse_pairs(args.kafka, "--kafka")
-    query = Query(args.topic, args.key, None if args.since is None else parse_since(args.since), args.overdue)
+    query = Query(tuple(args.topic) if args.topic else None, args.key, None if args.since is None else parse_since(args.since), args.overdue)
     found, saved = collect_erasures(args.state_dir, query, int(time.time() * 1000))
     sink_kafka = sink_settings(source_kafka, parse_pairs(args.sink_kafka, "--sink-kafka"), saved.mapping.one_cluster)
     redaction.register([source_kafka, sink_kafka])
     source = Cluster("source", saved.mapping.source_bootstrap, source_kafka, connect_timeout_s=args.cluster_timeout)
     sink = Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka, connect_timeout_s=args.cluster_timeout)
 
-    def configs(cluster: Cluster, topic: str, keys: tuple[str, ...]) -> dict[str, str] | str:
+    def configs(cluster: Cluster, topics: list[str], keys: tuple[str, ...]) -> dict[str, dict[str, str] | str]:
         try:
-            return cluster.topic_configs(topic, keys)
+            return cluster.topic_configs_of(topics, keys)
         except Exception as exc:  # noqa: BLE001 (the audit stands without it; the line says what is missing)
-            return str(exc).splitlines()[0]
+            return dict.fromkeys(topics, str(exc).splitlines()[0])
 
-    for topic, plan in sorted(saved.topics.items()):
-        if args.topic in (None, topic):
-            found.outside += outside_notes(configs(source, topic, SOURCE_KEYS), configs(sink, plan.sink, SINK_KEYS),
-                                           topic, plan.sink)
+    listed = sorted({item.entry.topic for item in found.listed})  # what bounds the erasures listed
+    plans = {t: saved.topics[t] for t in listed}
+    of_source = configs(source, listed, SOURCE_KEYS)
+    of_sink = configs(sink, [p.sink for p in plans.values()], SINK_KEYS)
+    for topic, plan in plans.items():
+        found.outside += outside_notes(of_source[topic], of_sink[plan.sink], topic, plan.sink)
     print(json.dumps(found.to_doc(), indent=2) if args.json else render_table(found))
     return 1 if args.overdue and found.overdue else 0

@@ -6,9 +6,12 @@ beside a running job and works when the job is down.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 from streaming.cli.readable import number_text
+from streaming.names import names_text
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, log_to_clean,
                                next_clean)
 from streaming.job.spec import JobMapping, TopicPlan, load_saved
@@ -79,11 +82,12 @@ class JobStatus:
                 "group_sync": self.group_sync}
 
 
-def collect_status(state_dir: str, now_ms: int) -> JobStatus:
+def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = None) -> JobStatus:
+    """``topics``: --topic's selectors (names or patterns); None: every topic the job mirrors."""
     state = open_state_dir(state_dir)
     check_access(state, write=False)
     saved = load_saved(state)
-    plans = saved.topics
+    plans = saved.selected(topics, state_dir)
     storage = state.storage
     last = read_doc(state)
     source_ends = {p.pid: p.source_end_offset for p in last.partitions} if last else {}
@@ -127,6 +131,23 @@ def collect_status(state_dir: str, now_ms: int) -> JobStatus:
                      last.job.to_doc() if last else {}, last.group_sync if last else None)
 
 
+SHOWN = 50  # rows a person reads; past this, the partitions that need a look (_notable), and --json for the rest
+
+
+def _notable(p: PartitionStatus) -> bool:
+    return p.state != "ok" or bool(p.ingest_lag) or bool(p.emit_lag)
+
+
+def summary(status: JobStatus) -> str:
+    """One line of the whole job, first: a cluster's worth of partitions is read from the top."""
+    states = Counter(p.state for p in status.partitions)
+    ingest = sum(p.ingest_lag or 0 for p in status.partitions)
+    emit = sum(p.emit_lag or 0 for p in status.partitions)
+    return (f"{len(status.topics)} topic(s), {len(status.partitions)} partitions: "
+            + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+            + f"; ingest lag {ingest:,} records, emit lag {emit:,} records")
+
+
 def _figures(values: dict) -> str:
     return ", ".join(f"{k}={number_text(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v}"
                      for k, v in sorted(values.items()))
@@ -151,12 +172,19 @@ def render_table(status: JobStatus) -> str:
             return "-"
         return "-" if value is None else str(value)
 
-    rows = [[cell(f, p) for _, f in cols] for p in status.partitions]
+    shown = status.partitions if len(status.partitions) <= SHOWN else [p for p in status.partitions if _notable(p)]
+    rows = [[cell(f, p) for _, f in cols] for p in shown[:SHOWN]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
-    lines = [f"{status.mapping.describe()}  ({status.state_dir})",
-             *(f"  {t} -> {plan.sink} ({plan.partitions} partitions)" for t, plan in sorted(status.topics.items())),
-             "  ".join(h.rjust(w) for (h, _), w in zip(cols, widths, strict=True))]
+    topics = sorted(status.topics.items())
+    lines = [f"{status.mapping.describe()}  ({status.state_dir})", summary(status)]
+    lines += [f"  {t} -> {plan.sink} ({plan.partitions} partitions)" for t, plan in topics] if len(topics) <= SHOWN \
+        else [f"  {len(topics)} topics ({names_text([t for t, _ in topics])}) -> {status.mapping.sink_template}"]
+    lines.append("  ".join(h.rjust(w) for (h, _), w in zip(cols, widths, strict=True)))
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    if len(rows) < len(status.partitions):
+        lines.append(f"({len(status.partitions) - len(rows)} more partitions not shown: "
+                     f"{'every other is ok, ingested and emitted; ' if len(shown) <= SHOWN else ''}"
+                     f"--topic narrows, --json lists every one)")
     for p in status.partitions:
         if p.uncleanable_error:
             lines.append(f"{p.topic}-{p.partition}: {p.uncleanable_error}")

@@ -30,6 +30,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--bootstrap-servers", help="source cluster")
     p.add_argument("--source-topic", action="append", metavar="TOPIC",
                    help="a mirrored source topic (repeatable; default: every topic the job mirrors)")
+    p.add_argument("--topic", action="append", default=None, metavar="NAME_OR_REGEX",
+                   help="only these of the topics: a name, or a regular expression matched whole (repeatable)")
     p.add_argument("--sink-topic", help="the sink topic, for one --source-topic")
     p.add_argument("--sink-topic-template", metavar="TEMPLATE", help="each source topic's sink, with {topic}")
     p.add_argument("--sink-bootstrap-servers", help="sink cluster (default: the source cluster)")
@@ -39,8 +41,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--sink-kafka", action="append", default=[], metavar="KEY=VALUE", help="librdkafka setting, sink")
     p.add_argument("--cluster-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
                    help="how long to wait for a cluster to answer")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="every partition's verdict, as JSON")
     p.set_defaults(func=_cmd_verify)
+
+
+SHOWN = 50  # verdict lines a person reads; past this, the failed and the behind, and --json for every one
 
 
 @dataclass
@@ -55,7 +60,7 @@ class _Side:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from streaming.cleaner import Overrides  # noqa: PLC0415
     from streaming.cli import config_file  # noqa: PLC0415
-    from streaming.configuration.subscription import subscription_of  # noqa: PLC0415
+    from streaming.configuration.subscription import select_topics, subscription_of  # noqa: PLC0415
     from streaming.job.topics import SinkNaming  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.verify.mirror import MirroredPair, verify_topic  # noqa: PLC0415
@@ -69,6 +74,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     topics = tuple(args.source_topic or from_file.get("source.topic", ()) or (sorted(saved.topics) if saved else ()))
     if not topics:
         raise UsageError("say which topics: --source-topic, source.topic in --config-file, or --state-dir")
+    if args.topic:
+        topics = tuple(select_topics(topics, args.topic, "among the topics to verify"))
     sink_topic = args.sink_topic or from_file.get("sink.topic")
     template = args.sink_topic_template or from_file.get("sink.topic.template")
     subscription = subscription_of(list(topics), None, pattern_as="a pattern (verify takes topics by name)")
@@ -87,18 +94,23 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     for topic in topics:
         pair = MirroredPair(topic, naming.sink_of(topic) if naming else plans[topic].sink)
         config = plans[topic].compaction if topic in plans and not args.config else None
-        for verdict in verify_topic(clusters["source"], clusters["sink"], pair, overrides, config):
-            verdicts.append(verdict)
-            if not args.json:
-                print(verdict.line(), flush=True)
+        verdicts += verify_topic(clusters["source"], clusters["sink"], pair, overrides, config)
     failed = [v for v in verdicts if not v.ok]
     behind = [v for v in verdicts if v.ok and v.behind]
     if args.json:
         print(json.dumps({"ok": not failed, "behind": bool(behind), "partitions": [v.to_doc() for v in verdicts]},
                          indent=2))
-    else:
-        print(_summary(verdicts, failed, behind))
+        return 1 if failed else 0
+    print(_summary(verdicts, failed, behind))
+    shown = verdicts if len(verdicts) <= SHOWN else [*failed, *behind]
+    for verdict in shown[:SHOWN]:
+        print(verdict.line())
+    if len(verdicts) > min(len(shown), SHOWN):
+        print(f"({len(verdicts) - min(len(shown), SHOWN)} more partitions not shown"
+              f"{': every other is ok and caught up' if len(shown) <= SHOWN else ''}; --topic narrows, --json lists "
+              f"every one)")
     return 1 if failed else 0
+
 
 
 def _summary(verdicts, failed, behind) -> str:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from streaming.errors import UsageError
+from streaming.names import names_text
 from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
 
 INTERNAL_PREFIX = "__"  # Kafka's own topics (__consumer_offsets, __transaction_state)
@@ -120,3 +121,21 @@ class StartingOffsets:
         if unknown:
             raise UsageError(f"{option} names topics not subscribed: {unknown}")
         return cls(None, given)
+
+
+def select_topics(topics: Iterable[str], selectors: Sequence[str], among: str) -> list[str]:
+    """The topics ``selectors`` name, each a name or a regular expression matched whole (a command's --topic);
+    one that selects nothing is a usage error naming ``among`` (whose topics they are) and what they are."""
+    known = sorted(topics)
+    chosen: set[str] = set()
+    for selector in selectors:
+        try:
+            pattern = re.compile(selector)
+        except re.error as exc:
+            raise UsageError(f"--topic {selector!r} is neither a topic name nor a regular expression: {exc}") from None
+        found = [t for t in known if t == selector or pattern.fullmatch(t)]
+        if not found:
+            raise UsageError(f"topic {selector!r} is not {among}, nor as a pattern matches one; they are "
+                             f"{names_text(known) or 'none yet'}")
+        chosen.update(found)
+    return sorted(chosen)

@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 
 
 # The source reads a partition in Arrow batches (KafkaSourceOptions.records_per_batch); they are appended in larger
-# groups, since every append writes an object and commits a manifest (each synced, or a store round trip). A
-# crash before the task ends replays the batch.
+# groups, since every append writes an object and commits a manifest (each synced, or a store round trip); a task
+# holds this many rows at most, over all its partitions (the largest share goes first). A crash before the task
+# ends replays the batch.
 APPEND_ROWS = 100_000
 REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
 
@@ -196,8 +197,9 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             rows = batch if len(pids) == 1 else batch.filter(
                 pc.and_(pc.equal(batch.column("topic"), pid.topic), pc.equal(batch.column("partition"), pid.partition)))
             pending.setdefault(pid, []).append(rows)
-            if sum(b.num_rows for b in pending[pid]) >= APPEND_ROWS:
-                flush(pid)
+            held = {p: sum(b.num_rows for b in bs) for p, bs in pending.items()}
+            if sum(held.values()) >= APPEND_ROWS:  # a task reads many partitions: what it holds stays bounded
+                flush(max(held, key=held.__getitem__))
     for pid in list(pending):
         flush(pid)
     for pid, plog in logs.items():
@@ -228,6 +230,7 @@ class LogAppender:
     clock: Callable[[], float] = time.time
     lock: threading.RLock = field(default_factory=threading.RLock)
     last_batch: BatchStats | None = None
+    last_changed: dict[PartitionId, int] = field(default_factory=dict)  # logs the batch changed: records (a roll: 1)
     batches: int = 0
 
     def __call__(self, batch: MicroBatch, batch_id: int) -> None:
@@ -238,6 +241,8 @@ class LogAppender:
         total = sum((r.counts for r in rows), AppendCounts())
         stats = BatchStats(*astuple(total), batch_id=batch_id, partitions=len(rows))
         self.last_batch = stats
+        self.last_changed = {PartitionId(r.topic, r.partition): r.counts.appended + r.counts.rolled for r in rows
+                             if r.counts.appended or r.counts.rolled}
         self.batches += 1
         log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected, "
                  "%d with out-of-range timestamps", batch_id, stats.partitions, stats.appended, stats.skipped,

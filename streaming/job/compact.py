@@ -9,13 +9,14 @@ safe to repeat at any point.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from streaming.cleaner import (Cleaner, CompactionConfig, KeylessPolicy, LogCleanerManager, LogToClean, NextClean,
-                               PartitionCleanerState, PartitionFigures, log_to_clean, next_clean)
+                               PartitionCleanerState, PartitionFigures, log_to_clean, next_clean, quiet_until)
 from streaming.erasure.entries import deadline_ms
 from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
@@ -27,7 +28,7 @@ from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted, read_progress
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import StateDir, open_state_dir
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,14 @@ class StageReport:
     erase_log_ms: list[int] = field(default_factory=list)   # per tombstone erased from the log this stage:
     erase_sink_ms: list[int] = field(default_factory=list)  # and per one committed to the sink, ms since its timestamp
     erasures_overdue: int = 0
+    # Until when the partition needs no task if no record arrives (None: the next stage runs it); see quiet_until
+    quiet_until_ms: int | None = None
+
+    def carried(self) -> "StageReport":
+        """This report as a stage that leaves the log alone hands it back: its state, none of its work."""
+        return dataclasses.replace(self, rolled=False, emitted=0, tombstones_removed=0, erase_log_ms=[], erase_sink_ms=[],
+                                   figures=dataclasses.replace(self.figures, passes=0, clean_secs=0.0, bytes_read=0,
+                                                               bytes_written=0, buffer_utilization=0.0))
 
     def observe(self, plog: PartitionLog, target: LogToClean, state: PartitionCleanerState,
                 config: CompactionConfig) -> None:
@@ -128,23 +137,41 @@ def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: Sta
     state = PartitionCleanerState.load(plog.storage, plog.dir)
     if plog.damaged and not state.in_backoff(now_ms):
         return False
-    checkpoint = plog.cleaner_checkpoint
-    if checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
-                                      and s.base_offset < checkpoint for s in plog.segments):
+    if _owes_sink(plog, emitted):
         return False
-    target = log_to_clean(plog.segments, report.pid, checkpoint, config, now_ms)
+    target = log_to_clean(plog.segments, report.pid, plog.cleaner_checkpoint, config, now_ms)
     report.observe(plog, target, state, config)
     report.emitted_up_to = emitted
     return state.in_backoff(now_ms) or not target.eligible(config.min_cleanable_dirty_ratio)
 
 
-def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int, drain: bool = False) -> StageReport | None:
+def _owes_sink(plog: PartitionLog, emitted: int) -> bool:
+    """The passes kept records past ``emitted`` that the sink has not received."""
+    checkpoint = plog.cleaner_checkpoint
+    return checkpoint is not None and any(s.last_offset is not None and s.last_offset > emitted
+                                          and s.base_offset < checkpoint for s in plog.segments)
+
+
+def _quiet_until(plog: PartitionLog, report: StageReport, config: CompactionConfig, now_ms: int) -> int | None:
+    """Until when the partition needs no task if no record arrives: never while it failed or owes the sink;
+    a damaged log until its backoff ends; else the cleaner's quiet_until."""
+    if report.error is not None or report.emitted_up_to < 0 or _owes_sink(plog, report.emitted_up_to):
+        return None
+    if plog.damaged:
+        state = PartitionCleanerState.load(plog.storage, plog.dir)
+        return state.retry_at_ms if state.in_backoff(now_ms) else None
+    target = log_to_clean(plog.segments, report.pid, plog.cleaner_checkpoint, config, now_ms)
+    return quiet_until(plog.segments, target, config, now_ms)
+
+
+def idle_report(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, drain: bool, sink_unchanged: bool
+                ) -> StageReport | None:
     """The report of a stage that would do nothing for this partition now: no forced roll due (``drain``:
     an empty active segment, since a drain rolls any other), nothing cleanable, and the sink holding
-    everything cleaned (asked of the sink, not the local note); None when the stage has work. It rolls,
+    everything cleaned (``sink_unchanged``: the sink ends where the last stage left it (job.sink_ends), so the
+    log's note of emission holds; else its last record is read); None when the stage has work. It rolls,
     cleans and emits nothing (opening the log collects its garbage, as any opening does), so a --once run
     that finds every partition idle and nothing new to read can end without an engine."""
-    state = open_state_dir(spec.state_dir)
     plan = spec.topics[log_dir.pid.topic]
     with partition_lock(state, log_dir.directory):
         plog = open_partition_log(state, log_dir, plan.compaction.log_config)
@@ -152,13 +179,14 @@ def idle_report(log_dir: LogDir, spec: JobSpec, now_ms: int, drain: bool = False
         if (not plog.active.empty if drain else plog.forced_roll_due(now_ms)) or \
                 not _idle(plog, _stage_config(plan.compaction, drain), now_ms, report):
             return None
-        try:
-            progress = read_progress({"bootstrap.servers": spec.sink_bootstrap, **spec.sink_kafka}, plan.sink,
-                                     log_dir.pid.partition)
-        except Exception:  # noqa: BLE001 (the stage itself reports a sink that is away, and waits for it)
-            return None
-        if progress != report.emitted_up_to:
-            return None
+        if not sink_unchanged:
+            try:
+                progress = read_progress({"bootstrap.servers": spec.sink_bootstrap, **spec.sink_kafka}, plan.sink,
+                                         log_dir.pid.partition)
+            except Exception:  # noqa: BLE001 (the stage itself reports a sink that is away, and waits for it)
+                return None
+            if progress != report.emitted_up_to:
+                return None
         _count_overdue(plog, report, spec, now_ms)
         return report
 
@@ -175,7 +203,15 @@ def compact_partition(log_dir: LogDir, spec: JobSpec, now_ms: int, sink_read: fr
         plog = open_partition_log(state, log_dir, config.log_config)
         report = _roll_clean_emit(plog, log_dir, spec, now_ms, log_dir.pid in sink_read, drain)
         _count_overdue(plog, report, spec, now_ms)
+        report.quiet_until_ms = _quiet_until(plog, report, _stage_config(config, drain), now_ms)
         return report
+
+
+def compact_partitions(log_dirs: list[LogDir], spec: JobSpec, now_ms: int, sink_read: frozenset[PartitionId],
+                       drain: bool = False) -> list[StageReport]:
+    """One Spark task's share of a stage: many small logs share a task (streaming.job.stage_plan), so a
+    stage over thousands of partitions is not thousands of tasks."""
+    return [compact_partition(d, spec, now_ms, sink_read, drain) for d in log_dirs]
 
 
 def _stage_config(config: CompactionConfig, drain: bool) -> CompactionConfig:

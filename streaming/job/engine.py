@@ -28,6 +28,7 @@ class SourceRead:
     starting_offsets: StartingOffsets = StartingOffsets()
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    max_read_tasks: int | None = None  # None: a task per partition with records
     kafka: Mapping[str, str] = field(default_factory=dict, repr=False)  # librdkafka settings; may hold secrets
 
 
@@ -69,6 +70,9 @@ class Engine(Protocol):
 
     def run_tasks(self, task: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """One task per item, run on the executors; their results in the items' order."""
+
+    def slots(self) -> int:
+        """How many tasks run at once."""
 
     def tasks_done(self) -> tuple[int, int] | None:
         """(tasks done, tasks) of the stages running now; None when none runs."""

@@ -58,6 +58,9 @@ class JobCounters:
                                    "records timestamped below 0 or beyond message.timestamp.after.max.ms: their "
                                    "append time is used for lags")
     stages: int = _counter("stages", "compaction stages run")
+    stage_tasks: int = _counter("stage-tasks", "Spark tasks the compaction stages ran (many logs share one)")
+    logs_left_alone: int = _counter("logs-left-alone", "partition logs a stage gave no task: nothing new, owing the "
+                                                       "sink nothing, no pass or roll due")
     passes: int = _counter("passes", "cleaning passes")
     emitted: int = _counter("records-emitted", "records produced to the sink")
 

@@ -21,7 +21,9 @@ from streaming.cleaner import CleanerMetrics, CompactionConfig
 from streaming.partition_id import PartitionId
 from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
-from streaming.job.compact import StageReport, compact_partition, idle_report
+from streaming.job.compact import StageReport, compact_partitions
+from streaming.job.once import idle_reports
+from streaming.job.sink_ends import SinkEnds
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
@@ -30,12 +32,12 @@ from streaming.job.append import LogAppender
 from streaming.job.options import RunOptions, Schedules
 from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
+from streaming.job.stage_plan import TASKS_PER_SLOT, QuietLogs
 from streaming.job.failures import (Restarts, explain_failure, nothing_cleanable, report_failures, state_dir_full,
                                     telling_line)
 from streaming.kafka.failures import is_transient
-from streaming.log.storage import LocalStorage, Storage
 from streaming.runtime.moments import Moment, reached
-from streaming.state.layout import checkpoint_dir, list_log_dirs, open_partition_log, spark_checkpoint
+from streaming.state.layout import LogDir, list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
 
@@ -88,8 +90,12 @@ class CompactorJob:
         self._ingest_lag: int | None = None
         self._batch_began = time.monotonic()
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
-        self._sink_read: set[PartitionId] = set()  # partitions whose progress this run read from the sink
+        self.sink_ends = SinkEnds(self.state, Cluster("sink", spec.sink_bootstrap, spec.sink_kafka),
+                                  {t: p.sink for t, p in spec.topics.items()})
+        # partitions whose sink progress this run knows: read from the sink, or its sink unchanged (sink_ends)
+        self._sink_read: set[PartitionId] = self.sink_ends.unchanged(d.pid for d in self._logs())
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
+        self.quiet = QuietLogs()
         self.collector = job_metrics.JobMetricsCollector()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
@@ -108,7 +114,9 @@ class CompactorJob:
             log.warning("topic sync failed; going on with the %d topics known: %s", len(self.spec.topics), exc)
             return
         if plans != self.spec.topics:
+            self.quiet.forget(t for t, plan in plans.items() if self.spec.topics.get(t) != plan)
             self.spec = dataclasses.replace(self.spec, topics=plans)
+            self.sink_ends.sinks = {t: p.sink for t, p in plans.items()}
             self.spec.save(self.state)
             self.appender.configs = self._log_configs()
 
@@ -123,6 +131,7 @@ class CompactorJob:
             self._stage_after_batch = False
             self.sync_topics()
             self.appender(batch, batch_id)
+            self.quiet.note_appended(self.appender.last_changed)
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
             self.totals.rejected += self.appender.last_batch.rejected
@@ -131,25 +140,30 @@ class CompactorJob:
             self.compaction_stage()
 
     def compaction_stage(self, drain: bool = False) -> list[StageReport]:
-        """Roll, clean and emit every partition log of the mirrored topics, one Spark task each; ``drain``
-        rolls every active segment first (--drain)."""
+        """Roll, clean and emit the partition logs of the mirrored topics that have work (stage_plan), many to a
+        Spark task; ``drain`` rolls every active segment first (--drain)."""
         with self.lock:
-            items = [d for d in list_log_dirs(self.state) if d.pid.topic in self.spec.topics]
+            items = self._logs()
             if not items:  # nothing read yet (empty topics): the job waits for records, and says so
                 self._phase = IDLE
                 return []
             now_ms = int(self.clock() * 1000)
-            task = functools.partial(compact_partition, spec=self.spec, now_ms=now_ms,
+            plan = self.quiet.plan(items, now_ms, self.engine.slots(), every=drain)
+            task = functools.partial(compact_partitions, spec=self.spec, now_ms=now_ms,
                                      sink_read=frozenset(self._sink_read), drain=drain)
-            log.debug("phase: compaction stage of %d partitions", len(items))
-            self._phase = f"cleaning and emitting {len(items)} partitions"
-            reports = self.engine.run_tasks(task, items)
+            log.debug("phase: compaction stage of %d of %d partitions in %d tasks", plan.logs, len(items),
+                      len(plan.tasks))
+            self._phase = f"cleaning and emitting {plan.logs} of {len(items)} partitions"
+            reports = [r for chunk in self.engine.run_tasks(task, plan.tasks) for r in chunk] if plan.tasks else []
             self._phase = IDLE
-            log.debug("phase: idle")
-            self._stage_done(reports, now_ms)
+            self.quiet.note_stage(reports)
+            self.sink_ends.after_stage((r.pid for r in reports), (r.pid for r in reports if r.error))
+            self.totals.stage_tasks += len(plan.tasks)
+            self.totals.logs_left_alone += len(plan.quiet)
+            self._stage_done(reports + plan.quiet, now_ms)
             if self.table_sync:
                 self.table_sync.after_stage(self.spec.state_dir, frozenset(self.spec.topics))
-            return reports
+            return reports + plan.quiet
 
     def _stage_done(self, reports: list[StageReport], now_ms: int) -> None:
         """What the driver keeps of a stage: counters, metrics, the partitions whose sink was read, failures."""
@@ -171,41 +185,18 @@ class CompactorJob:
                 raise state_dir_full(self.spec.state_dir)
 
     def _nothing_to_do(self) -> bool:
-        """--once: no source partition has records past the checkpoint's last committed batch, and every
-        partition log's stage would do nothing (idle_report; with --drain, every active segment is empty too).
-        Then the run's one stage is those reports, and no engine starts: a compactor run from cron on a quiet
-        topic costs seconds."""
-        where = self._checkpoint_files()
-        committed = None if where is None else self.engine.committed_offsets(*where)
-        if committed is None:
-            return False
-        for topic, plan in self.spec.topics.items():
-            try:
-                ranges = self._source.offset_ranges(topic, range(plan.partitions))
-            except Exception as exc:  # noqa: BLE001 (the query itself reports a source that is away)
-                log.debug("offsets of source topic %s unavailable: %s", topic, exc)
-                return False
-            if any(committed.get(PartitionId(topic, p), low) != high for p, (low, high) in ranges.items()):
-                return False
+        """--once: nothing new on the source and nothing due (job.once); then no engine starts."""
         now_ms = int(self.clock() * 1000)
-        reports = []
-        for log_dir in list_log_dirs(self.state):
-            if log_dir.pid.topic in self.spec.topics:
-                report = idle_report(log_dir, self.spec, now_ms, self.options.drain)
-                if report is None:
-                    return False
-                reports.append(report)
+        reports = idle_reports(self.spec, self.state, self.engine, self.checkpoint_location, self._source,
+                               self._logs(), self._sink_read, now_ms, self.options.drain)
+        if reports is None:
+            return False
         log.info("nothing new on the source and no partition due for a pass: ending without starting Spark")
         self._stage_done(reports, now_ms)
         return True
 
-    def _checkpoint_files(self) -> tuple[Storage, str] | None:
-        """The checkpoint as files the driver reads itself: the state dir's own, or a local path given."""
-        if self.checkpoint_location == spark_checkpoint(self.state):
-            return self.state.storage, checkpoint_dir(self.state)
-        if "://" not in self.checkpoint_location:
-            return LocalStorage(), os.path.abspath(self.checkpoint_location)
-        return None
+    def _logs(self) -> list[LogDir]:
+        return [d for d in list_log_dirs(self.state) if d.pid.topic in self.spec.topics]
 
     def _write_metrics(self, reports: list[StageReport], now_ms: int) -> None:
         metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
@@ -222,15 +213,11 @@ class CompactorJob:
 
     def _source_ends(self, reports: list[StageReport]) -> dict[PartitionId, int]:
         """Where the source partitions end now, for the ingest lag; unknown while the cluster is away."""
-        ends: dict[PartitionId, int] = {}
-        for topic in sorted({r.pid.topic for r in reports}):
-            try:
-                found = self._source.end_offsets(topic, [r.pid.partition for r in reports if r.pid.topic == topic])
-            except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
-                log.debug("end offsets of source topic %s unavailable: %s", topic, exc)
-                continue
-            ends.update({PartitionId(topic, p): o for p, o in found.items()})
-        return ends
+        try:
+            return self._source.end_offsets(r.pid for r in reports)
+        except Exception as exc:  # noqa: BLE001 (a metric is not worth failing a trigger for)
+            log.debug("end offsets of the source topics unavailable: %s", exc)
+            return {}
 
     def progress(self) -> Progress:
         """The figures the progress display shows; the phase counts the Spark tasks done in a long stage."""
@@ -248,7 +235,8 @@ class CompactorJob:
 
     def _query(self) -> RunningQuery:
         read = SourceRead(self.spec.source_bootstrap, self.spec.mapping.subscription, self.starting_offsets,
-                          not self.options.allow_data_loss, self.options.max_offsets_per_trigger, self.spec.source_kafka)
+                          not self.options.allow_data_loss, self.options.max_offsets_per_trigger,
+                          self.engine.slots() * TASKS_PER_SLOT, self.spec.source_kafka)
         return self.engine.start_query(QueryPlan(read, self.checkpoint_location, self.options.once, self.trigger_interval_s),
                                        self.on_batch)
 

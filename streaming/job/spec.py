@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from streaming.cleaner import CompactionConfig, JobSettings, KEYS_SET_BY_TOPIC, Overrides
 from streaming.configuration.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
-from streaming.configuration.subscription import Subscription, subscription_from_doc
+from streaming.configuration.subscription import Subscription, select_topics, subscription_from_doc
 from streaming.security.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
@@ -127,6 +127,13 @@ class SavedJob:
         from streaming.kafka.permissions import principal_of  # noqa: PLC0415 (the state reports load no Kafka client)
 
         return frozenset(principal_of(s) for s in (self.source_kafka, self.sink_kafka))
+
+    def selected(self, selectors: Sequence[str] | None, state_dir: str) -> dict[str, TopicPlan]:
+        """The plans of the topics ``selectors`` name (--topic: each a name, or a regular expression matched
+        whole; None: every topic); one that selects nothing is a usage error naming what the job mirrors."""
+        if not selectors:
+            return dict(self.topics)
+        return {t: self.topics[t] for t in select_topics(self.topics, selectors, f"mirrored by the job of {state_dir}")}
 
     def plan_of(self, topic: str, state_dir: str) -> TopicPlan:
         """The plan of a source topic the job mirrors; any other topic is a usage error naming the ones it does."""

@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from streaming.cleaner import CompactionConfig, Overrides
+from streaming.cleaner import Overrides
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
+from streaming.partition_id import PartitionId
 from streaming.configuration.subscription import StartingOffsets, Subscription, SubscribePattern
 
 log = logging.getLogger(__name__)
@@ -103,9 +104,9 @@ class TopicSync:
             if set(offsets) != set(range(present[topic])):
                 raise UsageError(f"--starting-offsets must give every partition of {topic!r} (0..{present[topic] - 1}), "
                                  f"got {sorted(offsets)}")
-            ranges = self.source.offset_ranges(topic, range(present[topic]))
+            ranges = self.source.offset_ranges(PartitionId(topic, p) for p in range(present[topic]))
             for p, offset in sorted(offsets.items()):
-                low, high = ranges[p]
+                low, high = ranges[PartitionId(topic, p)]
                 if offset >= 0 and not low <= offset <= high:
                     where = "below the log start" if offset < low else "beyond the log end"
                     raise UsageError(f"--starting-offsets: {topic}-{p} offset {offset} is {where}; the partition holds "
@@ -121,9 +122,11 @@ class TopicSync:
     def sync(self, plans: Mapping[str, TopicPlan]) -> dict[str, TopicPlan]:
         """The plans for the topics present now: new topics planned and their sinks created, sinks of
         topics that grew given the new partitions. A topic that appears later with a refused sink is left
-        out (an error in the log, once)."""
+        out (an error in the log, once). New topics' configs are read and their sinks made in one request
+        each, however many: a whole cluster's start-up."""
         present = self.present()
         out = dict(plans)
+        new = []
         for topic, partitions in sorted(present.items()):
             plan = out.get(topic)
             if plan is None:
@@ -133,22 +136,26 @@ class TopicSync:
                         log.error("source topic %s is not mirrored (its log is kept): %s", topic, why)
                         self.left_out.add(topic)
                     continue
-                plan = self._plan(topic, partitions)
-                log.info("mirroring %s (%d partitions) into %s", topic, partitions, plan.sink)
+                new.append(topic)
             elif partitions > plan.partitions:
                 self.sink.grow_topic(plan.sink, partitions)
                 log.info("source topic %s grew to %d partitions; so did its sink %s", topic, partitions, plan.sink)
-                plan = TopicPlan(plan.source, plan.sink, plan.compaction, partitions)
-            else:
-                continue
-            out[topic] = plan
+                out[topic] = TopicPlan(plan.source, plan.sink, plan.compaction, partitions)
+        planned = self._plan(new, present)
+        for topic, plan in planned.items():  # at start, the run's summary names them (cli.run)
+            log.log(logging.INFO if plans else logging.DEBUG, "mirroring %s (%d partitions) into %s", topic,
+                    plan.partitions, plan.sink)
+        out.update(planned)
         if self.dead_letter_topic and out != plans:
             self.sink.ensure_topic(self.dead_letter_topic, max(p.partitions for p in out.values()), {}, "dead-letter")
         return out
 
-    def _plan(self, topic: str, partitions: int) -> TopicPlan:
-        explicit = self.source.explicit_settings(topic)
-        compaction: CompactionConfig = resolve_compaction_config(explicit, topic, self.overrides)
-        sink = self.naming.sink_of(topic)
-        self.sink.ensure_topic(sink, partitions, {**sink_topic_settings(explicit), **self.sink_topic_config}, "sink")
-        return TopicPlan(topic, sink, compaction, partitions)
+    def _plan(self, topics: list[str], present: Mapping[str, int]) -> dict[str, TopicPlan]:
+        if not topics:
+            return {}
+        explicit = self.source.explicit_settings_of(topics)
+        plans = {t: TopicPlan(t, self.naming.sink_of(t), resolve_compaction_config(explicit[t], t, self.overrides),
+                              present[t]) for t in topics}
+        self.sink.ensure_topics({p.sink: (p.partitions, {**sink_topic_settings(explicit[t]), **self.sink_topic_config})
+                                 for t, p in plans.items()}, "sink")
+        return plans

@@ -19,6 +19,8 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
                                   OffsetSpec)
 
 from streaming.errors import JobError
+from streaming.names import names_text
+from streaming.partition_id import PartitionId
 from streaming.kafka.client_settings import client_settings, refused_because
 from streaming.kafka.failures import refusal_hint, refusal_keys, refuses, retrying
 
@@ -128,57 +130,80 @@ class Cluster:
 
     def explicit_settings(self, topic: str) -> dict[str, str]:
         """What the topic itself sets (not broker or static defaults)."""
-        def describe():
-            futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-            return next(iter(futures.values())).result(30)
+        return self.explicit_settings_of([topic])[topic]
 
-        entries = self.answer(describe, f"configs of topic {topic}")
-        return {e.name: e.value for e in entries.values()
-                if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
+    def explicit_settings_of(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """What each topic itself sets, in one request however many topics."""
+        return {t: {e.name: e.value for e in entries.values()
+                    if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None}
+                for t, entries in self._describe(topics).items()}
+
+    def _describe(self, topics: list[str]) -> dict[str, dict]:
+        """Each topic's config entries, in one request however many topics."""
+        def describe():
+            futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics])
+            return {r.name: f.result(self.connect_timeout_s) for r, f in futures.items()}
+
+        return self.answer(describe, f"configs of topic {topics[0]}" if len(topics) == 1 else
+                           f"configs of {len(topics)} topics") if topics else {}
 
     def topic_configs(self, topic: str, names: Iterable[str]) -> dict[str, str]:
         """The topic's effective values of ``names`` (its own, else the broker's defaults)."""
-        def describe():
-            futures = self.admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-            return next(iter(futures.values())).result(self.connect_timeout_s)
+        return self.topic_configs_of([topic], names)[topic]
 
-        entries = self.answer(describe, f"configs of topic {topic}")
-        return {n: entries[n].value for n in names if n in entries and entries[n].value is not None}
+    def topic_configs_of(self, topics: list[str], names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """topic_configs for many topics, in one request."""
+        wanted = list(names)
+        return {t: {n: entries[n].value for n in wanted if n in entries and entries[n].value is not None}
+                for t, entries in self._describe(topics).items()}
 
-    def end_offsets(self, topic: str, partitions: list[int], timeout_s: float = 5.0) -> dict[int, int]:
-        """Each partition's last stable offset (the end a read_committed reader can reach)."""
-        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+    def end_offsets(self, partitions: Iterable[PartitionId], timeout_s: float = 5.0) -> dict[PartitionId, int]:
+        """Each partition's last stable offset (the end a read_committed reader can reach), in one request per
+        leader however many topics they span."""
+        return self._offsets(partitions, OffsetSpec.latest(), timeout_s)
+
+    def offset_ranges(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0
+                      ) -> dict[PartitionId, tuple[int, int]]:
+        """Each partition's log start and high watermark: the offsets a reader can start from now."""
+        pids = list(partitions)
+        return self.answer(lambda: watermarks(self.admin, pids, False, timeout_s), _offsets_of(pids)) if pids else {}
+
+    def _offsets(self, partitions: Iterable[PartitionId], spec: OffsetSpec, timeout_s: float) -> dict[PartitionId, int]:
+        request = {TopicPartition(p.topic, p.partition): spec for p in partitions}
+        if not request:
+            return {}
         futures = self.admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
                                           request_timeout=timeout_s)
-        return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
-
-    def offset_ranges(self, topic: str, partitions: Iterable[int], timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
-        """Each partition's log start and high watermark: the offsets a reader can start from now."""
-        tps = [TopicPartition(topic, p) for p in partitions]
-        found: dict[int, list[int]] = {tp.partition: [] for tp in tps}
-        for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
-            def offsets(spec=spec):
-                futures = self.admin.list_offsets({tp: spec for tp in tps}, request_timeout=timeout_s)
-                return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
-
-            for p, offset in self.answer(offsets, f"offsets of topic {topic}").items():
-                found[p].append(offset)
-        return {p: (low, high) for p, (low, high) in found.items()}
+        return {PartitionId(tp.topic, tp.partition): f.result(timeout_s).offset for tp, f in futures.items()}
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str], what: str) -> None:
         """Create the topic when missing; give one that has fewer partitions than the source more (sink
         partition N receives source partition N)."""
-        t = self.metadata().topics.get(topic)
-        if t is not None and t.error is None:
-            if len(t.partitions) < partitions:
+        self.ensure_topics({topic: (partitions, config)}, what)
+
+    def ensure_topics(self, wanted: Mapping[str, tuple[int, Mapping[str, str]]], what: str) -> None:
+        """ensure_topic for many topics: one metadata request and one creation request for them all."""
+        topics = self.metadata().topics
+        missing = []
+        for topic, (partitions, config) in wanted.items():
+            t = topics.get(topic)
+            if t is None or t.error is not None:
+                missing.append(NewTopic(topic, partitions, replication_factor=-1, config=dict(config)))
+            elif len(t.partitions) < partitions:
                 self.grow_topic(topic, partitions, what)
+        if not missing:
             return
-        fut = self.admin.create_topics([NewTopic(topic, partitions, replication_factor=-1, config=dict(config))])[topic]
-        try:
-            fut.result(30)
-        except Exception as exc:
-            raise JobError(f"could not create {what} topic {topic!r}: {exc}") from exc
-        log.info("created %s topic %s with %d partitions %s", what, topic, partitions, config)
+        for topic, fut in self.admin.create_topics(missing).items():
+            try:
+                fut.result(30)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another job made it first
+                    raise JobError(f"could not create {what} topic {topic!r}: {exc}") from exc
+        if len(missing) == 1:
+            log.info("created %s topic %s with %d partitions %s", what, missing[0].topic, missing[0].num_partitions,
+                     missing[0].config)
+        else:
+            log.info("created %d %s topics: %s", len(missing), what, names_text([t.topic for t in missing]))
 
     def grow_topic(self, topic: str, partitions: int, what: str = "sink") -> None:
         """Give the topic ``partitions`` partitions in all, as a source that grew has."""
@@ -189,6 +214,24 @@ class Cluster:
             if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:  # another writer grew it first
                 raise JobError(f"could not give {what} topic {topic!r} {partitions} partitions: {exc}") from exc
         log.info("%s topic %s now has %d partitions", what, topic, partitions)
+
+
+def watermarks(admin: AdminClient, partitions: list[PartitionId], committed: bool, timeout_s: float
+               ) -> dict[PartitionId, tuple[int, int]]:
+    """Each partition's (log start, end), both requests at once, each one per leader however many topics the
+    partitions span; ``committed``: the end is the last stable offset (what a read_committed reader reaches),
+    else the high watermark."""
+    tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    low, high = (admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
+                 for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
+    return {PartitionId(tp.topic, tp.partition): (low[tp].result(timeout_s).offset, high[tp].result(timeout_s).offset)
+            for tp in tps}
+
+
+def _offsets_of(pids: list[PartitionId]) -> str:
+    topics = sorted({p.topic for p in pids})
+    return f"offsets of topic {topics[0]}" if len(topics) == 1 else f"offsets of {len(topics)} topics"
 
 
 class ClusterUnreachable(JobError):

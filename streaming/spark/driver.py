@@ -91,6 +91,9 @@ class SparkEngine:
     def run_tasks(self, task: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return self.spark.sparkContext.parallelize(list(items), len(items)).map(task).collect()
 
+    def slots(self) -> int:
+        return self.spark.sparkContext.defaultParallelism
+
     def tasks_done(self) -> tuple[int, int] | None:
         if self._spark is None:
             return None

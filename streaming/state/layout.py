@@ -24,6 +24,7 @@ from streaming.state.stores import StateDir
 LOGS = "logs"
 JOB_FILE = "kcompact.json"
 METRICS_FILE = "metrics.json"
+SINK_ENDS_FILE = "sink-ends.json"
 REJECTED = "rejected"
 # Spark's own filesystems (Hadoop's) name some stores differently from pyarrow
 _HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs"}
@@ -35,6 +36,10 @@ def job_file(state: StateDir) -> str:
 
 def metrics_file(state: StateDir) -> str:
     return state.path(METRICS_FILE)
+
+
+def sink_ends_file(state: StateDir) -> str:
+    return state.path(SINK_ENDS_FILE)
 
 
 def state_lock_file(state: StateDir) -> str:

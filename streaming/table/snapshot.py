@@ -56,3 +56,8 @@ class SnapshotReport:
         parts = [f"{self.rows} rows written", *([f"{self.deleted} keys deleted"] if self.deleted else []),
                  f"{changed} of {len(self.ends)} partitions changed"]
         return f"snapshot {self.target}: {', '.join(parts)}"
+
+    def to_doc(self) -> dict:
+        """`snapshot --json`: the figures, and where each partition's snapshot ends (its log offset)."""
+        return {"target": self.target, "rows": self.rows, "deleted": self.deleted, "unchanged": self.unchanged,
+                "ends": {str(pid): end for pid, end in sorted(self.ends.items())}}

@@ -12,6 +12,7 @@ from typing import Iterator, Mapping
 
 from streaming.cleaner import CompactionConfig, Overrides
 from streaming.job.spec import resolve_compaction_config
+from streaming.partition_id import PartitionId
 from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import scan
 from streaming.kafka.emitter import source_offset
@@ -41,11 +42,14 @@ def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, config: Compac
     compacted = "compact" in source.topic_configs(pair.source, ["cleanup.policy"]).get("cleanup.policy", "")
     partitions = list(range(source.partition_count(pair.source)))
     sink_partitions = sink.partition_count(pair.sink)
-    source_ranges = source.offset_ranges(pair.source, partitions)
-    source_ends = source.answer(lambda: source.end_offsets(pair.source, partitions), f"end offsets of {pair.source}")
-    mirrored = [p for p in partitions if p < sink_partitions]
-    sink_starts = {p: low for p, (low, _) in sink.offset_ranges(pair.sink, mirrored).items()}
-    sink_ends = sink.answer(lambda: sink.end_offsets(pair.sink, mirrored), f"end offsets of {pair.sink}")
+    of_source = [PartitionId(pair.source, p) for p in partitions]
+    source_ranges = {pid.partition: r for pid, r in source.offset_ranges(of_source).items()}
+    source_ends = {pid.partition: o for pid, o in source.answer(lambda: source.end_offsets(of_source),
+                                                                f"end offsets of {pair.source}").items()}
+    of_sink = [PartitionId(pair.sink, p) for p in partitions if p < sink_partitions]
+    sink_starts = {pid.partition: low for pid, (low, _) in sink.offset_ranges(of_sink).items()}
+    sink_ends = {pid.partition: o for pid, o in sink.answer(lambda: sink.end_offsets(of_sink),
+                                                            f"end offsets of {pair.sink}").items()}
     for p in partitions:
         if p >= sink_partitions:
             yield judge(pair.source, pair.sink, p, SourceWinners(), _missing_partition(p), 0)

@@ -28,8 +28,9 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
     bounded = new_topic(prefix=prefix, config={"max.compaction.lag.ms": "60000"})
     argv = ["run", "--bootstrap-servers", bootstrap_servers, "--source-topic-pattern", f"{prefix}-[0-9a-f]+",
             "--sink-topic-template", "{topic}.c", "--state-dir", str(tmp_path / "state")]
-    with open(tmp_path / "err", "w+") as err:
-        job = subprocess.Popen([*KCOMPACT, *argv], stdout=subprocess.DEVNULL, stderr=err, text=True)
+    job_out = tmp_path / "out"
+    with open(tmp_path / "err", "w+") as err, open(job_out, "w") as out:
+        job = subprocess.Popen([*KCOMPACT, *argv], stdout=out, stderr=err, text=True)
         try:
             deadline = time.monotonic() + 120
             while "waiting for records" not in PROGRESS.findall((tmp_path / "err").read_text()) and job.poll() is None:
@@ -40,7 +41,7 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
             code = job.wait(120)
         text = (tmp_path / "err").read_text()
     assert code == 0, text
-    assert f"mirroring {bounded} (1 partitions)" in text, text
+    assert f"{bounded} (1 partitions) -> {bounded}.c" in job_out.read_text(), "the start-up summary names each group"
     phases = PROGRESS.findall(text)
     assert phases[0] == "starting the query: planning the first micro-batch", "the first line says what Spark is doing"
     assert text.index(" INFO streaming.job.runner: starting Spark") < text.index("progress: "), text

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import pytest
+
 from streaming import __version__
+from streaming.errors import UsageError
 from streaming.cleaner import CompactionConfig, LogCleanerManager
 from streaming.partition_id import PartitionId
 from streaming.cli.dump import dump_records
@@ -50,20 +54,36 @@ def test_status_reports_each_partition_from_its_files(tmp_path) -> None:
     assert (p1.records, p1.dirty_ratio, p1.passes, p1.emitted_up_to) == (6, 1.0, 0, None)
     assert status.metrics["max-dirty-percent"] == 100.0 and status.metrics["uncleanable-partitions-count"] == 0
     table = render_table(status)
-    assert table.splitlines()[1] == "  orders -> orders.compacted (2 partitions)" and "orders-1" in table
+    assert table.splitlines()[1:3] == ["1 topic(s), 2 partitions: 2 ok; ingest lag 0 records, emit lag 0 records",
+                                       "  orders -> orders.compacted (2 partitions)"] and "orders-1" in table
     assert "hunter2" not in json.dumps(status.to_doc()) + (tmp_path / "kcompact.json").read_text()
 
 
 def test_status_table_names_the_cleanable_range_and_rounds_figures_for_a_person(tmp_path) -> None:
     status = collect_status(_state_dir(tmp_path), NOW)
     status.metrics["cleaner-recopy-percent"] = 100 * 1024 / 1073741824  # 9.5367431640625e-05
-    header, row = render_table(status).splitlines()[2:4]
+    header, row = render_table(status).splitlines()[3:5]
     assert "cleanable<" in header and "uncleanable" not in header
     end = header.index("cleanable<") + len("cleanable<")  # cells are right-aligned under their header
     assert row[:end].split()[-1] == "6"
     metrics = render_table(status).splitlines()[-1]
     assert "cleaner-recopy-percent=9.54e-05," in metrics and "max-dirty-percent=100," in metrics, metrics
     assert json.loads(json.dumps(status.to_doc()))["metrics"]["cleaner-recopy-percent"] == 100 * 1024 / 1073741824
+
+
+def test_status_of_many_partitions_lists_those_that_need_a_look_and_topic_narrows_it(tmp_path) -> None:
+    status = collect_status(_state_dir(tmp_path), NOW)
+    many = [dataclasses.replace(status.partitions[0], partition=p, emit_lag=0) for p in range(300)]
+    many[7].emit_lag = 4
+    status = dataclasses.replace(status, partitions=many)
+    table = render_table(status).splitlines()
+    assert table[1].startswith("1 topic(s), 300 partitions: 300 ok; ingest lag 0 records, emit lag 4 records")
+    assert [line.split()[0] for line in table[4:5]] == ["orders-7"], "the one partition behind, alone"
+    assert table[5] == "(299 more partitions not shown: every other is ok, ingested and emitted; --topic narrows, " \
+                       "--json lists every one)"
+    assert collect_status(_state_dir(tmp_path), NOW, ["ord.*"]).topics.keys() == {"orders"}
+    with pytest.raises(UsageError, match="topic 'nope' is not mirrored by the job of .*; they are orders"):
+        collect_status(_state_dir(tmp_path), NOW, ["nope"])
 
 
 def test_dump_prints_what_the_logs_hold(tmp_path) -> None:

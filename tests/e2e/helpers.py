@@ -45,23 +45,24 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
     try:
         if topic not in consumer.list_topics(timeout=timeout_s).topics:
             return out  # not created yet (the job creates the sink when it starts)
-        for p in range(partitions):
-            tp = TopicPartition(topic, p)
-            _, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
-            consumer.assign([TopicPartition(topic, p, 0)])
-            records = []
-            deadline = time.monotonic() + timeout_s
-            while high and consumer.position([tp])[0].offset < high:
-                if time.monotonic() > deadline:
-                    raise IncompleteRead(f"{topic}-{p}: the read stopped at offset "
-                                         f"{consumer.position([tp])[0].offset}, before the end {high} it set out "
-                                         f"for, within {timeout_s:.0f}s")
-                for m in consumer.consume(500, timeout=1):
-                    assert m.error() is None, m.error()
-                    records.append({"offset": m.offset(), "key": m.key(), "value": m.value(),
-                                    "timestamp": m.timestamp()[1], "headers": m.headers() or [],
-                                    "source_offset": source_offset(m.headers())})
-            out[p] = [r for r in records if r["offset"] < high]
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1]
+                for p in range(partitions)}
+        ends = {p: high for p, high in ends.items() if high}
+        out = {p: [] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])  # together: one fetch serves them all
+        deadline = time.monotonic() + timeout_s
+        while pending := [tp for tp in consumer.position([TopicPartition(topic, p) for p in ends])
+                          if tp.offset < ends[tp.partition]]:
+            if time.monotonic() > deadline:
+                raise IncompleteRead(f"{topic}-{pending[0].partition}: the read stopped at offset {pending[0].offset}, "
+                                     f"before the end {ends[pending[0].partition]} it set out for, within "
+                                     f"{timeout_s:.0f}s")
+            for m in consumer.consume(500, timeout=1):
+                assert m.error() is None, m.error()
+                out[m.partition()].append({"offset": m.offset(), "key": m.key(), "value": m.value(),
+                                           "timestamp": m.timestamp()[1], "headers": m.headers() or [],
+                                           "source_offset": source_offset(m.headers())})
+        out = {p: [r for r in records if r["offset"] < ends.get(p, 0)] for p, records in out.items()}
     finally:
         consumer.close()
     return out

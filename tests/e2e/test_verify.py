@@ -4,6 +4,7 @@ naming the key."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -22,10 +23,19 @@ FORCE = "max.compaction.lag.ms=60000"
 VERSION = "ver"
 
 
+SUMMARY = re.compile(r"^\d+ of \d+ partitions verified")
+
+
 def verify(bootstrap: str, source: str, sink: str, capsys, *extra: str) -> tuple[int, list[str]]:
+    """Verify's exit status and lines: the summary comes first (pinned here), and is returned last, after
+    the verdict lines; --json's document as printed."""
     capsys.readouterr()
     code = main(["verify", "--bootstrap-servers", bootstrap, "--source-topic", source, "--sink-topic", sink, *extra])
-    return code, capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()
+    if "--json" in extra:
+        return code, out
+    assert SUMMARY.match(out[0]), out
+    return code, [*out[1:], out[0]]
 
 
 def version(n: int) -> list[tuple[str, bytes]]:
@@ -124,7 +134,7 @@ def test_the_state_dir_gives_clusters_topics_and_strategy_and_a_sink_behind_is_s
     capsys.readouterr()
     assert main(["verify", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in out[:2]] == [f"ok   {src}-0 -> {sink}-0", f"ok   {src}-1 -> {sink}-1"]
+    assert [line.split(":")[0] for line in out[1:3]] == [f"ok   {src}-0 -> {sink}-0", f"ok   {src}-1 -> {sink}-1"]
     late = int(time.time() * 1000)
     produce(bootstrap_servers, src, [Sent(0, b"key-new-%d" % i, b"late", late + i, version(1)) for i in range(3)]
             + [Sent(1, b"key-old", b"late", late, version(-1))])  # key-old: no such key before, so a winner too
@@ -136,9 +146,9 @@ def test_the_state_dir_gives_clusters_topics_and_strategy_and_a_sink_behind_is_s
     capsys.readouterr()
     assert main(["verify", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith(f"LAG  {src}-0 -> {sink}-0: checked ") and "of the source's end 203, lag 3 winners " \
-        "not in the sink yet" in out[0], out
-    assert out[-1] == "2 of 2 partitions verified; 2 behind their source by 4 winners in all, checked only up to " \
+    assert out[1].startswith(f"LAG  {src}-0 -> {sink}-0: checked ") and "of the source's end 203, lag 3 winners " \
+        "not in the sink yet" in out[1], out
+    assert out[0] == "2 of 2 partitions verified; 2 behind their source by 4 winners in all, checked only up to " \
                       "what each sink holds", out
 
 

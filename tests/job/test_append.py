@@ -16,7 +16,7 @@ from streaming.configuration.subscription import EARLIEST, LATEST, StartingOffse
 from streaming.partition_id import PartitionId
 from streaming.spark.driver import SparkEngine, SparkQuery
 from streaming.log import LogConfig
-from streaming.spark.source.kafka_source import ARROW_SCHEMA
+from streaming.spark.source.columns import ARROW_SCHEMA
 from streaming.state.layout import REJECTED, log_dir
 from streaming.state.stores import open_state_dir
 from tests.kafka_helpers import Sent, log_contents, produce

@@ -30,6 +30,9 @@ class KafkaSourceOptions:
     # made and freed ten megabytes of them at a time, and the small-object allocator gave those pages back to
     # the system and faulted them in again for the next (bench/README.md); 10k is also Spark's Arrow batch size.
     records_per_batch: int = 10_000
+    # At most this many tasks read a micro-batch, the small ranges of many partitions sharing one (None: a task
+    # per partition with records, as Spark's Kafka source does); the job sets it from its cores.
+    max_read_tasks: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -67,23 +70,26 @@ class KafkaSourceOptions:
         except UsageError as exc:
             raise SourceOptionError(str(exc)) from None
 
-        max_offsets = get("maxOffsetsPerTrigger")
-        if max_offsets is not None:
-            try:
-                max_offsets_value = int(max_offsets)
-                if max_offsets_value <= 0:
-                    raise ValueError
-            except ValueError:
-                raise SourceOptionError(f"option 'maxOffsetsPerTrigger' must be a positive integer, "
-                                        f"got {max_offsets!r}") from None
-        else:
-            max_offsets_value = None
-
+        max_offsets_value = positive_option("maxOffsetsPerTrigger", get("maxOffsetsPerTrigger"))
+        max_read_tasks = positive_option("maxReadTasks", get("maxReadTasks"))
         fail = boolean_option("failOnDataLoss", get("failOnDataLoss"), True)
         poll = get("kafkaConsumer.pollTimeoutMs")
         return cls(subscription=subscription, client_config=client, starting_offsets=starting,
-                   max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail,
+                   max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail, max_read_tasks=max_read_tasks,
                    poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS)
+
+
+def positive_option(name: str, value: str | None) -> int | None:
+    """A source option that is a positive integer when given, refused in one line naming it."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise SourceOptionError(f"option '{name}' must be a positive integer, got {value!r}")
+    return number
 
 
 def boolean_option(name: str, value: str | None, default: bool) -> bool:
@@ -104,4 +110,6 @@ def spark_options(read: SourceRead) -> dict[str, str]:
                **{f"{KAFKA_PREFIX}{k}": v for k, v in read.kafka.items()}}
     if read.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(read.max_offsets_per_trigger)
+    if read.max_read_tasks:
+        options["maxReadTasks"] = str(read.max_read_tasks)
     return options

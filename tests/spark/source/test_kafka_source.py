@@ -1,5 +1,6 @@
-"""The source's partition reads: their consumers' settings, and a read that gets no records says why it waits
-while it waits, and gives up, naming the option, at kafkaConsumer.pollTimeoutMs."""
+"""The source's partition reads: their consumers' settings, many partitions' ranges read together by one task's
+consumer, each exactly, and a read that gets no records says why it waits while it waits, and gives up, naming
+the option, at kafkaConsumer.pollTimeoutMs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import logging
 
 import pytest
 
-from streaming.spark.source import kafka_source
+from streaming.spark.source import kafka_source, range_read
+from streaming.spark.source.range_read import OffsetRange
 from streaming.spark.source.options import KafkaSourceOptions
 from tests.kafka_helpers import Sent, produce
 
@@ -20,8 +22,8 @@ def test_a_read_that_gets_no_records_says_it_waits_and_stops_at_the_poll_timeout
     produce(bootstrap_servers, topic, [Sent(0, b"k%d" % i, b"v", 1_000 + i) for i in range(10)])
     options = dataclasses.replace(KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
                                                             "subscribe": topic}), poll_timeout_ms=4_000)
-    monkeypatch.setattr(kafka_source, "SAY_EVERY_S", 1.0)
-    caplog.set_level(logging.WARNING, logger=kafka_source.__name__)
+    monkeypatch.setattr(range_read, "SAY_EVERY_S", 1.0)
+    caplog.set_level(logging.WARNING, logger=range_read.__name__)
     with pytest.raises(TimeoutError, match=rf"{topic}-0: no progress from offset 10 towards 20 .*pollTimeoutMs=4000"):
         list(kafka_source.read_partition(options, topic, 0, 0, 20))  # 10 records past the log's end
     waits = [r.getMessage() for r in caplog.records if "waiting for the source cluster" in r.getMessage()]
@@ -38,3 +40,23 @@ def test_the_source_fetches_large_and_soon_unless_the_user_says_otherwise() -> N
                                      "kafka.max.partition.fetch.bytes": "1048576", "kafka.fetch.queue.backoff.ms": "1000"})
     config = kafka_source.consumer_config(mine)
     assert config["max.partition.fetch.bytes"] == "1048576" and config["fetch.queue.backoff.ms"] == "1000"
+
+
+@pytest.mark.integration
+def test_one_consumer_reads_many_partitions_ranges_together_each_exactly(bootstrap_servers, new_topic) -> None:
+    """A task's ranges: some whole, one ending mid-partition, one of two topics, one empty; records of a range
+    that ended are not taken, however the fetches interleave."""
+    a, b = new_topic(partitions=4), new_topic(partitions=1)
+    for topic, parts in ((a, 4), (b, 1)):
+        produce(bootstrap_servers, topic, [Sent(i % parts, b"k%d" % i, b"v", 1_000 + i) for i in range(4_000)])
+    per = 4_000 // 4
+    ranges = [OffsetRange(a, 0, 0, per), OffsetRange(a, 1, 10, 20), OffsetRange(a, 2, 0, per),
+              OffsetRange(a, 3, per, per), OffsetRange(b, 0, 100, 4_000)]
+    options = dataclasses.replace(KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                                            "subscribe": a}), records_per_batch=300)
+    got: dict[tuple[str, int], list[int]] = {}
+    for batch in kafka_source.read_ranges(options, ranges):
+        assert batch.num_rows <= 300 * len(ranges)
+        for t, p, o in zip(*(batch.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True):
+            got.setdefault((t, p), []).append(o)
+    assert got == {(r.topic, r.partition): list(range(r.start, r.end)) for r in ranges if r.end > r.start}

@@ -1,0 +1,207 @@
+"""One task's read: the offset ranges of many partitions with one consumer, all assigned at once.
+
+A consumer holds one fetch in flight per broker, and a broker holds a fetch that finds nothing new for
+fetch.wait.max.ms: reading partitions one after another would wait that long at every switch. Assigned
+together, one fetch carries every partition's records, so a task over hundreds of small ranges costs a few
+round trips, and a range is left as soon as its end is read (paused, its buffered records dropped). Aborted
+transactions are skipped by the read_committed consumer and control markers never appear, so a range ends
+on position, not count.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import operator
+import time
+from typing import Generator, Iterator, NamedTuple, Sequence
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from streaming.kafka.failures import SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata, retrying
+from streaming.runtime.moments import Moment, reached
+from streaming.spark.source.columns import Columns
+from streaming.spark.source.options import KafkaSourceOptions
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+EARLIEST_TIMESTAMP = -2  # ListOffsets' "earliest": offsets_for_times with it gives log starts, one request per leader
+
+
+class OffsetRange(NamedTuple):
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class DataLossError(RuntimeError):
+    """Offsets the query needs are gone from Kafka (retention, topic re-creation)."""
+
+
+def data_loss(message: str, fail: bool) -> None:
+    text = (f"{message}. Some data may have been lost because they are not available in Kafka any more; "
+            f"either the data was aged out by Kafka or the topic may have been deleted before all the data "
+            f"in the topic was processed. If you want your streaming query to go on in such cases, set the "
+            f"source option 'failOnDataLoss' to 'false'.")
+    if fail:
+        raise DataLossError(text)
+    log.warning("%s (failOnDataLoss=false: going on)", text)
+
+
+class RangeRead:
+    def __init__(self, consumer: Consumer, options: KafkaSourceOptions, ranges: Sequence[OffsetRange]) -> None:
+        self.consumer, self.options = consumer, options
+        self.ranges = {(r.topic, r.partition): r for r in ranges}
+        self.position: dict[Key, int] = {}
+        self.columns: dict[Key, Columns] = {}
+        topics = {r.topic for r in ranges}
+        self.topic = next(iter(topics)) if len(topics) == 1 else None  # whose metadata a wait refreshes
+
+    def log_starts(self, keys: Sequence[Key]) -> dict[Key, int]:
+        def ask() -> dict[Key, int]:
+            found = self.consumer.offsets_for_times([TopicPartition(t, p, EARLIEST_TIMESTAMP) for t, p in keys],
+                                                   timeout=TRY_S)
+            for tp in found:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+            return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+        where = f"{keys[0][0]}-{keys[0][1]}" if len(keys) == 1 else f"{len(keys)} partitions"
+        return retrying(ask, f"log start of {where}", self.options.poll_timeout_ms / 1000, side="source",
+                        client=self.consumer, topic=self.topic)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for t, p in self.ranges:
+            reached(Moment.LOG_START, f"{t}-{p}")
+        lows = self.log_starts(list(self.ranges))
+        for key, r in self.ranges.items():
+            start = r.start
+            if start < lows[key]:
+                data_loss(f"partition {r.topic}-{r.partition}: offsets [{start}, {min(lows[key], r.end)}) were "
+                          f"deleted (log start is now {lows[key]})", self.options.fail_on_data_loss)
+                start = lows[key]
+            if start < r.end:
+                self.position[key] = start
+                self.columns[key] = Columns(*key)
+        if not self.position:
+            return
+        self._assign()
+        yield from self._read()
+
+    def _assign(self) -> None:
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.position.items()])
+
+    def _finish(self, key: Key) -> Iterator[pa.RecordBatch]:
+        """The range is read: its last records go, and its partition is fetched no more."""
+        del self.position[key]
+        cols = self.columns.pop(key)
+        if len(cols):
+            yield cols.take()
+        if self.position:
+            self.consumer.pause([TopicPartition(*key)])
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
+        options = self.options
+        idle_since = said = refreshed = time.monotonic()
+        fetching: set[Key] = set()
+        while self.position:
+            msgs = self.consumer.consume(options.records_per_batch, timeout=1.0)
+            moved = False
+            for key, run in self._runs(msgs):
+                if isinstance(run, KafkaError):
+                    if (yield from self._failed(key, run)):
+                        break  # read again from the positions
+                    continue
+                if key not in self.position:  # fetched before its range ended
+                    continue
+                before = self.position[key]
+                self.position[key] = after = self.columns[key].add(run, before, self.ranges[key].end)
+                moved |= after > before
+                if key not in fetching:
+                    fetching.add(key)
+                    reached(Moment.FETCH, f"{key[0]}-{key[1]} at offset {before}")
+                if after >= self.ranges[key].end:
+                    yield from self._finish(key)
+            if msgs:
+                idle_since = time.monotonic()
+            elif not moved:
+                for tp in self.consumer.position([TopicPartition(*key) for key in self.position]):
+                    if tp.offset >= self.ranges[(tp.topic, tp.partition)].end:  # only markers were left
+                        yield from self._finish((tp.topic, tp.partition))
+                if not self.position:
+                    break
+                now, limit_s = time.monotonic(), options.poll_timeout_ms / 1000
+                (t, p), position = next(iter(self.position.items()))
+                if now - idle_since > limit_s:
+                    raise TimeoutError(f"partition {t}-{p}: no progress from offset {position} towards "
+                                       f"{self.ranges[(t, p)].end} within kafkaConsumer.pollTimeoutMs="
+                                       f"{options.poll_timeout_ms}")
+                # a leader away: librdkafka fetches again once one is elected and its metadata names it, which
+                # a refresh now and then brings sooner; meanwhile say so now and then
+                if now - refreshed >= TRY_S:
+                    refresh_metadata(self.consumer, self.topic)
+                    refreshed = time.monotonic()
+                if min(now - idle_since, now - said) >= SAY_EVERY_S:
+                    log.warning("waiting for the source cluster: partition %s-%d gave no records from offset %d "
+                                "for %.0fs; waiting for up to %.0fs more", t, p, position, now - idle_since,
+                                limit_s - (now - idle_since))
+                    said = now
+            if sum(map(len, self.columns.values())) >= options.records_per_batch:
+                for cols in self.columns.values():
+                    if len(cols):
+                        yield cols.take()
+
+    def _failed(self, key: Key, err: KafkaError) -> Generator[pa.RecordBatch, None, bool]:
+        """An error in place of records: out of range is data loss (read on from the log start, or fail; True:
+        the rest of the consume() result is dropped); anything else fails the task, and the job reads the
+        batch again."""
+        if err.code() == UNUSED_GROUP_REFUSED:
+            log.debug("partition %s-%d: %s (this consumer uses no group)", *key, err)
+            return False
+        if err.code() != KafkaError.OFFSET_OUT_OF_RANGE or key not in self.position:
+            raise KafkaException(err)
+        data_loss(f"partition {key[0]}-{key[1]}: offset {self.position[key]} is out of range",
+                  self.options.fail_on_data_loss)
+        self.position[key] = max(self.position[key], self.log_starts([key])[key])
+        if self.position[key] >= self.ranges[key].end:
+            yield from self._finish(key)
+        self._assign()
+        return True
+
+    def _runs(self, msgs: list[Message]) -> Iterator[tuple[Key, list[Message] | KafkaError]]:
+        """The consume() result as runs of one partition's records, and the errors between them. With one
+        range left, the run is the whole result: no per-message work beyond the error scan."""
+        errors = _error_indexes(msgs)
+        i = 0
+        for j in [*errors, len(msgs)]:
+            if j > i:
+                yield from self._by_partition(msgs[i:j])
+            if j < len(msgs):
+                m = msgs[j]
+                yield (m.topic(), m.partition()), m.error()
+            i = j + 1
+
+    def _by_partition(self, msgs: list[Message]) -> Iterator[tuple[Key, list[Message]]]:
+        first, last = msgs[0], msgs[-1]
+        if len(self.position) == 1 and first.partition() == last.partition() and first.topic() == last.topic():
+            yield (first.topic(), first.partition()), msgs
+            return
+        keys = list(zip(map(Message.topic, msgs), map(Message.partition, msgs), strict=True))
+        start = 0
+        for k in range(1, len(keys) + 1):
+            if k == len(keys) or keys[k] != keys[start]:
+                yield keys[start], msgs[start:k]
+                start = k
+
+
+def _error_indexes(msgs: list[Message]) -> list[int]:
+    """Where the consume() result holds errors instead of records: almost always nowhere, which one pass
+    in C finds (the per-message work of this loop is the source's CPU, bench/README.md)."""
+    errors = list(map(Message.error, msgs))
+    # not errors.count(None): comparing a KafkaError with None raises inside list.count (a SystemError)
+    if not any(map(operator.is_not, errors, itertools.repeat(None))):
+        return []
+    return [k for k, e in enumerate(errors) if e is not None]
