@@ -29,6 +29,7 @@ and without it (off), alternating which goes first; the ratio of the two times i
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -40,11 +41,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, cpu_s, delete_topic, mirror_maker, new_sink,
-                            produce, run_job, warm_up_topic)
+from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, cpu_s, delete_topic, delete_topics, mirror_maker,
+                            new_sink, new_sinks, new_topics, produce, run_job, warm_up_topic)
 from streaming.brokers.choice import acquire_broker
 from streaming.erasure.events import AuditKeys
 from streaming.kafka.admin import create_topic, unique_topic_name
@@ -58,8 +60,10 @@ from streaming.state.stores import open_state_dir
 class Shape:
     records: int
     keys: int  # record i has key i mod keys: each key's last record is among the last ``keys``
-    partitions: int = 4
+    partitions: int = 4  # of each topic
     value_bytes: int = 100
+    topics: int = 1
+    hot_share: float = 0.0  # of the records, on the first tenth of the topics (pipeline_sides.produce)
 
 
 SHAPES = {
@@ -68,6 +72,10 @@ SHAPES = {
     "entities": Shape(10_000_000, 1_000_000),  # an entity table: a million keys updated ten times
     "big-values": Shape(1_000_000, 100_000, value_bytes=1024),
     "wide": Shape(10_000_000, 100_000, partitions=64),
+    # a whole cluster: 400 topics of 5 partitions, 90% of the records on 40 of them; beside it the same records
+    # on one topic of 4 partitions, for what the partitions themselves cost
+    "many-topics": Shape(2_000_000, 200_000, partitions=5, topics=400, hot_share=0.9),
+    "many-topics-base": Shape(2_000_000, 200_000),
 }
 SIDES = ("pipeline", "consume", "mirror", "mm2", "mm2-tuned")
 SHAPE_SIDES = "pipeline,consume,mm2-tuned"
@@ -76,10 +84,11 @@ SHAPE_SIDES = "pipeline,consume,mm2-tuned"
 def _measure(spark, broker, args: argparse.Namespace, name: str, shape: Shape, sides: list[str],
              work: str) -> dict[str, list[Side]]:
     bs = broker.bootstrap_servers
-    source = create_topic(bs, unique_topic_name("bench-src"), shape.partitions, {"retention.ms": "-1"})
+    sources = new_topics(bs, "bench-src", shape.topics, shape.partitions)
+    source = sources[0] if shape.topics == 1 else sources
     t = time.perf_counter()
     produce(bs, source, shape.records, shape.keys, shape.partitions, int(time.time() * 1000) - 2 * HOUR,
-            value_bytes=shape.value_bytes)
+            value_bytes=shape.value_bytes, hot_share=shape.hot_share)
     print(f"{name}: {shape.records:,} records produced in {time.perf_counter() - t:.1f}s", flush=True)
     out: dict[str, list[Side]] = {n: [] for n in sides}
     for i in range(args.rounds):
@@ -87,13 +96,16 @@ def _measure(spark, broker, args: argparse.Namespace, name: str, shape: Shape, s
             cpu = cpu_s(broker.pid)
             if side == "pipeline":
                 state_dir = os.path.join(work, f"measured-{name}-{i}")
-                seconds, job = run_job(spark, bs, source, new_sink(bs, shape.partitions), state_dir)
+                sinks = new_sinks(bs, shape.partitions, shape.topics)
+                seconds, job = run_job(spark, bs, source, sinks[0] if shape.topics == 1 else sinks, state_dir)
                 expected = (shape.records, min(shape.keys, shape.records))
                 assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.to_doc()
                 shutil.rmtree(state_dir, ignore_errors=True)
+                delete_topics(bs, sinks)
             elif side == "consume":
                 seconds = bare_consume(bs, source, shape.partitions)
             elif side == "mirror":
+                assert shape.topics == 1, "the bare mirror copies one topic"
                 mirror = create_topic(bs, unique_topic_name("bench-mirror"), shape.partitions, {"retention.ms": "-1"})
                 seconds = bare_mirror(bs, source, mirror, shape.partitions)
                 delete_topic(bs, mirror)
@@ -103,7 +115,7 @@ def _measure(spark, broker, args: argparse.Namespace, name: str, shape: Shape, s
             out[side].append(Side(seconds, cpu_s(broker.pid) - cpu))
         print(f"{name} round {i + 1}: " + "  ".join(f"{n} {out[n][-1].seconds:7.2f}s" for n in sides) +
               "  (broker CPU-s " + " / ".join(f"{out[n][-1].broker_cpu:.1f}" for n in sides) + ")", flush=True)
-    delete_topic(bs, source)
+    delete_topics(bs, sources)
     return out
 
 
@@ -126,7 +138,7 @@ def _table(results: dict[str, dict[str, float]], shapes: dict[str, Shape], sides
     lines = [f"medians of {rounds} round(s)", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, median in results.items():
         shape = shapes[name]
-        row = [name, f"{shape.records:,}", f"{shape.keys:,}", str(shape.partitions), str(shape.value_bytes),
+        row = [name, f"{shape.records:,}", f"{shape.keys:,}", str(shape.partitions * shape.topics), str(shape.value_bytes),
                *(f"{median[s]:.2f}" for s in sides), *(f"{median[r] / median['pipeline']:.2f}" for r in ratios)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -256,6 +268,138 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _tree(root: int) -> list[int]:
+    """The process and all its descendants (the job's JVM, Spark's Python daemon and workers)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += parents.get(pid, [])
+    return out
+
+
+def _cpu_over(root: int, seconds: float) -> float:
+    """CPU seconds the process tree uses over the next ``seconds``, sampled four times a second: Spark retires
+    idle Python workers and starts new ones, so a process that exits counts what it used up to its last
+    sample."""
+    def now() -> dict[int, float]:
+        found = {}
+        for pid in _tree(root):
+            try:
+                found[pid] = cpu_s(pid)
+            except OSError:
+                continue
+        return found
+
+    first = now()
+    last = dict(first)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.25)
+        for pid, used in now().items():
+            first.setdefault(pid, 0.0)
+            last[pid] = used
+    return sum(last[p] - first[p] for p in last)
+
+
+def _pss_mib(pid: int) -> float:
+    """Proportional set size: a forked worker's pages shared with its daemon are counted once over both."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float) -> dict[str, float]:
+    """A continuous `kcompact run` over topics with a few records per partition, all emitted, then idle: what
+    ``seconds`` of its idle triggers cost, from its own metrics (stages) and /proc (CPU, memory)."""
+    names = new_topics(bs, "bench-idle", topics, partitions)
+    prefix = names[0].rsplit("-", 1)[0]
+    produce(bs, names, 4 * topics * partitions, 2 * topics * partitions, partitions,
+            int(time.time() * 1000) - 2 * HOUR)
+    state = os.path.join(work, f"idle-{topics}x{partitions}")
+    run = [sys.executable, "-m", "streaming", "run", "--bootstrap-servers", bs, "--source-topic-pattern",
+           f"{prefix}-[0-9]+", "--sink-topic-template", "{topic}.s", "--state-dir", state, "--config",
+           "max.compaction.lag.ms=1000"]
+    with open(state + ".log", "w") as log:
+        job = subprocess.Popen([*run, "--trigger-interval", "1"], stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        def counters() -> dict:
+            try:
+                with open(os.path.join(state, "metrics.json")) as f:
+                    return json.load(f)["job"]
+            except (OSError, ValueError, KeyError):
+                return {}
+        deadline = time.monotonic() + 900
+        while counters().get("records-emitted", 0) < 2 * topics * partitions:
+            assert job.poll() is None and time.monotonic() < deadline, Path(state + ".log").read_text()[-3000:]
+            time.sleep(1)
+        time.sleep(5)  # the stages that follow the last emission
+        before, t0 = counters(), time.monotonic()
+        cpu = _cpu_over(job.pid, seconds)
+        after, t1 = counters(), time.monotonic()
+        procs = _tree(job.pid)
+        driver = sum(_pss_mib(p) for p in procs if p == job.pid or "java" in _comm(p).split(" ", 1)[0])
+        workers = sum(_pss_mib(p) for p in procs) - driver
+        os.killpg(job.pid, signal.SIGTERM)
+        job.wait(120)
+        text = Path(state + ".log").read_text()
+        start_up = [line for line in text[:text.index("starting Spark")].splitlines() if line.strip()]
+        t = time.perf_counter()  # the same job from cron: nothing new, nothing due
+        once = subprocess.run([*run, "--once"], capture_output=True, text=True, timeout=600)
+        once_s = time.perf_counter() - t
+        assert once.returncode == 0 and "ending without starting Spark" in once.stderr, once.stderr[-3000:]
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGTERM)
+            job.wait(120)
+        delete_topics(bs, names)
+    stages = after["stages"] - before["stages"]
+    return {"partitions": topics * partitions, "trigger s": (t1 - t0) / stages,
+            "CPU ms per trigger": 1000 * cpu / stages,
+            "CPU ms per idle partition per trigger": 1000 * cpu / stages / (topics * partitions),
+            "tasks per trigger": (after["stage-tasks"] - before["stage-tasks"]) / stages,
+            "driver MiB": driver, "workers MiB": workers, "no-op --once s": once_s,
+            "start-up lines": len(start_up)}
+
+
+def bench_idle(args: argparse.Namespace) -> None:
+    """A continuous run over idle partitions: 4 of them and a whole cluster's, side by side on one broker."""
+    work = tempfile.mkdtemp(prefix="kcompact-bench-idle-")
+    try:
+        with acquire_broker() as broker:
+            rows = [_idle_side(broker.bootstrap_servers, work, 1, 4, args.seconds),
+                    _idle_side(broker.bootstrap_servers, work, args.topics, args.partitions, args.seconds)]
+        head = list(rows[0])
+        print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+        for row in rows:
+            print("| " + " | ".join(f"{row[h]:,.0f}" if h in ("partitions", "start-up lines") else f"{row[h]:.2f}"
+                                    for h in head) + " |")
+        for h in ("driver MiB", "workers MiB", "no-op --once s"):
+            print(f"{h} at {rows[1]['partitions']:,} partitions / at 4: {rows[1][h] / rows[0][h]:.2f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -273,6 +417,11 @@ def main() -> None:
     p.add_argument("--warm-up", type=int, default=200_000, help="records of the warm-up run")
     p.add_argument("--rounds", type=int, default=1, help="rounds of every side per shape, rotating which goes first")
     p.set_defaults(func=bench_throughput)
+    p = sub.add_parser("idle")
+    p.add_argument("--topics", type=int, default=400)
+    p.add_argument("--partitions", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=60, help="idle time measured on each side")
+    p.set_defaults(func=bench_idle)
     p = sub.add_parser("delete-latency")
     p.add_argument("--tombstones", type=int, default=20)
     p.add_argument("--max-lag-ms", type=int, default=10_000)

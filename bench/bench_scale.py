@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from pipeline_sides import HOUR, delete_topic, produce
 from streaming.brokers.choice import acquire_broker
+from streaming.partition_id import PartitionId
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 
 RECORD_BYTES = 16 + 100 + 24  # key, value, the log's per-record overhead (columns.RECORD_OVERHEAD)
@@ -173,7 +174,7 @@ def main() -> None:
                     # one ms apart, all in the past: a broker refuses a record stamped over an hour ahead
                     produce(bs, source, records, keys, args.partitions, int(time.time() * 1000) - 2 * HOUR - records)
                     made = time.perf_counter() - t
-                    held = Cluster("source", bs).offset_ranges(source, range(args.partitions))
+                    held = Cluster("source", bs).offset_ranges(PartitionId(source, p) for p in range(args.partitions))
                     assert sum(high - low for low, high in held.values()) == records, held
                     state_dir = os.path.join(work, f"state-{keys}-{records}")
                     seconds, sampler = run_once(bs, source, state_dir)

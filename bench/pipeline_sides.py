@@ -20,6 +20,7 @@ from streaming.job.options import RunOptions
 from streaming.job.runner import CompactorJob
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
+from streaming.partition_id import PartitionId
 from streaming.kafka.client_log import with_client_log  # the benchmark's own clients: no librdkafka lines on stderr
 from streaming.spark.driver import SparkEngine
 from streaming.spark.source.kafka_source import FETCH_QUEUE_BACKOFF_MS, MAX_PARTITION_FETCH_BYTES
@@ -41,10 +42,26 @@ def cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int, ts: int,
-            tombstone_every: int = 0, value_bytes: int = 100) -> None:
+def produce(bootstrap: str, topic: str | list[str], records: int, keys: int, partitions: int, ts: int,
+            tombstone_every: int = 0, value_bytes: int = 100, hot_share: float = 0.0) -> None:
     """Record i has key i mod ``keys`` (so every key's last record is among the last ``keys``), in the
-    partition of its key, as Kafka's partitioner keeps a key in one partition."""
+    partition of its key, as Kafka's partitioner keeps a key in one partition. Over topics, a key lives in
+    one topic: with ``hot_share`` (0.9), that share of the keys, and so of the records, is in the first tenth
+    of the topics."""
+    topics = [topic] if isinstance(topic, str) else topic
+    hot = max(1, len(topics) // 10) if hot_share and len(topics) > 1 else 0
+
+    hot_keys = round(100 * hot_share)  # of every 100 keys
+
+    def place(key: int) -> tuple[str, int]:
+        if len(topics) == 1:
+            return topics[0], key % partitions
+        if hot and key % 100 < hot_keys:  # the j-th hot key, then round the hot topics' partitions
+            first, count, j = 0, hot, key // 100 * hot_keys + key % 100
+        else:  # the j-th cold key, round every other topic's partitions
+            first, count, j = hot, len(topics) - hot, key // 100 * (100 - hot_keys) + key % 100 - hot_keys
+        return topics[first + j % count], j // count % partitions
+
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                                          "queue.buffering.max.messages": 2_000_000,
                                          "queue.buffering.max.kbytes": 2_000_000}))
@@ -52,7 +69,8 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, partitions: int
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, key=b"key-%012d" % (i % keys), partition=i % keys % partitions, timestamp=ts + i,
+                name, partition = place(i % keys)
+                producer.produce(name, key=b"key-%012d" % (i % keys), partition=partition, timestamp=ts + i,
                                  value=None if tombstone_every and i % tombstone_every == tombstone_every - 1 else value)
                 break
             except BufferError:
@@ -86,14 +104,16 @@ def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> floa
     return time.perf_counter() - t
 
 
-def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, work: str, run: str,
+def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, records: int, work: str, run: str,
                  tuned: bool) -> float:
-    """MirrorMaker 2 copying ``source`` to another topic of the same broker (cluster aliases of this run's
-    own, so no run resumes another's offsets); seconds from its first record in the target to its last."""
+    """MirrorMaker 2 copying ``source`` (a topic, or topics of ``partitions`` each) to other topics of the same
+    broker (cluster aliases of this run's own, so no run resumes another's offsets); seconds from its first
+    record in the targets to its last."""
+    topics = [source] if isinstance(source, str) else source
     jars = ensure_kafka_jars(MM2_POM)
     src, dst = f"s{run}", f"d{run}"
     props = {"clusters": f"{src}, {dst}", f"{src}.bootstrap.servers": bootstrap, f"{dst}.bootstrap.servers": bootstrap,
-             f"{src}->{dst}.enabled": "true", f"{src}->{dst}.topics": source, f"{dst}->{src}.enabled": "false",
+             f"{src}->{dst}.enabled": "true", f"{src}->{dst}.topics": ",".join(topics), f"{dst}->{src}.enabled": "false",
              "replication.factor": "1", "refresh.topics.interval.seconds": "1", "sync.topic.acls.enabled": "false",
              # copying only, as the pipeline is measured: heartbeats and checkpoints off (on one broker MM2 would
              # also copy the heartbeat topics earlier runs made, which no topic filter holds back)
@@ -105,8 +125,8 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
     path = os.path.join(work, f"mm2-{run}.properties")
     with open(path, "w") as f:
         f.writelines(f"{k} = {v}\n" for k, v in props.items())
-    target = f"{src}.{source}"
-    watcher = Consumer(with_client_log({"bootstrap.servers": bootstrap, "group.id": f"watch-{run}"}))
+    targets = [PartitionId(f"{src}.{t}", p) for t in topics for p in range(partitions)]
+    watched = Cluster("sink", bootstrap)
     log4j = os.path.join(work, "mm2-log4j2.properties")
     with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
         f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
@@ -126,9 +146,8 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
                 raise RuntimeError(f"MirrorMaker 2 ended or stalled (rc {proc.returncode}): {tail}")
             time.sleep(0.02)
             try:
-                copied = sum(watcher.get_watermark_offsets(TopicPartition(target, p), timeout=10, cached=False)[1]
-                             for p in range(partitions))
-            except KafkaException:  # the target is not made yet, or its leaders are not elected yet
+                copied = sum(watched.end_offsets(targets).values())
+            except KafkaException:  # the targets are not made yet, or their leaders are not elected yet
                 continue
             now = time.perf_counter()
             if copied and first is None:
@@ -136,7 +155,6 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
             if copied >= records:
                 last = now
     finally:
-        watcher.close()
         proc.terminate()
         proc.wait(60)
     admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # its target and internal topics go: the next side
@@ -146,16 +164,18 @@ def mirror_maker(bootstrap: str, source: str, partitions: int, records: int, wor
     return last - first
 
 
-def bare_consume(bootstrap: str, source: str, partitions: int) -> float:
-    """The read limit: one consumer with the source's fetch settings reading every record, nothing else."""
+def bare_consume(bootstrap: str, source: str | list[str], partitions: int) -> float:
+    """The read limit: one consumer with the source's fetch settings reading every record of the topic (or
+    topics, ``partitions`` each), nothing else."""
     t = time.perf_counter()
+    topics = [source] if isinstance(source, str) else source
     consumer = Consumer(with_client_log({
-        "bootstrap.servers": bootstrap, "group.id": f"consume-{source}", "enable.auto.commit": False,
+        "bootstrap.servers": bootstrap, "group.id": f"consume-{topics[0]}", "enable.auto.commit": False,
         "isolation.level": "read_committed", "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         "max.partition.fetch.bytes": MAX_PARTITION_FETCH_BYTES}))
-    remaining = sum(consumer.get_watermark_offsets(TopicPartition(source, p), cached=False)[1]
-                    for p in range(partitions))
-    consumer.assign([TopicPartition(source, p, 0) for p in range(partitions)])
+    remaining = sum(high for _, high in Cluster("source", bootstrap).offset_ranges(
+        PartitionId(t, p) for t in topics for p in range(partitions)).values())
+    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
     while remaining > 0:
         remaining -= sum(1 for m in consumer.consume(min(remaining, 10_000), timeout=1.0) if m.error() is None)
     consumer.close()
@@ -169,25 +189,45 @@ def warm_up_topic(bootstrap: str, records: int, partitions: int) -> str:
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # held until the deletion is done
-    for future in admin.delete_topics([topic]).values():
-        future.result(60)
+    delete_topics(bootstrap, [topic])
 
 
 def new_sink(bootstrap: str, partitions: int) -> str:
     """A sink as `kcompact run` makes it, but not compacted by the broker."""
-    sink = unique_topic_name("bench-sink")
-    Cluster("sink", bootstrap).ensure_topic(sink, partitions, {"cleanup.policy": "delete", "retention.ms": "-1"}, "sink")
-    return sink
+    return new_sinks(bootstrap, partitions, 1)[0]
 
 
-def run_job(spark, bootstrap: str, source: str, sink: str, state_dir: str,
+def new_sinks(bootstrap: str, partitions: int, count: int) -> list[str]:
+    sinks = [unique_topic_name("bench-sink") for _ in range(count)]
+    Cluster("sink", bootstrap).ensure_topics({s: (partitions, {"cleanup.policy": "delete", "retention.ms": "-1"})
+                                             for s in sinks}, "sink")
+    return sinks
+
+
+def new_topics(bootstrap: str, prefix: str, count: int, partitions: int) -> list[str]:
+    """``count`` topics in one request, named to sort in order of making."""
+    base = unique_topic_name(prefix)
+    topics = [f"{base}-{i:04d}" for i in range(count)]
+    Cluster("source", bootstrap).ensure_topics({t: (partitions, {"retention.ms": "-1"}) for t in topics}, "source")
+    return topics
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # held until the deletion is done
+    for future in admin.delete_topics(topics).values():
+        future.result(60)
+
+
+def run_job(spark, bootstrap: str, source: str | list[str], sink: str | list[str], state_dir: str,
             audit: AuditKeys = AuditKeys.HASH) -> tuple[float, CompactorJob]:
-    mapping = JobMapping(bootstrap, Subscribe((source,)), bootstrap, sink)
-    partitions = Cluster("source", bootstrap).partition_count(source)
+    """``source`` and ``sink``: a topic each, or topics in pairs."""
+    sources, sinks = ([source], [sink]) if isinstance(source, str) else (source, sink)
+    mapping = JobMapping(bootstrap, Subscribe(tuple(sources)), bootstrap, sinks[0] if len(sinks) == 1 else "{topic}.s")
+    counts = {t: len(m.partitions) for t, m in Cluster("source", bootstrap).metadata().topics.items() if t in sources}
     settings = JobSettings(erase_audit_keys=audit)
-    plan = TopicPlan(source, sink, settings.over(CompactionConfig(max_compaction_lag_ms=60_000)), partitions)
-    spec = JobSpec(mapping, state_dir, {source: plan}, settings=settings)
+    config = settings.over(CompactionConfig(max_compaction_lag_ms=60_000))
+    plans = {t: TopicPlan(t, s, config, counts[t]) for t, s in zip(sources, sinks, strict=True)}
+    spec = JobSpec(mapping, state_dir, plans, settings=settings)
     job = CompactorJob(SparkEngine(spark), spec, RunOptions(once=True))
     t = time.perf_counter()
     assert job.run() == 0
