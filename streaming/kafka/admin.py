@@ -174,7 +174,7 @@ class Cluster:
             return {}
         futures = self.admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
                                           request_timeout=timeout_s)
-        return {PartitionId(tp.topic, tp.partition): f.result(timeout_s).offset for tp, f in futures.items()}
+        return {PartitionId(tp.topic, tp.partition): answered(tp, f, timeout_s) for tp, f in futures.items()}
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str], what: str) -> None:
         """Create the topic when missing; give one that has fewer partitions than the source more (sink
@@ -225,8 +225,18 @@ def watermarks(admin: AdminClient, partitions: list[PartitionId], committed: boo
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     low, high = (admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
                  for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
-    return {PartitionId(tp.topic, tp.partition): (low[tp].result(timeout_s).offset, high[tp].result(timeout_s).offset)
+    return {PartitionId(tp.topic, tp.partition): (answered(tp, low[tp], timeout_s), answered(tp, high[tp], timeout_s))
             for tp in tps}
+
+
+def answered(tp: TopicPartition, future, timeout_s: float) -> int:
+    """A ListOffsets answer: the offset, or, for a partition whose leader is moving, which answers with no
+    offset (-1001) rather than an error, a transient error that the caller's retry waits out."""
+    offset = future.result(timeout_s).offset
+    if offset < 0:
+        raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no offset for {tp.topic}-{tp.partition} "
+                                        f"(its leader is moving)", retriable=True))
+    return offset
 
 
 def _offsets_of(pids: list[PartitionId]) -> str:

@@ -39,6 +39,7 @@ TRANSIENT = frozenset({
     KafkaError._DESTROY_BROKER,  # a request to a broker that left the metadata (killed, fenced): ask again
     KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader whose high watermark has not caught up yet (retriable in Kafka)
     KafkaError._UNKNOWN_PARTITION,  # a fresh client's metadata, from a broker still loading its own, lacks it
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,  # asked a leader that just moved: ask again
 })
 REFUSED = frozenset({
     KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,

@@ -68,7 +68,8 @@ def test_the_audit_of_a_real_run_agrees_with_the_passes_and_the_sink(store, requ
     assert {e["key_sha256"] for e in entries.values()} <= {hashlib.sha256(k).hexdigest() for k in earlier}
     assert any(f"source topic {src}" in line and "retention" in line for line in found["outside"]), found["outside"]
     assert any(f"sink topic {sink}" in line for line in found["outside"]), found["outside"]
-    assert erasures(state, capsys, "--overdue") == (0, {**found, "entries": [], "at_ms": ANY})
+    # nothing listed, nothing to bound: the notes are of the topics whose erasures are listed
+    assert erasures(state, capsys, "--overdue") == (0, {**found, "entries": [], "outside": [], "at_ms": ANY})
     for wrong, said in ((("--since", "yesterday"), "--since 'yesterday': not a time"),
                         (("--topic", "nope"), "topic 'nope' is not mirrored")):
         assert main(["erasures", "--state-dir", state, *wrong]) == 2

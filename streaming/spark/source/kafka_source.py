@@ -121,11 +121,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         the last stable offset when reading committed records, as the consumer's own reads see it."""
         if not tps:
             return {}
-        if self._admin is None:
+
+        def renew() -> None:  # a client that asked a leader that moved looks the leaders up afresh
             self._admin = AdminClient(client_settings(self.options.client_config))
+
+        if self._admin is None:
+            renew()
         committed = self.options.client_config.get("isolation.level") != "read_uncommitted"
-        found = self._retrying(lambda: watermarks(self._admin, [PartitionId(*tp) for tp in tps], committed, TRY_S),
-                               f"watermarks of {len(tps)} partitions")
+        found = retrying(lambda: watermarks(self._admin, [PartitionId(*tp) for tp in tps], committed, TRY_S),
+                         f"watermarks of {len(tps)} partitions", self.options.poll_timeout_ms / 1000, side="source",
+                         renew=renew)
         return {(p.topic, p.partition): marks for p, marks in found.items()}
 
     def initialOffset(self) -> Offsets:

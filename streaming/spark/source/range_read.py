@@ -67,6 +67,9 @@ class RangeRead:
             for tp in found:
                 if tp.error is not None:
                     raise KafkaException(tp.error)
+                if tp.offset < 0:  # a leader moving answers with no offset: the retry asks the new one
+                    raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no log start for "
+                                                    f"{tp.topic}-{tp.partition}", retriable=True))
             return {(tp.topic, tp.partition): tp.offset for tp in found}
 
         where = f"{keys[0][0]}-{keys[0][1]}" if len(keys) == 1 else f"{len(keys)} partitions"
