@@ -45,6 +45,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from procs import is_jvm, memory_mib, tree
 from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, cpu_s, delete_topic, delete_topics, mirror_maker,
                             new_sink, new_sinks, new_topics, produce, run_job, warm_up_topic)
 from streaming.brokers.choice import acquire_broker
@@ -268,32 +269,13 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _tree(root: int) -> list[int]:
-    """The process and all its descendants (the job's JVM, Spark's Python daemon and workers)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += parents.get(pid, [])
-    return out
-
-
 def _cpu_over(root: int, seconds: float) -> float:
     """CPU seconds the process tree uses over the next ``seconds``, sampled four times a second: Spark retires
     idle Python workers and starts new ones, so a process that exits counts what it used up to its last
     sample."""
     def now() -> dict[int, float]:
         found = {}
-        for pid in _tree(root):
+        for pid in tree(root):
             try:
                 found[pid] = cpu_s(pid)
             except OSError:
@@ -309,23 +291,6 @@ def _cpu_over(root: int, seconds: float) -> float:
             first.setdefault(pid, 0.0)
             last[pid] = used
     return sum(last[p] - first[p] for p in last)
-
-
-def _pss_mib(pid: int) -> float:
-    """Proportional set size: a forked worker's pages shared with its daemon are counted once over both."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
-    except (OSError, StopIteration):
-        return 0.0
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float) -> dict[str, float]:
@@ -357,9 +322,9 @@ def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float)
         before, t0 = counters(), time.monotonic()
         cpu = _cpu_over(job.pid, seconds)
         after, t1 = counters(), time.monotonic()
-        procs = _tree(job.pid)
-        driver = sum(_pss_mib(p) for p in procs if p == job.pid or "java" in _comm(p).split(" ", 1)[0])
-        workers = sum(_pss_mib(p) for p in procs) - driver
+        procs = tree(job.pid)
+        driver = sum(memory_mib(p, "Pss") for p in procs if p == job.pid or is_jvm(p))
+        workers = sum(memory_mib(p, "Pss") for p in procs) - driver
         os.killpg(job.pid, signal.SIGTERM)
         job.wait(120)
         text = Path(state + ".log").read_text()

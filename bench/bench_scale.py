@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pipeline_sides import HOUR, delete_topic, produce
+from procs import cmdline, memory_mib, tree
 from streaming.brokers.choice import acquire_broker
 from streaming.partition_id import PartitionId
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
@@ -59,37 +60,18 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
-            for pid in _tree(self.root):
+            for pid in tree(self.root):
                 kind = _kind(pid)
                 if kind is None:
                     continue
-                self.rss_mib[kind] = max(self.rss_mib[kind], _rss_mib(pid))
+                self.rss_mib[kind] = max(self.rss_mib[kind], memory_mib(pid, "VmRSS"))
                 if kind == "spark JVM":
                     self.heap_mib = max(self.heap_mib, _heap_used_mib(pid))
 
 
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    children[int(f.read().rsplit(")", 1)[1].split()[1])].append(int(entry))
-            except OSError:
-                continue
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
 def _kind(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+    cmd = cmdline(pid)
+    if cmd is None:
         return None
     if "java" in cmd.split(" ")[0]:
         return "spark JVM"
@@ -100,14 +82,6 @@ def _kind(pid: int) -> str | None:
     if "streaming" in cmd:
         return "driver (python)"
     return None
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
-    except (OSError, StopIteration):
-        return 0.0
 
 
 def _heap_used_mib(pid: int) -> float:

@@ -1,0 +1,50 @@
+"""A job's processes as /proc shows them, for the benchmarks that measure a whole job: its process tree, each
+process's command line, and its memory."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+
+def tree(root: int) -> list[int]:
+    """The process and all its descendants (the job's JVM, Spark's Python daemon and workers)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    children[int(f.read().rsplit(")", 1)[1].split()[1])].append(int(entry))
+            except OSError:
+                continue
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def cmdline(pid: int) -> str | None:
+    """The command line, its arguments joined by spaces; None for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def is_jvm(pid: int) -> bool:
+    cmd = cmdline(pid)
+    return cmd is not None and "java" in cmd.split(" ", 1)[0]
+
+
+def memory_mib(pid: int, field: str) -> float:
+    """A memory figure in MiB: VmRSS from status, or Pss from smaps_rollup (a forked worker's pages shared
+    with its daemon counted once over both); 0 for a process that is gone."""
+    path = f"/proc/{pid}/status" if field.startswith("Vm") else f"/proc/{pid}/smaps_rollup"
+    try:
+        with open(path) as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(f"{field}:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
