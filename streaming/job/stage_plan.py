@@ -58,8 +58,12 @@ class QuietLogs:
 
     def plan(self, logs: Sequence[LogDir], now_ms: int, slots: int, every: bool = False) -> StagePlan:
         """``every``: no log is left alone (--drain rolls every active segment)."""
-        busy = [d for d in logs if every or not self.is_quiet(d.pid, now_ms)]
-        quiet = [] if every else [self.reports[d.pid] for d in logs if self.is_quiet(d.pid, now_ms)]
+        busy, quiet = [], []
+        for d in logs:
+            if not every and self.is_quiet(d.pid, now_ms):
+                quiet.append(self.reports[d.pid])
+            else:
+                busy.append(d)
         return StagePlan(spread(busy, [self.appended.get(d.pid, 0) for d in busy], slots * TASKS_PER_SLOT),
                          quiet)
 
