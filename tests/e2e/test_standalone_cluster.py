@@ -53,7 +53,7 @@ def test_a_job_on_a_standalone_cluster_with_state_on_s3_emits_the_model(bootstra
     assert not [line for line in spark_lines if " INFO " in line or " DEBUG " in line], spark_lines
     assert len(spark_lines) <= 3, spark_lines
     assert err[-1].endswith(" done: 2000 records ingested, 4 passes, " + err[-1].split(" passes, ")[1]), err[-1]
-    assert out.stdout.startswith(f"mirroring 1 topic(s) from {bootstrap_servers}") and not TEXT_LINE.search(out.stdout)
+    assert out.stdout.startswith(f"mirroring 1 topic(s) (4 partitions) from {bootstrap_servers}") and not TEXT_LINE.search(out.stdout)
     assert all(executors), f"every worker started an executor JVM: {executors}"
     ran = [set(re.findall(rf" INFO streaming.cleaner.cleaner: cleaned {re.escape(src)}-(\d) ", text)) for text in logs]
     assert all(ran), f"compaction tasks ran on every worker: {ran}"
