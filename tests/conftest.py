@@ -17,6 +17,7 @@ from hypothesis import settings
 from streaming.brokers.broker import Broker, BrokerKind
 from streaming.brokers.choice import BOOTSTRAP_ENV, acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
+from tests.crashing_broker import CrashingBroker
 from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
@@ -123,6 +124,16 @@ def new_topic(bootstrap_servers: str) -> TopicFactory:
                             {"retention.ms": "-1", **(config or {})})
 
     return make
+
+
+@pytest.fixture
+def crashing_broker(tmp_path) -> Iterator[CrashingBroker]:
+    """Always a local Apache Kafka: an external cluster or a container cannot be crashed from here."""
+    broker = CrashingBroker(tmp_path / "broker")
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

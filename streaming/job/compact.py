@@ -25,7 +25,7 @@ from streaming.job.spec import JobSpec
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
 from streaming.state.locks import partition_lock
-from streaming.kafka.emitter import PartitionEmitter, TransactionInterrupted, read_progress
+from streaming.kafka.emitter import HangingTransaction, PartitionEmitter, TransactionInterrupted, read_progress
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import StateDir, open_state_dir
@@ -239,7 +239,11 @@ def _roll_clean_emit(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms:
     if trust_local and _idle(plog, config, now_ms, report):
         return report
     try:
-        emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic)
+        emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic,
+                                   noted=_local_emitted(plog))
+    except HangingTransaction as exc:  # the operator must end it: emitting over it would commit it
+        report.error = TaskError.of(exc)
+        return report
     except Exception as exc:  # noqa: BLE001 (sink unreachable: nothing is cleaned unseen; the next trigger tries again)
         report.error = TaskError.of(exc, ErrorKind.SINK_UNREACHABLE)
         return report

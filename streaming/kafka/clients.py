@@ -56,7 +56,8 @@ class RecordProducer:
 
 
 class PartitionReader:
-    """One read_committed consumer of one partition, moved from read to read by seek.
+    """One consumer of one partition, moved from read to read by seek: read_committed unless asked for
+    everything (``committed=False``: what lies past the last stable offset).
 
     librdkafka's seek purges what was fetched for the old position, so one consumer serves every read of a
     binary search or a progress recovery without a connection each. A short fetch.wait.max.ms keeps a seek
@@ -66,10 +67,11 @@ class PartitionReader:
 
     POLL_S = 0.1
 
-    def __init__(self, client_config: Mapping[str, str], topic: str, partition: int) -> None:
+    def __init__(self, client_config: Mapping[str, str], topic: str, partition: int, committed: bool = True) -> None:
         self.tp = TopicPartition(topic, partition)
+        isolation = "read_committed" if committed else "read_uncommitted"
         self._consumer = Consumer(client_settings({**client_config, "enable.auto.commit": False,
-                                                   "isolation.level": "read_committed",
+                                                   "isolation.level": isolation,
                                                    "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
         self._assigned = False
 
@@ -88,7 +90,8 @@ class PartitionReader:
         self._consumer.close()
 
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
-        """The log start offset and the high watermark, asked of the leader now."""
+        """The log start offset and the end asked of the leader now: the last stable offset when reading
+        committed records, else the high watermark."""
         return self._consumer.get_watermark_offsets(self.tp, timeout=timeout_s, cached=False)
 
     def read(self, start: int, high: int, timeout_s: float, purpose: str = "", batch: int = 1000) -> Iterator[Message]:

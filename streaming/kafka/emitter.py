@@ -12,6 +12,12 @@ only delays a commit. A producer that hit a fatal error (fenced, or its transact
 aborted by the coordinator) is replaced: the new producer's init_transactions fences the old epoch and ends
 whatever the broker still holds of its transaction, the progress is read again from the sink, and
 TransactionInterrupted tells the caller to emit again from there, at the cost of one transaction's records.
+
+The sink's word is checked: a transaction of this emitter still open after init_transactions is never
+normal. Kafka skips a transaction's markers when the partition has no leader at that moment (a broker
+restarted within its session timeout), so a committed transaction can stay open on the partition for good.
+A read_committed reader stops before it, and the next commit of this transactional id ends it as
+committed: emitting from that stale progress sent its records twice. See _resume_point.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ T = TypeVar("T")
 OFFSET_HEADER = "kcompact.offset"
 TOPIC_HEADER = "kcompact.topic"          # on dead letters: where the record came from
 PARTITION_HEADER = "kcompact.partition"
+ABORT_HEADER = "kcompact.abort"           # on the one record of the abort that ends a transaction left open
 TRANSACTION_RECORDS = 20_000
 # Delivery reports are served now and then while producing and all at once by the flush before each commit;
 # a poll after every record cost about a tenth of the emission (bench/README.md).
 POLL_EVERY = 1_000
 TIMEOUT_S = 60.0
+SETTLE_S = 10.0  # how long a progress below the job's note, or a transaction left open, is read again
 
 
 TRANSACTIONAL_PREFIX = "kcompact-"  # every transactional id starts so: what a prefixed ACL grants
@@ -81,23 +89,56 @@ def _waiting(call: Callable[[], T], what: str, client: MetadataClient, topic: st
     return retrying(call, what, TIMEOUT_S, side="sink", client=client, topic=topic, pause_s=pause_s)
 
 
+def _reader_config(client_config: Mapping[str, str], topic: str, partition: int) -> dict[str, str]:
+    return {**client_config, "group.id": f"kcompact-progress-{topic}-{partition}"}
+
+
 def read_progress(client_config: Mapping[str, str], topic: str, partition: int) -> int:
     """The source offset of the last committed record of a sink partition, or -1: how far emission got."""
-    config = {**client_config, "group.id": f"kcompact-progress-{topic}-{partition}"}
-    with PartitionReader(config, topic, partition) as reader:
-        low, high = _waiting(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}",
-                             reader.client, topic)
+    return _committed_progress(client_config, topic, partition)[0]
+
+
+def _committed_progress(client_config: Mapping[str, str], topic: str, partition: int) -> tuple[int, int]:
+    """read_progress, and the partition's last stable offset, where the read stopped."""
+    with PartitionReader(_reader_config(client_config, topic, partition), topic, partition) as reader:
+        low, stable = _waiting(lambda: reader.watermarks(TRY_S), f"end offsets of {topic}-{partition}",
+                               reader.client, topic)
         window = 64
-        while high > low:
-            start = max(low, high - window)
-            found = [offset for m in reader.read(start, high, TIMEOUT_S, "to recover progress")
+        while stable > low:
+            start = max(low, stable - window)
+            found = [offset for m in reader.read(start, stable, TIMEOUT_S, "to recover progress")
                      if (offset := source_offset(m.headers())) is not None]
             if found:
-                return found[-1]
+                return found[-1], stable
             if start == low:
                 break
             window *= 16  # only transaction markers or foreign records at the end: look further back
-    return -1
+    return -1, stable
+
+
+@dataclass(frozen=True)
+class OpenTail:
+    """What a sink partition holds past its last stable offset: records of a transaction not yet ended."""
+
+    stable: int       # the last stable offset: where the open transaction begins
+    high: int         # the high watermark
+    last_source: int  # the highest source offset its records carry; -1 when none is this job's
+
+
+def read_open_tail(client_config: Mapping[str, str], topic: str, partition: int, stable: int) -> OpenTail | None:
+    """The records between the last stable offset and the high watermark, or None when there are none."""
+    with PartitionReader(_reader_config(client_config, topic, partition), topic, partition, committed=False) as reader:
+        high = _waiting(lambda: reader.watermarks(TRY_S), f"the high watermark of {topic}-{partition}",
+                        reader.client, topic)[1]
+        if high <= stable:
+            return None
+        offsets = [offset for m in reader.read(stable, high, TIMEOUT_S, "past the last stable offset")
+                   if (offset := source_offset(m.headers())) is not None]
+    return OpenTail(stable, high, max(offsets, default=-1))
+
+
+class HangingTransaction(RuntimeError):
+    """A transaction of this emitter is open on the sink partition and the job cannot tell how it ended."""
 
 
 class TransactionInterrupted(RuntimeError):
@@ -107,7 +148,9 @@ class TransactionInterrupted(RuntimeError):
 class PartitionEmitter:
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
                  client_config: Mapping[str, str] | None = None,
-                 source_topic: str | None = None) -> None:
+                 source_topic: str | None = None, noted: int | None = None) -> None:
+        """``noted``: how far the job's own note says the sink committed (None: no note), the check of the
+        sink's word."""
         self.topic = topic
         self.source_topic = source_topic or topic
         self.partition = partition
@@ -119,7 +162,7 @@ class PartitionEmitter:
         self.tombstones: list[Delivered] = []  # committed since the emitter was made
         self._sent: list[tuple[int, int, int]] = []  # (source offset, timestamp, sink offset): the open transaction's
         self.producer = self._new_producer()
-        self.emitted_up_to = self._read_progress()
+        self.emitted_up_to = self._resume_point(noted)
 
     def _new_producer(self) -> Producer:
         producer = Producer(client_settings(self.producer_config))
@@ -131,10 +174,53 @@ class PartitionEmitter:
     def _renew(self) -> None:
         """A new producer, and the progress read again: a commit that failed may have happened."""
         self.producer = self._new_producer()
-        self.emitted_up_to = self._read_progress()
+        self.emitted_up_to = self._resume_point(self.emitted_up_to)
 
-    def _read_progress(self) -> int:
-        return read_progress(self.client_config, self.topic, self.partition)
+    def _resume_point(self, noted: int | None) -> int:
+        """Where emission resumes, read after init_transactions: the sink's committed progress. A
+        transaction of this job's still open then is one whose markers Kafka never wrote: it is aborted, and
+        its records are emitted again (committing it instead would leave it open, and every reader of the
+        partition stopped before it, until this partition's next commit). A progress below ``noted`` without
+        one is read again for up to SETTLE_S, then believed: the sink was emptied or re-created."""
+        name = f"{self.topic}-{self.partition}"
+        deadline = time.monotonic() + SETTLE_S
+        aborted = False
+        while True:
+            progress, stable = _committed_progress(self.client_config, self.topic, self.partition)
+            tail = read_open_tail(self.client_config, self.topic, self.partition, stable)
+            log.debug("%s: the sink committed through source offset %d, the job's note says %s, open past %d: %s",
+                      name, progress, noted, stable, tail)
+            if tail is not None and tail.last_source >= 0:
+                if aborted:
+                    raise HangingTransaction(
+                        f"{name}: a transaction of this job's is open at sink offset {tail.stable} and aborting "
+                        f"it did not end it; end it with: kafka-transactions.sh --bootstrap-server "
+                        f"{self.client_config['bootstrap.servers']} abort --topic {self.topic} --partition "
+                        f"{self.partition} --start-offset {tail.stable}")
+                self._abort_open(tail)
+                aborted = True
+                continue
+            if aborted or noted is None or progress >= noted:
+                return progress
+            if time.monotonic() > deadline:
+                log.warning("%s: the sink holds less than this job committed to it (source offsets through %d, "
+                            "the sink through %d): it was emptied, re-created or truncated; emission resumes "
+                            "after %d", name, noted, progress, progress)
+                return progress
+            time.sleep(1.0)
+
+    def _abort_open(self, tail: OpenTail) -> None:
+        """An abort of this producer's ends every transaction of its producer id still open on the partition,
+        whatever epoch began it. Its one record is never read: a key, since a compacted sink refuses none."""
+        log.warning("%s-%d: a transaction of this job's is open at sink offset %d (records through source offset "
+                    "%d) because Kafka did not write its markers (it skips them while the partition has no leader); "
+                    "it is aborted now and its records are emitted again", self.topic, self.partition,
+                    tail.stable, tail.last_source)
+        self.producer.begin_transaction()
+        self.producer.produce(self.topic, None, b"", self.partition, headers=[(ABORT_HEADER, b"")])
+        self._flush()
+        _waiting(lambda: self.producer.abort_transaction(TRY_S),
+                 f"the abort of the open transaction on {self.topic}-{self.partition}", self.producer, self.topic)
 
     def emit(self, batches: Iterable[pa.RecordBatch]) -> int:
         """Produce the records (LOG_BATCH_SCHEMA batches, in offset order) above the progress offset, in

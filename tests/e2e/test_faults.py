@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from streaming.brokers.choice import start_local_broker
 from streaming.log import LogConfig, PartitionLog
 from streaming.log.segment import SegmentMeta, segment_name
 from streaming.state.stores import open_state_dir
@@ -37,6 +36,7 @@ from tests.e2e.helpers import (
     wait_for,
     winners,
 )
+from tests.crashing_broker import CrashingBroker
 from tests.kafka_helpers import ChangeProducer, Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
@@ -156,35 +156,6 @@ def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
     # the micro-batches before the disk filled up emitted their passes' winners: the sink holds those and then
     # every key's final winner, each record once
     assert_sink_contract(bootstrap_servers, sink, sent, 2)
-
-
-class CrashingBroker:
-    """A local Apache Kafka of a test's own (the session's must stay up), killed with SIGKILL and started
-    again on the same ports and data."""
-
-    def __init__(self, data_dir) -> None:
-        self.broker = start_local_broker(data_dir=data_dir)
-        self.server = self.broker.server
-        self.bootstrap_servers = self.broker.bootstrap_servers
-
-    def crash(self) -> None:
-        self.server.kill()
-
-    def up(self) -> None:
-        """On the thread that started the broker: PR_SET_PDEATHSIG is tied to that thread."""
-        self.server.start()
-
-    def stop(self) -> None:
-        self.broker.stop()
-
-
-@pytest.fixture
-def crashing_broker(tmp_path):
-    broker = CrashingBroker(tmp_path / "broker")
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def test_broker_crashes_during_ingest_and_emit_are_ridden_out(crashing_broker, tmp_path) -> None:

@@ -14,7 +14,8 @@ from streaming.brokers.local.server import free_port
 from streaming.kafka import emitter as emitter_module
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.client_settings import SPARSE_CONNECTIONS
-from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, sink_headers, source_offset
+from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, read_progress, sink_headers, source_offset
 from streaming.log import batch_from_records, make_record
 
 pytestmark = pytest.mark.integration
@@ -104,3 +105,40 @@ def test_the_emitter_keeps_the_users_connection_setting(bootstrap_servers, new_t
     given = PartitionEmitter(bootstrap_servers, sink, 0, {SPARSE_CONNECTIONS: "true"})
     assert given.producer_config[SPARSE_CONNECTIONS] == "true"
     assert given.emit(_batches([1])) == 1, "and it emits as well either way"
+
+
+def test_a_committed_transaction_whose_markers_a_crash_lost_is_not_emitted_twice(crashing_broker, caplog) -> None:
+    """The duplicate of issue 51, made on purpose. The broker is killed the moment a commit returns, before
+    it wrote the transaction's markers, and is back within its session timeout. Its coordinator then finds
+    the data partition without a leader and skips the markers (KAFKA-5202), so the transaction stays open on
+    the partition for good. A read_committed reader stops before it. An emitter that took that for the
+    sink's progress emitted the transaction's records again, and its commit ended the open transaction as
+    committed: every record twice. Now the open transaction is aborted first."""
+    bs = crashing_broker.bootstrap_servers
+    sink = create_topic(bs, unique_topic_name("lost-markers"), 1)
+    first = PartitionEmitter(bs, sink, 0)
+    first.emit(_batches(range(2000)))
+    crashing_broker.crash()
+    crashing_broker.up()
+    assert read_progress({"bootstrap.servers": bs}, sink, 0) == -1, "the markers were written: no open transaction"
+    caplog.set_level(logging.WARNING, logger=emitter_module.__name__)
+    resumed = PartitionEmitter(bs, sink, 0, noted=1999)
+    assert resumed.emitted_up_to == -1
+    assert f"{sink}-0: a transaction of this job's is open at sink offset 0 (records through source offset 1999)" \
+        in caplog.text and "the sink holds less" not in caplog.text
+    resumed.emit(_batches(range(3000)))
+    offsets = [source_offset(list(r.headers)) for r in read_committed(bs, sink, 1)]
+    assert offsets == list(range(3000)), f"{len(offsets)} records, {len(set(offsets))} source offsets"
+
+
+def test_a_sink_that_holds_less_than_the_job_committed_is_read_again_then_trusted(bootstrap_servers, new_topic,
+                                                                                  caplog, monkeypatch) -> None:
+    """A note beyond the sink's progress and no open transaction: the sink was emptied or re-created while
+    the job was down. It is read again for a while (markers on their way), said at WARNING, then believed."""
+    monkeypatch.setattr(emitter_module, "SETTLE_S", 1.0)
+    sink = new_topic(partitions=1)
+    PartitionEmitter(bootstrap_servers, sink, 0).emit(_batches(range(10)))
+    caplog.set_level(logging.WARNING, logger=emitter_module.__name__)
+    assert PartitionEmitter(bootstrap_servers, sink, 0, noted=99).emitted_up_to == 9
+    assert "the sink holds less than this job committed to it (source offsets through 99, the sink through 9)" \
+        in caplog.text
