@@ -48,18 +48,29 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     return None
 
 
-def report_failures(reports: list[StageReport]) -> None:
-    """A lasting failure is a line per partition, to be acted on. Passing ones (the sink cluster away, below
-    min.insync.replicas, a leader moving) are one line per stage whatever the number of partitions: the job
-    waits, nothing is lost, and the next trigger tries again."""
-    waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
-    for r in reports:
-        if r.error and r not in waiting:
-            log.error("partition %s: %s", r.pid, r.error)
-    if waiting:
+class StageFailures:
+    """Says a stage's failures. A lasting failure is a line per partition, to be acted on. Passing ones (the
+    sink cluster away, below min.insync.replicas, a leader moving) are one line per stage whatever the
+    number of partitions, saying since when the sink has kept partitions from emitting: the job waits,
+    nothing is lost, and the next trigger tries again."""
+
+    def __init__(self) -> None:
+        self.waiting_since_ms: int | None = None
+
+    def report(self, reports: list[StageReport], now_ms: int) -> None:
+        waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
+        for r in reports:
+            if r.error and r not in waiting:
+                log.error("partition %s: %s", r.pid, r.error)
+        if not waiting:
+            self.waiting_since_ms = None
+            return
+        if self.waiting_since_ms is None:
+            self.waiting_since_ms = now_ms
         first = waiting[0]
-        log.warning("waiting for the sink cluster: %d of %d partitions could not emit (%s: %s); nothing is lost, "
-                    "the next trigger tries again", len(waiting), len(reports), first.pid,
+        log.warning("waiting for the sink cluster since %s UTC (%.0fs): %d of %d partitions could not emit "
+                    "(%s: %s); nothing is lost, the next trigger tries again", utc_text(self.waiting_since_ms),
+                    (now_ms - self.waiting_since_ms) / 1000, len(waiting), len(reports), first.pid,
                     first.error.message.splitlines()[0][:200])
 
 

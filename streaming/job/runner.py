@@ -33,7 +33,7 @@ from streaming.job.options import RunOptions, Schedules
 from streaming.job.progress import Progress, ProgressDisplay
 from streaming.job.spec import JobSpec
 from streaming.job.stage_plan import TASKS_PER_SLOT, QuietLogs
-from streaming.job.failures import (Restarts, explain_failure, nothing_cleanable, report_failures, state_dir_full,
+from streaming.job.failures import (Restarts, StageFailures, explain_failure, nothing_cleanable, state_dir_full,
                                     telling_line)
 from streaming.kafka.failures import is_transient
 from streaming.runtime.moments import Moment, reached
@@ -79,6 +79,7 @@ class CompactorJob:
                                     lock=self.lock, audit_keys=spec.settings.erase_audit_keys)
         self.totals = job_metrics.JobCounters()
         self.erase_latency = job_metrics.EraseLatency()
+        self.failures = StageFailures()
         self.started = time.monotonic()
         self.last_reports: list[StageReport] = []
         self.last_run_ms: int | None = None
@@ -180,7 +181,7 @@ class CompactorJob:
             self._write_metrics(reports, now_ms)
             self.last_run_ms = now_ms
             self._stage_after_batch = True
-            report_failures(reports)
+            self.failures.report(reports, now_ms)
             if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
                 raise state_dir_full(self.spec.state_dir)
 

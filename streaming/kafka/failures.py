@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Protocol, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 
 from streaming.errors import JobError
+from streaming.utc import utc_text
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,7 @@ def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, c
     transient failure."""
     deadline = time.monotonic() + timeout_s
     said = -float("inf")
+    since_ms: int | None = None
     while True:
         try:
             return call()
@@ -182,9 +184,11 @@ def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, c
                 if exc is failure:
                     raise
                 raise exc from failure
+            if since_ms is None:
+                since_ms = int(time.time() * 1000)
             if now - said >= say_every_s:
-                log.log(level, "waiting for the %s cluster: %s: %s; retrying for up to %.0fs", side, what,
-                        reason(exc), deadline - now)
+                log.log(level, "waiting for the %s cluster: %s: %s; since %s UTC, retrying for up to %.0fs", side,
+                        what, reason(exc), utc_text(since_ms), deadline - now)
                 said = now
             if renew is not None:
                 renew()
