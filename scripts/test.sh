@@ -9,5 +9,7 @@ python -m ruff check --quiet .  # the lint pyproject.toml configures; a finding 
 if [[ "${1:-}" == "--fast" ]]; then
     shift
     set -- -m "not slow and not integration" "$@"
+else
+    python -m tests.toxiproxy >&2  # the network-fault tests' proxy, built once into ~/.cache/kcompact with Go
 fi
 exec python -m pytest "$@"

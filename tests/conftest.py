@@ -21,6 +21,7 @@ from tests.crashing_broker import CrashingBroker
 from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
+from tests.toxiproxy import Toxiproxy, ensure_toxiproxy
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -134,6 +135,16 @@ def crashing_broker(tmp_path) -> Iterator[CrashingBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
+    """One Toxiproxy for the session: the three-node cluster's clients go through it (tests.e2e.conftest)."""
+    server = Toxiproxy(ensure_toxiproxy(), tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

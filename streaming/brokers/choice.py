@@ -21,7 +21,7 @@ from typing import Mapping
 
 from streaming.brokers.broker import Broker, BrokerError, BrokerKind, secure_access
 from streaming.brokers.engine import DockerLibraryMissing, EngineMissing, client
-from streaming.brokers.local import KafkaJarsError, LocalKafka, LocalKafkaError
+from streaming.brokers.local import KafkaJarsError, LocalKafka, LocalKafkaError, Proxied
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.brokers.local.jars import pinned_version
 from streaming.kafka.admin import ClusterUnreachable, wait_for_metadata
@@ -33,10 +33,12 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 
 
 def start_local_broker(port: int | None = None, data_dir: str | Path | None = None,
-                       sasl_users: Mapping[str, str] | None = None, startup_timeout_s: float = 120.0) -> Broker:
-    """Start a local single-node Apache Kafka on 127.0.0.1 and wait until it answers metadata."""
+                       sasl_users: Mapping[str, str] | None = None, startup_timeout_s: float = 120.0,
+                       proxied: Proxied | None = None) -> Broker:
+    """Start a local single-node Apache Kafka on 127.0.0.1 and wait until it answers metadata;
+    ``proxied``: a proxy in front of its PLAINTEXT listener, which clients are then sent to (LocalKafka)."""
     try:
-        server = LocalKafka(data_dir, port, sasl_users)
+        server = LocalKafka(data_dir, port, sasl_users, proxied=proxied)
         server.start(startup_timeout_s)
     except (KafkaJarsError, LocalKafkaError) as exc:
         raise BrokerError(str(exc)) from exc
@@ -59,11 +61,11 @@ def start_local_broker(port: int | None = None, data_dir: str | Path | None = No
 
 
 def start_local_cluster(data_dir: str | Path | None = None, sasl_users: Mapping[str, str] | None = None,
-                        startup_timeout_s: float = 180.0) -> Broker:
+                        startup_timeout_s: float = 180.0, proxied: list[Proxied] | None = None) -> Broker:
     """Start a local three-node Apache Kafka cluster on 127.0.0.1 and wait until it answers metadata with
-    every node."""
+    every node; ``proxied``: a proxy in front of each node's PLAINTEXT listener (LocalCluster)."""
     try:
-        cluster = LocalCluster(data_dir, sasl_users)
+        cluster = LocalCluster(data_dir, sasl_users, proxied=proxied)
         cluster.start(startup_timeout_s)
     except (KafkaJarsError, LocalKafkaError) as exc:
         raise BrokerError(str(exc)) from exc

@@ -12,6 +12,10 @@ Every node is a combined broker and controller (KRaft) with five listeners:
 - SSL, which requires a client certificate (mTLS; the principal is the certificate's CN);
 - SASL_SSL, taking SCRAM-SHA-512 logins of users made at start (streaming.kafka.acls).
 
+A node whose clients reach it through a proxy (Toxiproxy, in the network-fault tests) advertises the
+proxy's address for PLAINTEXT and gets a sixth listener, INTERNAL, for the other brokers: a fault between
+the clients and one node then leaves replication and the quorum alone.
+
 ACLs are enforced (KRaft's StandardAuthorizer, allow.everyone.if.no.acl.found=false): a principal that is
 not a super user may do only what an ACL grants it, as on a production cluster. The log cleaner runs with a
 short back-off, so tests can use Kafka's own cleaner as an oracle.
@@ -48,6 +52,8 @@ class Listeners:
     sasl: str
     ssl: str
     sasl_ssl: str
+    proxied: str = ""   # where clients reach PLAINTEXT instead (a proxy), advertised in its place
+    internal: str = ""  # the brokers' own listener when clients come through a proxy
 
 
 ADMIN_USER = "admin"  # the SCRAM super user of the SASL_SSL listener
@@ -63,6 +69,7 @@ def broker_properties(node_id: int, listeners: Listeners, voters: str, log_dirs:
     """``voters``: the quorum, as controller.quorum.voters takes it (``1@host:port,2@host:port,...``). Every
     listener binds the host it advertises (127.0.0.1 here)."""
     r = replication
+    internal = f",INTERNAL://{listeners.internal}" if listeners.proxied else ""
     scram_login = "org.apache.kafka.common.security.scram.ScramLoginModule required ;"
     super_users = ["User:ANONYMOUS", f"User:{ADMIN_USER}", *(f"User:{u}" for u in sasl_users)]
     return {
@@ -70,13 +77,14 @@ def broker_properties(node_id: int, listeners: Listeners, voters: str, log_dirs:
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
         "listeners": f"PLAINTEXT://{listeners.broker},CONTROLLER://{listeners.controller},"
-                     f"SASL_PLAINTEXT://{listeners.sasl},SSL://{listeners.ssl},SASL_SSL://{listeners.sasl_ssl}",
-        "advertised.listeners": f"PLAINTEXT://{listeners.broker},SASL_PLAINTEXT://{listeners.sasl},"
-                                f"SSL://{listeners.ssl},SASL_SSL://{listeners.sasl_ssl}",
+                     f"SASL_PLAINTEXT://{listeners.sasl},SSL://{listeners.ssl},SASL_SSL://{listeners.sasl_ssl}"
+                     + internal,
+        "advertised.listeners": f"PLAINTEXT://{listeners.proxied or listeners.broker},SASL_PLAINTEXT://{listeners.sasl},"
+                                f"SSL://{listeners.ssl},SASL_SSL://{listeners.sasl_ssl}" + internal,
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL" if listeners.proxied else "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "SSL:SSL,SASL_SSL:SASL_SSL",
+                                          "SSL:SSL,SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
             "org.apache.kafka.common.security.plain.PlainLoginModule required "

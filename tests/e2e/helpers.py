@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from streaming.cli.main import main
 from streaming.job.metrics import read_doc
@@ -199,3 +201,26 @@ def assert_sink_contract(bootstrap: str, sink: str, sent, partitions: int) -> No
             last_per_key[r["key"]] = r["source_offset"]
         final_winners = {s.key: s.offset for s in winners(mine)}
         assert last_per_key == final_winners, f"partition {p}: the sink lost a key's latest value"
+
+
+def commit_group_offsets(bootstrap: str, group: str, topic: str, partitions: int, offset: int) -> None:
+    """A consumer group of ``topic`` with committed offsets, for the group sync to carry to the sink. On a
+    new cluster the first commit can answer while the offsets topic's coordinator still loads, with the
+    error per partition: committed again until the offsets read back."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, offset) for p in range(partitions)])
+
+    def committed() -> bool:
+        try:
+            admin.alter_consumer_group_offsets([request])[group].result(30)
+            return len(group_offsets(bootstrap, group, topic, partitions)) == partitions
+        except (KafkaException, concurrent.futures.TimeoutError):  # the coordinator still loading
+            return False
+    wait_for(committed, 120, f"group {group}'s offsets committed on {topic}")
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    found = admin.list_consumer_group_offsets([request])[group].result(30).topic_partitions
+    return {tp.partition: tp.offset for tp in found if tp.offset >= 0 and tp.error is None}

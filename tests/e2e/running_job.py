@@ -19,8 +19,9 @@ PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 
 class RunningJob:
     def __init__(self, bootstrap: str, source: str, sink: str, work: Path, *config: str,
-                 trigger_interval_s: float = 0.5, extra: tuple[str, ...] = (), env: Mapping[str, str] = {}) -> None:
-        self.state_dir = str(work / "state")
+                 trigger_interval_s: float = 0.5, extra: tuple[str, ...] = (), env: Mapping[str, str] = {},
+                 state_dir: str | None = None) -> None:
+        self.state_dir = state_dir or str(work / "state")
         self.log_path = work / "job.log"
         self.command = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
                         bootstrap, "--source-topic", source, "--sink-topic", sink, "--state-dir", self.state_dir,

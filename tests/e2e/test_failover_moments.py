@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException
 
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.cli.main import main
@@ -26,7 +25,7 @@ from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.emitter import transactional_id
 from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from tests.e2e.cluster import group_coordinator, leader, transaction_coordinator
-from tests.e2e.helpers import assert_sink_contract, sink_caught_up, wait_for
+from tests.e2e.helpers import assert_sink_contract, commit_group_offsets, group_offsets, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer, Sent, produce
 
@@ -114,29 +113,6 @@ def _held(hold: Path, job: RunningJob, timeout_s: float = 180) -> str:
     return wait_for(reached, timeout_s, f"the job to reach {hold.name}", pause_s=0.05)
 
 
-def _group_reads(bootstrap: str, source: str) -> None:
-    """A consumer group of the source with committed offsets, for the group sync to carry to the sink. On a
-    new cluster the first commit can answer while the offsets topic's coordinator still loads, with the
-    error per partition: committed again until the offsets read back."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(GROUP, [TopicPartition(source, p, 100) for p in range(PARTITIONS)])
-
-    def committed() -> bool:
-        try:
-            admin.alter_consumer_group_offsets([request])[GROUP].result(30)
-            return len(_group_offsets(bootstrap, source)) == PARTITIONS
-        except KafkaException:  # the coordinator still loading
-            return False
-    wait_for(committed, 60, f"group {GROUP}'s offsets committed on the source")
-
-
-def _group_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(GROUP, [TopicPartition(topic, p) for p in range(PARTITIONS)])
-    found = admin.list_consumer_group_offsets([request])[GROUP].result(30).topic_partitions
-    return {tp.partition: tp.offset for tp in found if tp.offset >= 0 and tp.error is None}
-
-
 def _verify(bootstrap: str, topics: Topics) -> None:
     assert main(["verify", "--bootstrap-servers", bootstrap, "--source-topic", topics.source,
                  "--sink-topic", topics.sink]) == 0
@@ -154,7 +130,7 @@ def test_a_node_killed_at_the_moment(fault: Fault, cluster: LocalCluster, tmp_pa
                                                      for i in range(BACKLOG * PARTITIONS)], timeout_s=120)
     extra: tuple[str, ...] = ()
     if fault.moment is Moment.GROUP_SYNC_COMMIT:
-        _group_reads(bootstrap, topics.source)
+        commit_group_offsets(bootstrap, GROUP, topics.source, PARTITIONS, 100)
         extra = ("--sync-group-offsets", GROUP, "--sync-group-offsets-interval", "2")
     hold = tmp_path / fault.moment.value
     hold.mkdir()
@@ -173,7 +149,8 @@ def test_a_node_killed_at_the_moment(fault: Fault, cluster: LocalCluster, tmp_pa
                  CATCH_UP_S, "every winner in the sink within 30 s of the election", pause_s=0.5)
         caught_up_s = time.monotonic() - election
         if fault.moment is Moment.GROUP_SYNC_COMMIT:
-            wait_for(lambda: job.running() or len(_group_offsets(bootstrap, topics.sink)) == PARTITIONS, CATCH_UP_S,
+            wait_for(lambda: job.running() or len(group_offsets(bootstrap, GROUP, topics.sink, PARTITIONS)) == PARTITIONS,
+                     CATCH_UP_S,
                      "the group's offsets committed on the sink")
         code, took = job.interrupt()
         log = job.log()

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from streaming.brokers.local.server import LocalKafka, LocalKafkaError
+from streaming.brokers.local.server import LocalKafka, LocalKafkaError, Proxied
 from streaming.brokers.properties import THREE_NODES
 from streaming.security.certificates import make_certificates
 
@@ -30,12 +30,14 @@ QUORUM_STATE = Path("logs") / "__cluster_metadata-0" / "quorum-state"
 
 class LocalCluster:
     def __init__(self, data_dir: str | Path | None = None, sasl_users: Mapping[str, str] | None = None,
-                 nodes: int = NODES, heap: str = NODE_HEAP) -> None:
+                 nodes: int = NODES, heap: str = NODE_HEAP, proxied: list[Proxied] | None = None) -> None:
+        """``proxied``: per node, a proxy in front of its PLAINTEXT listener (LocalKafka)."""
         self.owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kcompact-cluster-")) if data_dir is None else Path(data_dir)
         self.certificates = make_certificates(self.data_dir / "tls")
         self.nodes = [LocalKafka(self.data_dir / f"node-{i}", sasl_users=sasl_users, node_id=i,
-                                 replication=THREE_NODES, heap=heap, certificates=self.certificates)
+                                 replication=THREE_NODES, heap=heap, certificates=self.certificates,
+                                 proxied=proxied[i - 1] if proxied else None)
                       for i in range(1, nodes + 1)]
         voters = ",".join(n.voter for n in self.nodes)
         for n in self.nodes:
@@ -45,6 +47,10 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap_servers for n in self.nodes)
+
+    @property
+    def direct_bootstrap_servers(self) -> str:
+        return ",".join(n.direct_bootstrap_servers for n in self.nodes)
 
     @property
     def sasl_bootstrap_servers(self) -> str:

@@ -74,6 +74,15 @@ _LOG4J2 = """Configuration:
 """
 
 
+@dataclass(frozen=True)
+class Proxied:
+    """A proxy on 127.0.0.1:``proxy`` forwarding to the node's PLAINTEXT listener on ``broker``, both
+    chosen before the node starts, so the proxy can exist first."""
+
+    broker: int
+    proxy: int
+
+
 class LocalKafkaError(RuntimeError):
     """The local broker could not start; the message says why and where its log is."""
 
@@ -85,6 +94,7 @@ class Ports:
     sasl: int
     ssl: int
     sasl_ssl: int
+    internal: int = 0  # the brokers' own listener, used when clients come through a proxy
 
 
 def _ephemeral_low() -> int:
@@ -152,7 +162,9 @@ class LocalKafka:
     def __init__(self, data_dir: str | Path | None = None, port: int | None = None,
                  sasl_users: Mapping[str, str] | None = None, jars: KafkaJars | None = None, node_id: int = 1,
                  replication: Replication = SINGLE_NODE, heap: str = HEAP,
-                 certificates: Certificates | None = None) -> None:
+                 certificates: Certificates | None = None, proxied: Proxied | None = None) -> None:
+        """``proxied``: clients reach the PLAINTEXT listener through a proxy, which the node advertises in its
+        place (streaming.brokers.properties)."""
         self.owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kcompact-kafka-")) if data_dir is None else Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -161,7 +173,8 @@ class LocalKafka:
         self.node_id = node_id
         self.replication = replication
         self.heap = heap
-        self.ports = self._ports(port)
+        self.proxied_port = proxied.proxy if proxied else None
+        self.ports = self._ports(proxied.broker if proxied else port)
         # a node of a cluster is given the cluster's; a broker alone makes its own, kept across restarts
         self.certificates = certificates or make_certificates(self.data_dir / "tls")
         self.voters = self.voter  # a cluster hands every node the whole quorum before it starts
@@ -170,7 +183,19 @@ class LocalKafka:
 
     @property
     def bootstrap_servers(self) -> str:
+        """Where clients connect: through the proxy when there is one."""
+        return f"{LOCAL_HOST}:{self.proxied_port or self.ports.broker}"
+
+    @property
+    def plaintext_address(self) -> str:
+        """The PLAINTEXT listener itself: what a proxy in front of it forwards to."""
         return f"{LOCAL_HOST}:{self.ports.broker}"
+
+    @property
+    def direct_bootstrap_servers(self) -> str:
+        """Around the proxy (the brokers' own listener, whose metadata names no proxy): a test's checks
+        still reach the node while a fault cuts its clients off."""
+        return f"{LOCAL_HOST}:{self.ports.internal}" if self.proxied_port else self.bootstrap_servers
 
     @property
     def sasl_bootstrap_servers(self) -> str:
@@ -212,13 +237,15 @@ class LocalKafka:
             ports = Ports(**json.loads(saved.read_text()))
             if port is None or port == ports.broker:
                 return ports
-        ports = Ports(port or free_port(), *(free_port() for _ in range(4)))
+        ports = Ports(port or free_port(), *(free_port() for _ in range(5)))
         saved.write_text(json.dumps(ports.__dict__))
         return ports
 
     def properties(self) -> dict[str, str]:
         p = self.ports
-        listeners = Listeners(*(f"{LOCAL_HOST}:{port}" for port in (p.broker, p.controller, p.sasl, p.ssl, p.sasl_ssl)))
+        listeners = Listeners(*(f"{LOCAL_HOST}:{port}" for port in (p.broker, p.controller, p.sasl, p.ssl, p.sasl_ssl)),
+                              proxied=f"{LOCAL_HOST}:{self.proxied_port}" if self.proxied_port else "",
+                              internal=f"{LOCAL_HOST}:{p.internal}")
         return broker_properties(self.node_id, listeners, self.voters, str(self.data_dir / "logs"), self.sasl_users,
                                  self.certificates, self.replication)
 

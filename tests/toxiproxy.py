@@ -1,0 +1,210 @@
+"""Toxiproxy for the network-fault tests: built once into the cache, one server per test session, and a
+small client of its HTTP API.
+
+Toxiproxy is a TCP proxy whose faults ("toxics") are added and removed at run time: latency, a bandwidth
+cap, a blackhole (timeout), connections reset, and more. A node that runs behind it advertises the
+proxy's port, so every connection a client makes to that node passes through its proxy (see
+streaming.brokers.properties). The kernel here has no netem: delay comes from Toxiproxy.
+
+``python -m tests.toxiproxy`` builds the server (the test set-up runs it): Go fetches version
+TOXIPROXY_VERSION from the module proxy and compiles it into ~/.cache/kcompact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterator
+
+from streaming.brokers.local.server import LOCAL_HOST, Proxied, free_port
+from streaming.runtime.user_cache import cache_root, publish, scratch_beside
+
+TOXIPROXY_VERSION = "v2.12.0"
+MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
+BINARY = "server"  # what go install names the command
+
+
+class ToxiproxyError(RuntimeError):
+    """Toxiproxy could not be built, started or driven; the message says why."""
+
+
+def _cache_dir() -> Path:
+    return cache_root() / f"toxiproxy-{TOXIPROXY_VERSION}"
+
+
+def _complete(directory: Path) -> bool:
+    return (directory / BINARY).is_file() and os.access(directory / BINARY, os.X_OK)
+
+
+def ensure_toxiproxy() -> Path:
+    """The server binary, built with ``go install`` the first time."""
+    target = _cache_dir()
+    if _complete(target):
+        return target / BINARY
+    go = shutil.which("go")
+    if go is None:
+        raise ToxiproxyError(f"go is missing: the network-fault tests build Toxiproxy {TOXIPROXY_VERSION} with "
+                             f"it (Go 1.22 or newer, https://go.dev/dl)")
+    scratch = scratch_beside(target)
+    done = subprocess.run([go, "install", f"{MODULE}@{TOXIPROXY_VERSION}"], capture_output=True, text=True,
+                          env={**os.environ, "GOBIN": str(scratch), "CGO_ENABLED": "0"}, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 or not _complete(scratch):
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise ToxiproxyError(f"building Toxiproxy {TOXIPROXY_VERSION} failed: {(done.stdout + done.stderr).strip()[-800:]}")
+    publish(scratch, target, _complete)
+    return target / BINARY
+
+
+class Stream(Enum):
+    """Which way a toxic acts, as Toxiproxy names it: toward the broker, or back to the client."""
+
+    UPSTREAM = "upstream"
+    DOWNSTREAM = "downstream"
+
+
+BOTH = (Stream.UPSTREAM, Stream.DOWNSTREAM)
+
+
+@dataclass(frozen=True)
+class Toxic:
+    """One of Toxiproxy's toxics: its type and attributes, as its API takes them."""
+
+    type: str
+    attributes: dict[str, int]
+
+    @classmethod
+    def latency(cls, ms: int, jitter_ms: int = 0) -> "Toxic":
+        return cls("latency", {"latency": ms, "jitter": jitter_ms})
+
+    @classmethod
+    def bandwidth(cls, kilobytes_per_s: int) -> "Toxic":
+        return cls("bandwidth", {"rate": kilobytes_per_s})
+
+    @classmethod
+    def blackhole(cls) -> "Toxic":
+        """Nothing passes and nothing is closed: the data stops, as behind a partition (timeout 0)."""
+        return cls("timeout", {"timeout": 0})
+
+    @classmethod
+    def reset_peer(cls, after_ms: int = 0) -> "Toxic":
+        """Connections reset (TCP RST) ``after_ms`` after they carry data."""
+        return cls("reset_peer", {"timeout": after_ms})
+
+
+class Toxiproxy:
+    """A running Toxiproxy server and the client of its HTTP API. Stopped by PID."""
+
+    def __init__(self, binary: Path, log_path: Path) -> None:
+        self.port = free_port()
+        with open(log_path, "ab") as out:  # the child keeps its own descriptor
+            self.process = subprocess.Popen([str(binary), "-host", LOCAL_HOST, "-port", str(self.port)],
+                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.log_path = log_path
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._call("GET", "/version")
+                return
+            except ToxiproxyError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise ToxiproxyError(f"Toxiproxy did not answer on {LOCAL_HOST}:{self.port}; see {log_path}") from None
+                time.sleep(0.1)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://{LOCAL_HOST}:{self.port}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                text = response.read()
+        except urllib.error.HTTPError as exc:
+            raise ToxiproxyError(f"Toxiproxy refused {method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
+        except OSError as exc:
+            raise ToxiproxyError(f"Toxiproxy at {LOCAL_HOST}:{self.port} did not answer {method} {path}: {exc}") from exc
+        return json.loads(text) if text.strip() else None
+
+    def proxy(self, name: str, upstream: str, port: int | None = None) -> "Proxy":
+        """A new proxy on ``port`` (a free one if None) of 127.0.0.1 in front of ``upstream`` (host:port),
+        which need not listen yet."""
+        listen = f"{LOCAL_HOST}:{port or free_port()}"
+        self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
+        return Proxy(self, name, listen)
+
+    def reset(self) -> None:
+        """Every proxy enabled and every toxic gone: the network whole again."""
+        self._call("POST", "/reset")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@dataclass(frozen=True)
+class Proxy:
+    server: Toxiproxy
+    name: str
+    listen: str  # host:port clients connect to
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+    def add(self, toxic: Toxic, streams: tuple[Stream, ...] = BOTH) -> list[str]:
+        """The toxic on each of ``streams``; returns the names to remove them by."""
+        names = []
+        for stream in streams:
+            name = f"{toxic.type}-{stream.value}"
+            self.server._call("POST", f"/proxies/{self.name}/toxics",
+                              {"name": name, "type": toxic.type, "stream": stream.value, "toxicity": 1.0,
+                               "attributes": toxic.attributes})
+            names.append(name)
+        return names
+
+    def remove(self, names: list[str]) -> None:
+        for name in names:
+            self.server._call("DELETE", f"/proxies/{self.name}/toxics/{name}")
+
+    def toxics(self) -> list[str]:
+        return [t["name"] for t in self.server._call("GET", f"/proxies/{self.name}/toxics")]
+
+
+def in_front_of_nodes(server: Toxiproxy, nodes: int, name: str) -> tuple[list[Proxied], list[Proxy]]:
+    """A proxy for each of ``nodes`` nodes yet to start, on ports chosen now (streaming.brokers.local)."""
+    proxied = [Proxied(broker=free_port(), proxy=free_port()) for _ in range(nodes)]
+    proxies = [server.proxy(f"{name}-{i}", f"{LOCAL_HOST}:{p.broker}", p.proxy) for i, p in enumerate(proxied, 1)]
+    return proxied, proxies
+
+
+@contextlib.contextmanager
+def toxic(proxies: list[Proxy], toxic: Toxic, streams: tuple[Stream, ...] = BOTH) -> Iterator[None]:
+    """The toxic on every one of ``proxies`` while the block runs."""
+    added = [(p, p.add(toxic, streams)) for p in proxies]
+    try:
+        yield
+    finally:
+        for p, names in added:
+            p.remove(names)
+
+
+if __name__ == "__main__":
+    try:
+        print(f"Toxiproxy {TOXIPROXY_VERSION} at {ensure_toxiproxy()}")
+    except ToxiproxyError as exc:
+        print(f"kcompact: {exc}", file=sys.stderr)
+        sys.exit(1)
