@@ -184,23 +184,26 @@ class PartitionEmitter:
         one is read again for up to SETTLE_S, then believed: the sink was emptied or re-created."""
         name = f"{self.topic}-{self.partition}"
         deadline = time.monotonic() + SETTLE_S
-        aborted = False
+        aborted_at: float | None = None
         while True:
             progress, stable = _committed_progress(self.client_config, self.topic, self.partition)
             tail = read_open_tail(self.client_config, self.topic, self.partition, stable)
             log.debug("%s: the sink committed through source offset %d, the job's note says %s, open past %d: %s",
                       name, progress, noted, stable, tail)
             if tail is not None and tail.last_source >= 0:
-                if aborted:
+                if aborted_at is None:
+                    self._abort_open(tail)
+                    aborted_at = time.monotonic()
+                elif time.monotonic() - aborted_at > SETTLE_S:  # its markers follow the abort's answer
                     raise HangingTransaction(
                         f"{name}: a transaction of this job's is open at sink offset {tail.stable} and aborting "
                         f"it did not end it; end it with: kafka-transactions.sh --bootstrap-server "
                         f"{self.client_config['bootstrap.servers']} abort --topic {self.topic} --partition "
                         f"{self.partition} --start-offset {tail.stable}")
-                self._abort_open(tail)
-                aborted = True
+                else:
+                    time.sleep(0.2)
                 continue
-            if aborted or noted is None or progress >= noted:
+            if aborted_at is not None or noted is None or progress >= noted:
                 return progress
             if time.monotonic() > deadline:
                 log.warning("%s: the sink holds less than this job committed to it (source offsets through %d, "
