@@ -26,7 +26,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator
 
-from streaming.brokers.local.server import LOCAL_HOST, Proxied, free_port
+from streaming.brokers.local.server import LOCAL_HOST, Proxied, die_with_parent, free_port
 from streaming.runtime.user_cache import cache_root, publish, scratch_beside
 
 TOXIPROXY_VERSION = "v2.12.0"
@@ -108,7 +108,8 @@ class Toxiproxy:
         self.port = free_port()
         with open(log_path, "ab") as out:  # the child keeps its own descriptor
             self.process = subprocess.Popen([str(binary), "-host", LOCAL_HOST, "-port", str(self.port)],
-                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=die_with_parent)  # gone with a test run that is killed
         self.log_path = log_path
         deadline = time.monotonic() + 30
         while True:

@@ -133,7 +133,7 @@ def cluster_id() -> str:
     return cid
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before exec: new process group, and SIGTERM when our process dies."""
     os.setsid()
     with contextlib.suppress(OSError, AttributeError):
@@ -285,7 +285,7 @@ class LocalKafka:
         with open(self.stdout_log, "ab") as out:
             self.proc = subprocess.Popen(self._java("kafka.Kafka", str(properties)), stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent)  # setsid + pdeathsig
+                                         preexec_fn=die_with_parent)  # setsid + pdeathsig
 
     def wait_started(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
