@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from streaming.brokers.local.server import free_port
+from tests.processes import stop
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kcompact-test", "AWS_SECRET_ACCESS_KEY": "kcompact-test-secret",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
@@ -39,16 +40,12 @@ class S3Server:
         self.client().create_bucket(Bucket=name)
         return name
 
-    def uri(self, bucket: str, path: str = "state") -> str:
-        return f"s3://{bucket}/{path}?endpoint_override={self.endpoint}&scheme=http&region=us-east-1"
+    def uri(self, bucket: str, path: str = "state", endpoint: str | None = None) -> str:
+        """``endpoint``: another way to this server (a proxy in front of it); its own address if None."""
+        return f"s3://{bucket}/{path}?endpoint_override={endpoint or self.endpoint}&scheme=http&region=us-east-1"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        stop(self.process)
 
 
 def start_s3_server(timeout_s: float = 60.0, checks_credentials: bool = False) -> S3Server:

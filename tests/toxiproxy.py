@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 from streaming.brokers.local.server import LOCAL_HOST, Proxied, die_with_parent, free_port
 from streaming.runtime.user_cache import cache_root, publish, scratch_beside
+from tests.processes import stop
 
 TOXIPROXY_VERSION = "v2.12.0"
 MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
@@ -147,13 +148,7 @@ class Toxiproxy:
         self._call("POST", "/reset")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop(self.process)
 
 
 @dataclass(frozen=True)
@@ -161,10 +156,6 @@ class Proxy:
     server: Toxiproxy
     name: str
     listen: str  # host:port clients connect to
-
-    @property
-    def port(self) -> int:
-        return int(self.listen.rsplit(":", 1)[1])
 
     def add(self, toxic: Toxic, streams: tuple[Stream, ...] = BOTH) -> list[str]:
         """The toxic on each of ``streams``; returns the names to remove them by."""
@@ -180,9 +171,6 @@ class Proxy:
     def remove(self, names: list[str]) -> None:
         for name in names:
             self.server._call("DELETE", f"/proxies/{self.name}/toxics/{name}")
-
-    def toxics(self) -> list[str]:
-        return [t["name"] for t in self.server._call("GET", f"/proxies/{self.name}/toxics")]
 
 
 def in_front_of_nodes(server: Toxiproxy, nodes: int, name: str) -> tuple[list[Proxied], list[Proxy]]:

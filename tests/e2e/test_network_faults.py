@@ -42,8 +42,9 @@ CATCH_UP_S = 30.0
 CTRL_C_S = 10.0
 CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
 # Short enough that a fault of FAULT_S outlasts every client timeout, as a real outage outlasts the defaults
-SHORT_TIMEOUTS = ("socket.timeout.ms=8000", "socket.connection.setup.timeout.ms=5000", "request.timeout.ms=8000",
-                  "session.timeout.ms=8000", "transaction.timeout.ms=15000")
+CLIENT_TIMEOUTS = ("socket.timeout.ms=8000", "socket.connection.setup.timeout.ms=5000", "request.timeout.ms=8000")
+SOURCE_TIMEOUTS = (*CLIENT_TIMEOUTS, "session.timeout.ms=8000")
+SINK_TIMEOUTS = (*CLIENT_TIMEOUTS, "transaction.timeout.ms=15000")
 # What the job waits on, and since when: a task's retries, the driver's line per stage, the group sync's
 WAITING = re.compile(r"WARNING .*waiting.* since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
 
@@ -84,8 +85,7 @@ def _drill(cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path, fault: Fa
     sink = unique_topic_name("sink")
     group = unique_topic_name("reader")
     commit_group_offsets(direct, group, src, PARTITIONS, 0)  # the group sync has work on every interval
-    settings = [f for t in SHORT_TIMEOUTS for f in ("--kafka", t) if not t.startswith("transaction")] + \
-        [f for t in SHORT_TIMEOUTS for f in ("--sink-kafka", t) if not t.startswith("session")]
+    settings = [f for t in SOURCE_TIMEOUTS for f in ("--kafka", t)] + [f for t in SINK_TIMEOUTS for f in ("--sink-kafka", t)]
     job_args = ("--sink-bootstrap-servers", sink_site.broker.bootstrap_servers, *settings,
                 "--sync-group-offsets", re.escape(group), "--sync-group-offsets-interval", "2",
                 "--retry-timeout", "600", *extra)
@@ -95,13 +95,17 @@ def _drill(cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path, fault: Fa
 
     with ChangeProducer(direct, src, PARTITIONS, keys=300, batch=50, pause_s=0.2, timeout_s=300,
                         tombstone_every=11) as producer, started() as job:
+
+        def says_what_it_waits_on(since: int) -> None:
+            wait_for(lambda: job.running() or WAITING.search(job.log()[since:]), FAULT_S * 3,
+                     "the job says what it waits on", pause_s=0.2)
+
         job.progressed_beyond(JobProgress(0, 0))
         before = len(job.log())
         with fault.put_on(src):
             began = time.monotonic()
             if fault.said_while_writing:
-                wait_for(lambda: job.running() or WAITING.search(job.log()[before:]), FAULT_S * 3,
-                         "the job says what it waits on", pause_s=0.2)
+                says_what_it_waits_on(before)
             time.sleep(max(0.0, FAULT_S - (time.monotonic() - began)))
         healed = time.monotonic()
         sent = producer.stop()
@@ -111,8 +115,7 @@ def _drill(cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path, fault: Fa
         before = len(job.log())
         with fault.put_on(src):
             if fault.said_while_idle:
-                wait_for(lambda: job.running() or WAITING.search(job.log()[before:]), FAULT_S * 3,
-                         "the job says what it waits on", pause_s=0.2)
+                says_what_it_waits_on(before)
             code, took_s = job.interrupt()
         log = job.log()
     print(f"every winner in the sink {caught_up_s:.1f}s after the heal; Ctrl-C during the fault took {took_s:.1f}s")
@@ -164,6 +167,6 @@ def test_the_state_stores_object_store_unreachable(cluster, sink_site, s3_server
     the store (its calls wait inside Arrow's S3 client)."""
     proxy = toxiproxy.proxy(unique_topic_name("s3"), s3_server.endpoint)
     bucket = s3_server.new_bucket()
-    state = f"s3://{bucket}/state?endpoint_override={proxy.listen}&scheme=http&region=us-east-1"
+    state = s3_server.uri(bucket, endpoint=proxy.listen)
     _drill(cluster, sink_site, tmp_path, Fault(lambda _src: toxic([proxy], Toxic.blackhole())),
            state_dir=state, extra=("--checkpoint-location", str(tmp_path / "checkpoint")))

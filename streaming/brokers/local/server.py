@@ -187,11 +187,6 @@ class LocalKafka:
         return f"{LOCAL_HOST}:{self.proxied_port or self.ports.broker}"
 
     @property
-    def plaintext_address(self) -> str:
-        """The PLAINTEXT listener itself: what a proxy in front of it forwards to."""
-        return f"{LOCAL_HOST}:{self.ports.broker}"
-
-    @property
     def direct_bootstrap_servers(self) -> str:
         """Around the proxy (the brokers' own listener, whose metadata names no proxy): a test's checks
         still reach the node while a fault cuts its clients off."""
