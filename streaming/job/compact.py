@@ -127,11 +127,12 @@ def _local_emitted(plog: PartitionLog) -> int | None:
     return None if doc is None else doc["emitted_up_to"]
 
 
-def _idle(plog: PartitionLog, config: CompactionConfig, now_ms: int, report: StageReport) -> bool:
+def _idle(plog: PartitionLog, emitted: int | None, config: CompactionConfig, now_ms: int,
+          report: StageReport) -> bool:
     """True when this partition needs no pass and has nothing cleaned-but-unemitted, so the sink need not
-    be touched. Emission progress is the sink's; the local note of it (written after each commit) only
-    serves to skip: a stale note makes the stage look at the sink once too often, never skip a record."""
-    emitted = _local_emitted(plog)
+    be touched. Emission progress is the sink's; the local note of it (``emitted``, written after each
+    commit) only serves to skip: a stale note makes the stage look at the sink once too often, never skip a
+    record."""
     if emitted is None:
         return False
     state = PartitionCleanerState.load(plog.storage, plog.dir)
@@ -177,7 +178,7 @@ def idle_report(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, dr
         plog = open_partition_log(state, log_dir, plan.compaction.log_config)
         report = StageReport(log_dir.pid, log_end_offset=plog.log_end_offset)
         if (not plog.active.empty if drain else plog.forced_roll_due(now_ms)) or \
-                not _idle(plog, _stage_config(plan.compaction, drain), now_ms, report):
+                not _idle(plog, _local_emitted(plog), _stage_config(plan.compaction, drain), now_ms, report):
             return None
         if not sink_unchanged:
             try:
@@ -236,11 +237,12 @@ def _roll_clean_emit(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms:
     auditing = config.erase_audit_keys is not AuditKeys.OFF
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
-    if trust_local and _idle(plog, config, now_ms, report):
+    noted = _local_emitted(plog)
+    if trust_local and _idle(plog, noted, config, now_ms, report):
         return report
     try:
         emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic,
-                                   noted=_local_emitted(plog))
+                                   noted=noted)
     except HangingTransaction as exc:  # the operator must end it: emitting over it would commit it
         report.error = TaskError.of(exc)
         return report
