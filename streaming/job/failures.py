@@ -48,6 +48,22 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
     return None
 
 
+class Outage:
+    """Since when something the job needs has kept failing: the first failure after the last success."""
+
+    def __init__(self) -> None:
+        self.since_ms: int | None = None
+
+    def failed(self, now_ms: int) -> str:
+        """``since <time> UTC (<seconds>s)``, for the line that says the job waits."""
+        if self.since_ms is None:
+            self.since_ms = now_ms
+        return f"since {utc_text(self.since_ms)} UTC ({(now_ms - self.since_ms) / 1000:.0f}s)"
+
+    def ended(self) -> None:
+        self.since_ms = None
+
+
 class StageFailures:
     """Says a stage's failures. A lasting failure is a line per partition, to be acted on. Passing ones (the
     sink cluster away, below min.insync.replicas, a leader moving) are one line per stage whatever the
@@ -55,7 +71,7 @@ class StageFailures:
     nothing is lost, and the next trigger tries again."""
 
     def __init__(self) -> None:
-        self.waiting_since_ms: int | None = None
+        self.sink = Outage()
 
     def report(self, reports: list[StageReport], now_ms: int) -> None:
         waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
@@ -63,15 +79,12 @@ class StageFailures:
             if r.error and r not in waiting:
                 log.error("partition %s: %s", r.pid, r.error)
         if not waiting:
-            self.waiting_since_ms = None
+            self.sink.ended()
             return
-        if self.waiting_since_ms is None:
-            self.waiting_since_ms = now_ms
         first = waiting[0]
-        log.warning("waiting for the sink cluster since %s UTC (%.0fs): %d of %d partitions could not emit "
-                    "(%s: %s); nothing is lost, the next trigger tries again", utc_text(self.waiting_since_ms),
-                    (now_ms - self.waiting_since_ms) / 1000, len(waiting), len(reports), first.pid,
-                    first.error.message.splitlines()[0][:200])
+        log.warning("waiting for the sink cluster %s: %d of %d partitions could not emit (%s: %s); nothing is "
+                    "lost, the next trigger tries again", self.sink.failed(now_ms), len(waiting), len(reports),
+                    first.pid, first.error.message.splitlines()[0][:200])
 
 
 def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = False) -> str | None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from streaming.job.failures import Outage
 from streaming.job.periodic import every
 from streaming.job.spec import TopicPlan
 from streaming.kafka.failures import reason
 from streaming.kafka.group_sync import GroupOffsetSync, GroupSyncTotals, MirroredTopic, SyncRound
-from streaming.utc import utc_text
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +29,16 @@ class GroupSyncSchedule:
     interval_s: float
     totals: GroupSyncTotals
 
-    failing_since_ms: int | None = None  # the first of the rounds that have failed since one succeeded
+    outage: Outage = field(default_factory=Outage)  # since the first of the rounds failed since one succeeded
 
     def round(self, plans: Mapping[str, TopicPlan]) -> SyncRound | None:
         try:
             done = self.syncer.sync(mirrored(plans))
         except Exception as exc:  # noqa: BLE001 (the sync is beside the job: it must not stop it)
-            now_ms = int(time.time() * 1000)
-            if self.failing_since_ms is None:
-                self.failing_since_ms = now_ms
-            log.warning("consumer group offset sync waiting since %s UTC (%.0fs), tried again every %.0fs: %s",
-                        utc_text(self.failing_since_ms), (now_ms - self.failing_since_ms) / 1000, self.interval_s,
-                        reason(exc))
+            log.warning("consumer group offset sync waiting %s, tried again every %.0fs: %s",
+                        self.outage.failed(int(time.time() * 1000)), self.interval_s, reason(exc))
             return None
-        self.failing_since_ms = None
+        self.outage.ended()
         self.totals.add(done)
         if done.offsets_moved:
             log.info("consumer group offset sync: %d offsets of %d groups committed on the sink",
