@@ -11,6 +11,23 @@ def utc_text(ms: int, millis: bool = False) -> str:
     return text[:-3] if millis else text[:-7]
 
 
+class Outage:
+    """Since when something the job needs has kept failing: the first failure after the last success."""
+
+    def __init__(self) -> None:
+        self.since_ms: int | None = None
+
+    def failed(self, now_ms: int, began_ms: int | None = None) -> str:
+        """``since <time> UTC (<seconds>s)``, for the line that says the job waits; ``began_ms``: when the
+        failure began, where that is known to be before ``now_ms`` (a call that has not answered yet)."""
+        if self.since_ms is None:
+            self.since_ms = now_ms if began_ms is None else began_ms
+        return f"since {utc_text(self.since_ms)} UTC ({(now_ms - self.since_ms) / 1000:.0f}s)"
+
+    def ended(self) -> None:
+        self.since_ms = None
+
+
 def utc_or_dash(ms: int | None) -> str:
     """A table cell: the time to the second, or "-" for one that has not happened."""
     return "-" if ms is None else utc_text(ms)

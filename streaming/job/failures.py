@@ -14,7 +14,7 @@ from streaming.errors import JobError
 from streaming.job.compact import StageReport
 from streaming.job.task_error import ErrorKind
 from streaming.kafka.failures import is_refused
-from streaming.utc import utc_text
+from streaming.utc import Outage, utc_text
 
 log = logging.getLogger(__name__)
 
@@ -46,22 +46,6 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
         return JobError(f"source {lost[1]}: those records were deleted from the source (retention) before "
                         f"kcompact read them. Start with --allow-data-loss to go on from the log start")
     return None
-
-
-class Outage:
-    """Since when something the job needs has kept failing: the first failure after the last success."""
-
-    def __init__(self) -> None:
-        self.since_ms: int | None = None
-
-    def failed(self, now_ms: int) -> str:
-        """``since <time> UTC (<seconds>s)``, for the line that says the job waits."""
-        if self.since_ms is None:
-            self.since_ms = now_ms
-        return f"since {utc_text(self.since_ms)} UTC ({(now_ms - self.since_ms) / 1000:.0f}s)"
-
-    def ended(self) -> None:
-        self.since_ms = None
 
 
 class StageFailures:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from streaming.job.failures import Outage
+from streaming.utc import Outage
 from streaming.job.periodic import every
 from streaming.job.spec import TopicPlan
 from streaming.kafka.failures import reason

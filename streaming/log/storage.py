@@ -11,7 +11,8 @@ Two implementations:
   hard link, which POSIX makes fail when the name exists.
 - ``ArrowStorage``: any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS), chosen over fsspec because pyarrow is
   already a hard dependency and its filesystems are C++. pyarrow has no conditional write, so the
-  store's own one is handed in (see streaming.state.stores).
+  store's own one is handed in (see streaming.state.stores). Its calls are watched (store_watch), so a
+  store that stops answering is said while the job waits on it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import os
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Protocol
+
+from streaming.log.store_watch import WATCH, watched_stream
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -151,33 +154,39 @@ class ArrowStorage:
     def list(self, directory: str) -> list[ObjectInfo]:
         from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
 
-        infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
+        with WATCH.call(f"a listing of {directory}"):
+            infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
         return sorted((ObjectInfo(os.path.basename(i.path), i.size, int(i.mtime.timestamp() * 1000) if i.mtime else 0)
                        for i in infos if i.type == FileType.File), key=lambda i: i.name)
 
     def subdirs(self, directory: str) -> list[str]:
         from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
 
-        infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
+        with WATCH.call(f"a listing of {directory}"):
+            infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
         return sorted(os.path.basename(i.path) for i in infos if i.type == FileType.Directory)
 
     def exists(self, path: str) -> bool:
         from pyarrow.fs import FileType  # noqa: PLC0415
 
-        return self.fs.get_file_info(path).type != FileType.NotFound
+        with WATCH.call(f"a look at {path}"):
+            return self.fs.get_file_info(path).type != FileType.NotFound
 
     def get(self, path: str) -> bytes:
-        with self.fs.open_input_stream(path) as f:
+        with self.open_read(path) as f:
             return f.read()
 
     def open_read(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
         """Sequential: every reader of the log reads an object front to back, and a stream is one
         download, where a random-access file on a store is a ranged request per read."""
-        return self.fs.open_input_stream(path)
+        return watched_stream(f"a read of {path}", lambda: self.fs.open_input_stream(path))
 
     def open_put(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
         """An object store publishes the object when the stream closes; one left half-written by a
         failure is never referenced by a manifest, so garbage collection removes it."""
+        return watched_stream(f"a write of {path}", lambda: self._open_output(path))
+
+    def _open_output(self, path: str) -> BinaryIO:
         try:
             return self.fs.open_output_stream(path)
         except FileNotFoundError:  # a filesystem with real directories (object stores have none)
@@ -189,10 +198,11 @@ class ArrowStorage:
             f.write(data)
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
-        return self._put_if_absent(path, data)
+        with WATCH.call(f"a write of {path}"):
+            return self._put_if_absent(path, data)
 
     def delete(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError), WATCH.call(f"a delete of {path}"):
             self.fs.delete_file(path)
 
 

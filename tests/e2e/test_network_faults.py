@@ -18,21 +18,20 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator
+from typing import Callable, ContextManager
 
 import pytest
 
-from streaming.brokers.broker import Broker
-from streaming.brokers.choice import start_local_broker
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.e2e.cluster import leader
+from tests.e2e.conftest import SinkSite
 from tests.e2e.helpers import JobProgress, assert_sink_contract, commit_group_offsets, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
 from tests.s3_server import S3Server
-from tests.toxiproxy import Proxy, Toxic, Toxiproxy, in_front_of_nodes, toxic
+from tests.toxiproxy import Toxic, Toxiproxy, toxic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,23 +46,6 @@ SOURCE_TIMEOUTS = (*CLIENT_TIMEOUTS, "session.timeout.ms=8000")
 SINK_TIMEOUTS = (*CLIENT_TIMEOUTS, "transaction.timeout.ms=15000")
 # What the job waits on, and since when: a task's retries, the driver's line per stage, the group sync's
 WAITING = re.compile(r"WARNING .*waiting.* since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
-
-
-@dataclass(frozen=True)
-class SinkSite:
-    broker: Broker
-    proxy: Proxy
-
-
-@pytest.fixture(scope="module")
-def sink_site(toxiproxy: Toxiproxy, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SinkSite]:
-    """The sink cluster: a broker of its own behind its own proxy."""
-    proxied, proxies = in_front_of_nodes(toxiproxy, 1, "sink")
-    broker = start_local_broker(data_dir=tmp_path_factory.mktemp("sink-broker"), proxied=proxied[0])
-    try:
-        yield SinkSite(broker, proxies[0])
-    finally:
-        broker.stop()
 
 
 @dataclass(frozen=True)
@@ -163,10 +145,10 @@ def test_a_half_second_latency_spike_on_every_link(cluster, cluster_proxies, sin
 
 def test_the_state_stores_object_store_unreachable(cluster, sink_site, s3_server: S3Server, toxiproxy: Toxiproxy,
                                                    tmp_path) -> None:
-    """(f) The S3 server the state dir lives on stops answering. The job does not yet say that it waits on
-    the store (its calls wait inside Arrow's S3 client)."""
+    """(f) The S3 server the state dir lives on stops answering: the job says which call waits on the store
+    (streaming.log.store_watch)."""
     proxy = toxiproxy.proxy(unique_topic_name("s3"), s3_server.endpoint)
     bucket = s3_server.new_bucket()
     state = s3_server.uri(bucket, endpoint=proxy.listen)
-    _drill(cluster, sink_site, tmp_path, Fault(lambda _src: toxic([proxy], Toxic.blackhole())),
+    _drill(cluster, sink_site, tmp_path, Fault(lambda _src: toxic([proxy], Toxic.blackhole()), said_while_writing=True),
            state_dir=state, extra=("--checkpoint-location", str(tmp_path / "checkpoint")))

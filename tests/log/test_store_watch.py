@@ -1,0 +1,72 @@
+"""A store that stops answering is said while the job waits on it, and said again when it answers."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+
+import pyarrow.fs as pafs
+
+from streaming.log.storage import ArrowStorage
+from streaming.log.store_watch import SAY_AFTER_S, WATCH
+
+WAITING = re.compile(r"waiting for the state store since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+s\): "
+                     r"a read of bucket/log/m-1 has had no answer")
+
+
+class _Stalled(pafs.FileSystemHandler):
+    """A filesystem whose reads wait until released, as a store behind a partition does."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def open_input_stream(self, path):
+        self.released.wait(30)
+        raise FileNotFoundError(path)
+
+    def get_type_name(self): return "stalled"
+    def normalize_path(self, path): return path
+    def get_file_info(self, paths): return [pafs.FileInfo(p, pafs.FileType.NotFound) for p in paths]
+    def get_file_info_selector(self, selector): return []
+    def create_dir(self, path, recursive): pass
+    def delete_dir(self, path): pass
+    def delete_dir_contents(self, path, missing_dir_ok=False): pass
+    def delete_root_dir_contents(self): pass
+    def delete_file(self, path): pass
+    def move(self, src, dest): pass
+    def copy_file(self, src, dest): pass
+    def open_input_file(self, path): raise FileNotFoundError(path)
+    def open_output_stream(self, path, metadata): raise NotImplementedError
+    def open_append_stream(self, path, metadata): raise NotImplementedError
+
+
+def test_a_read_the_store_does_not_answer_is_said_with_since_when_and_its_end_too(caplog) -> None:
+    handler = _Stalled()
+    storage = ArrowStorage(pafs.PyFileSystem(handler), lambda path, data: True)
+    reader = threading.Thread(target=lambda: _read_ignoring_errors(storage), daemon=True)
+    with caplog.at_level(logging.WARNING, logger="streaming.log.store_watch"):
+        reader.start()
+        time.sleep(0.2)  # the read has begun and waits
+        WATCH.check(time.monotonic() + SAY_AFTER_S + 1)
+        said = [r.getMessage() for r in caplog.records]
+        assert any(WAITING.search(line) for line in said), said
+        handler.released.set()
+        reader.join(10)
+        WATCH.check(time.monotonic())
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[-1].startswith("the state store answers again, after "), lines
+
+
+def test_a_call_that_answers_in_time_says_nothing(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="streaming.log.store_watch"), WATCH.call("a look at x"):
+        WATCH.check(time.monotonic() + SAY_AFTER_S / 2)
+    WATCH.check(time.monotonic())
+    assert not caplog.records
+
+
+def _read_ignoring_errors(storage: ArrowStorage) -> None:
+    with contextlib.suppress(FileNotFoundError):  # the stalled filesystem has nothing to read once released
+        storage.get("bucket/log/m-1")
