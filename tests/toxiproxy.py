@@ -26,6 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from streaming.brokers.local.server import LOCAL_HOST, Proxied, die_with_parent, free_port
 from streaming.runtime.user_cache import cache_root, publish, scratch_beside
 from tests.processes import stop
@@ -108,7 +110,7 @@ class Toxiproxy:
     def __init__(self, binary: Path, log_path: Path) -> None:
         self.port = free_port()
         with open(log_path, "ab") as out:  # the child keeps its own descriptor
-            self.process = subprocess.Popen([str(binary), "-host", LOCAL_HOST, "-port", str(self.port)],
+            self.process = subprocess.Popen([str(binary), "-host", LOCAL_HOST, "-port", str(self.port), "-proxy-metrics"],
                                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=die_with_parent)  # gone with a test run that is killed
         self.log_path = log_path
@@ -142,6 +144,22 @@ class Toxiproxy:
         listen = f"{LOCAL_HOST}:{port or free_port()}"
         self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
         return Proxy(self, name, listen)
+
+    def bytes_sent(self) -> dict[str, int]:
+        """Bytes each proxy has passed on so far, both ways (its Prometheus metrics): what crossed a link."""
+        request = urllib.request.Request(f"http://{LOCAL_HOST}:{self.port}/metrics")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                text = response.read().decode()
+        except OSError as exc:
+            raise ToxiproxyError(f"Toxiproxy at {LOCAL_HOST}:{self.port} did not give its metrics: {exc}") from exc
+        sent: dict[str, int] = {}
+        for family in text_string_to_metric_families(text):
+            if family.name == "toxiproxy_proxy_sent_bytes":
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        sent[sample.labels["proxy"]] = sent.get(sample.labels["proxy"], 0) + int(sample.value)
+        return sent
 
     def reset(self) -> None:
         """Every proxy enabled and every toxic gone: the network whole again."""

@@ -19,11 +19,20 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     if args.user and not args.secure:
         raise UsageError("--user makes a SCRAM user of the secured listeners: give --secure too")
+    if args.advertised_port is not None and (args.port is None or args.brokers == 3):
+        raise UsageError("--advertised-port is for one broker with --port: the proxy on the advertised port "
+                         "forwards to --port")
     if args.brokers == 3:
         if args.port is not None:
             raise UsageError("--port is for one broker; a cluster's nodes take free ports (or those its --data-dir kept)")
         broker = start_local_cluster(data_dir=args.data_dir)
         what = f"Apache Kafka, 3 nodes, pids {', '.join(str(n.pid) for n in broker.cluster.nodes)}"
+    elif args.advertised_port is not None:
+        from streaming.brokers.local import Proxied  # noqa: PLC0415
+
+        broker = start_local_broker(data_dir=args.data_dir, proxied=Proxied(args.port, args.advertised_port))
+        what = (f"Apache Kafka, pid {broker.pid}, listening on {broker.server.direct_bootstrap_servers} behind the "
+                f"proxy, which its own clients and other brokers bypass")
     else:
         broker = start_local_broker(port=args.port, data_dir=args.data_dir)
         what = f"Apache Kafka, pid {broker.pid}"
@@ -72,6 +81,9 @@ def add_parsers(sub) -> None:
                                       "of three (replication 3, min.insync.replicas 2)")
     p.add_argument("--brokers", type=int, choices=[1, 3], default=1, help="nodes (default 1)")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--advertised-port", type=int, default=None, metavar="PORT",
+                   help="with --port: tell clients to connect to 127.0.0.1:PORT, where a proxy (Toxiproxy, say) "
+                        "forwards to --port, so every client connection passes through it; start the proxy first")
     p.add_argument("--data-dir", default=None, help="broker data directory (default: a temporary one)")
     p.add_argument("--secure", action="store_true",
                    help="also print how to reach the TLS listeners (SCRAM-SHA-512 over SASL_SSL, mTLS), where ACLs "

@@ -1,5 +1,6 @@
-"""`kcompact broker --secure` says how to reach its secured listeners, and what it says works: each
---config-file it writes logs in (SCRAM over TLS, a client certificate) with the password left in its file."""
+"""`kcompact broker`: --secure says how to reach its secured listeners, and what it says works (each
+--config-file it writes logs in, SCRAM over TLS or a client certificate, with the password left in its
+file); three nodes say when one exits; --advertised-port puts every client behind a proxy."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import sys
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from streaming.configuration import config_providers, java_properties
 from streaming.configuration.client_properties import java_client_properties
 from tests.cli.test_first_contact import TEXT_LINE, assert_one_error, kcompact
+from tests.toxiproxy import Toxic, Toxiproxy, in_front_of_nodes, toxic
 
 pytestmark = pytest.mark.integration
 
@@ -113,3 +116,23 @@ def test_broker_of_three_says_when_a_node_exits_reaps_it_and_says_when_it_is_bac
     assert code == 0 and rest == "", (rest, err)
     assert all(TEXT_LINE.match(line) for line in err.splitlines()), err
     assert not [p for p in (*pids, new_pid) if os.path.exists(f"/proc/{p}")], "every node is stopped"
+
+
+def test_broker_behind_a_proxy_sends_every_client_through_it(toxiproxy: Toxiproxy) -> None:
+    """--advertised-port: a client that bootstraps anywhere is told the proxy's port, so a toxic on the proxy
+    reaches it; the usage error names what is missing."""
+    assert_one_error(kcompact("broker", "--advertised-port", "9999"), "--advertised-port is for one broker with --port")
+    proxied, proxies = in_front_of_nodes(toxiproxy, 1, "cli-broker")
+    broker = subprocess.Popen([sys.executable, "-m", "streaming", "broker", "--port", str(proxied[0].broker),
+                               "--advertised-port", str(proxied[0].proxy)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        first = broker.stdout.readline()
+        assert first.startswith(f"bootstrap.servers={proxies[0].listen}  ("), first
+        metadata = AdminClient({"bootstrap.servers": proxies[0].listen}).list_topics(timeout=30)
+        assert [b.port for b in metadata.brokers.values()] == [proxied[0].proxy], "clients are sent to the proxy"
+        with toxic(proxies, Toxic.blackhole()), pytest.raises(KafkaException):
+            AdminClient({"bootstrap.servers": proxies[0].listen, "socket.timeout.ms": 2000}).list_topics(timeout=3)
+    finally:
+        broker.send_signal(signal.SIGTERM)
+        assert broker.wait(60) == 0
