@@ -164,13 +164,15 @@ def refresh_metadata(client: MetadataClient, topic: str | None) -> None:
 
 def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, client: MetadataClient | None = None,
              topic: str | None = None, renew: Callable[[], None] | None = None, pause_s: float = 1.0,
-             say_every_s: float = SAY_EVERY_S, level: int = logging.WARNING) -> T:
+             say_every_s: float = SAY_EVERY_S, level: int = logging.WARNING,
+             abandoned: Callable[[], bool] = lambda: False) -> T:
     """call() until it succeeds, retrying transient failures until timeout_s has passed; between two tries
     ``client`` refreshes its metadata of ``topic`` (a leader that died is replaced in it), or ``renew`` makes
     the client anew where asking the old one again is not safe. While it waits it
     says so on the first failure and then every ``say_every_s``, naming the ``side`` (source or sink) whose
     cluster is away and the reason, rather than a line per try. A future that timed out counts as a
-    transient failure."""
+    transient failure. ``abandoned()`` true: whoever waits for the answer is gone, so the failure is raised
+    at once."""
     deadline = time.monotonic() + timeout_s
     said = -float("inf")
     since_ms: int | None = None
@@ -180,7 +182,7 @@ def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, c
         except (KafkaException, concurrent.futures.TimeoutError) as failure:
             exc = failure if isinstance(failure, KafkaException) else timed_out(f"no answer to {what}")
             now = time.monotonic()
-            if not is_transient(exc) or now + pause_s > deadline:
+            if not is_transient(exc) or now + pause_s > deadline or abandoned():
                 if exc is failure:
                     raise
                 raise exc from failure

@@ -69,6 +69,19 @@ def test_retrying_waits_out_transient_failures_and_gives_up_at_the_deadline() ->
     assert len(refused) == 1
 
 
+def test_retrying_stops_at_once_when_whoever_waits_for_the_answer_is_gone() -> None:
+    """A planning process whose JVM died (bench/chaos.py found one retrying on for minutes, an orphan)."""
+    tries = []
+
+    def away() -> None:
+        tries.append(1)
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    with pytest.raises(KafkaException):
+        retrying(away, "test", timeout_s=600, side="source", pause_s=0.01, abandoned=lambda: len(tries) >= 2)
+    assert len(tries) == 2
+
+
 def test_retrying_says_it_waits_once_an_interval_not_once_a_try(caplog) -> None:
     calls = []
 

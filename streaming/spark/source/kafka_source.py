@@ -12,6 +12,7 @@ Python sources.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from typing import Iterator, Sequence
 
@@ -76,6 +77,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartitionKey, int] | None = None
         self._client: Consumer | None = None
         self._admin: AdminClient | None = None
+        self._planner_parent: int | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -88,13 +90,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is None:  # first call in the process Spark runs the source's driver side in
             configure_worker([self.options.client_config])
             self._client = _consumer(self.options)
+            self._planner_parent = os.getppid()
         return self._client
+
+    def _orphaned(self) -> bool:
+        """The JVM that started this planning process is gone (a job SIGKILLed): nobody waits for an answer,
+        so a call that waits on an unreachable cluster ends now instead of at the end of its retries."""
+        return self._planner_parent is not None and os.getppid() != self._planner_parent
 
     def _retrying(self, call, what: str, topic: str | None = None):
         """Driver-side metadata calls ride out a broker that is away for up to kafkaConsumer.pollTimeoutMs,
         asking for ``topic``'s metadata anew between tries."""
         return retrying(call, what, self.options.poll_timeout_ms / 1000, side="source",
-                        client=self._metadata() if topic else None, topic=topic)
+                        client=self._metadata() if topic else None, topic=topic, abandoned=self._orphaned)
 
     def _topic_partitions(self) -> list[TopicPartitionKey]:
         md = self._retrying(lambda: self._metadata().list_topics(timeout=TRY_S),
@@ -130,7 +138,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         committed = self.options.client_config.get("isolation.level") != "read_uncommitted"
         found = retrying(lambda: watermarks(self._admin, [PartitionId(*tp) for tp in tps], committed, TRY_S),
                          f"watermarks of {len(tps)} partitions", self.options.poll_timeout_ms / 1000, side="source",
-                         renew=renew)
+                         renew=renew, abandoned=self._orphaned)
         return {(p.topic, p.partition): marks for p, marks in found.items()}
 
     def initialOffset(self) -> Offsets:
