@@ -155,9 +155,8 @@ class PartitionEmitter:
         self.source_topic = source_topic or topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
-        self.producer_config = {**self.client_config,
-                                "transactional.id": transactional_id(topic, partition),
-                                "enable.idempotence": True, "linger.ms": 5, "transaction.timeout.ms": 60_000}
+        self.producer_config = {"linger.ms": 5, "transaction.timeout.ms": 60_000, **self.client_config,  # the user's win
+                                "transactional.id": transactional_id(topic, partition), "enable.idempotence": True}
         self.committed_records = 0
         self.tombstones: list[Delivered] = []  # committed since the emitter was made
         self._sent: list[tuple[int, int, int]] = []  # (source offset, timestamp, sink offset): the open transaction's
