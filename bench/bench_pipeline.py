@@ -20,6 +20,11 @@ time is printed too. Each round runs every side, rotating which goes first; each
 made just before it starts (a mirror's topic is deleted after its run, each shape's source after its
 rounds). The broker's CPU time during each side is printed: what it spends on the side's own writes and
 reads stays in that side's time.
+The wan shapes put the sink cluster in another region: a second broker, and a link of 50 ms round trip and
+200 Mbit/s each way between the regions (Toxiproxy, bench/wan.py). Each side runs where it does best (Ends):
+the pipeline near the source, so only winners cross the link; MirrorMaker 2 near the target, as it is
+deployed, its consumer reading across the link. A second table gives each side's bytes across the link (the
+proxies' own counts) and its share of the link's bandwidth.
 delete-latency: the continuous job with max.compaction.lag.ms as given; time from producing a tombstone
 to its arrival in the sink, median and max.
 erase-audit: `--once` on one source with 1% tombstones, with the erase audit kept (erase.audit.keys=hash)
@@ -29,6 +34,7 @@ and without it (off), alternating which goes first; the ratio of the two times i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -49,6 +55,7 @@ from procs import is_jvm, memory_mib, tree
 from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, cpu_s, delete_topic, delete_topics, mirror_maker,
                             new_sink, new_sinks, new_topics, produce, run_job, warm_up_topic)
 from streaming.brokers.choice import acquire_broker
+from wan import Link, WanSite, wan_site
 from streaming.erasure.events import AuditKeys
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.log.journal import committed_journal
@@ -65,8 +72,10 @@ class Shape:
     value_bytes: int = 100
     topics: int = 1
     hot_share: float = 0.0  # of the records, on the first tenth of the topics (pipeline_sides.produce)
+    wan: bool = False  # the sink cluster in another region, across WAN_LINK (bench/wan.py)
 
 
+WAN_LINK = Link(rtt_ms=50, mbit_s=200)
 SHAPES = {
     "small-keys": Shape(10_000_000, 100_000),  # many updates of few keys
     "distinct": Shape(1_000_000, 1_000_000),  # every key once: a first load, a snapshot
@@ -77,14 +86,48 @@ SHAPES = {
     # on one topic of 4 partitions, for what the partitions themselves cost
     "many-topics": Shape(2_000_000, 200_000, partitions=5, topics=400, hot_share=0.9),
     "many-topics-base": Shape(2_000_000, 200_000),
+    # a DR mirror across regions: a compacted topic of many updates a key, then every key once (what the
+    # link costs when compaction removes nothing)
+    "wan": Shape(4_000_000, 200_000, wan=True),
+    "wan-distinct": Shape(1_000_000, 1_000_000, wan=True),
 }
 SIDES = ("pipeline", "consume", "mirror", "mm2", "mm2-tuned")
 SHAPE_SIDES = "pipeline,consume,mm2-tuned"
 
 
-def _measure(spark, broker, args: argparse.Namespace, name: str, shape: Shape, sides: list[str],
+@dataclass(frozen=True)
+class Ends:
+    """Where each side's clients connect. On one broker, all there. Across a WAN, each side runs where it
+    does best: the pipeline near the source, so that only the winners cross the link (its reads are many,
+    its writes few); MirrorMaker 2 near the target, where it is deployed (its consumer across the link, its
+    producer local); the bare consume across the link too, as the read limit MirrorMaker 2 has there."""
+
+    pipeline_source: str
+    pipeline_sink: str
+    mirror_source: str
+    mirror_sink: str
+    pids: tuple[int | None, ...]  # the brokers, whose CPU each side is charged with
+    site: WanSite | None = None
+
+    @classmethod
+    def one_broker(cls, broker) -> "Ends":
+        bs = broker.bootstrap_servers
+        return cls(bs, bs, bs, bs, (broker.pid,))
+
+    @classmethod
+    def across(cls, site: WanSite) -> "Ends":
+        return cls(site.source_near, site.sink_far, site.source_far, site.sink_near, tuple(site.pids()), site)
+
+    def link_bytes(self) -> int:
+        return self.site.bytes_across() if self.site else 0
+
+    def broker_cpu(self) -> float:
+        return sum(cpu_s(pid) for pid in self.pids)
+
+
+def _measure(spark, ends: Ends, args: argparse.Namespace, name: str, shape: Shape, sides: list[str],
              work: str) -> dict[str, list[Side]]:
-    bs = broker.bootstrap_servers
+    bs = ends.pipeline_source  # topics are made and filled from near the source
     sources = new_topics(bs, "bench-src", shape.topics, shape.partitions)
     source = sources[0] if shape.topics == 1 else sources
     t = time.perf_counter()
@@ -94,26 +137,28 @@ def _measure(spark, broker, args: argparse.Namespace, name: str, shape: Shape, s
     out: dict[str, list[Side]] = {n: [] for n in sides}
     for i in range(args.rounds):
         for side in sides[i % len(sides):] + sides[:i % len(sides)]:
-            cpu = cpu_s(broker.pid)
+            cpu, crossed = ends.broker_cpu(), ends.link_bytes()
             if side == "pipeline":
                 state_dir = os.path.join(work, f"measured-{name}-{i}")
-                sinks = new_sinks(bs, shape.partitions, shape.topics)
-                seconds, job = run_job(spark, bs, source, sinks[0] if shape.topics == 1 else sinks, state_dir)
+                sinks = new_sinks(ends.pipeline_sink, shape.partitions, shape.topics)
+                seconds, job = run_job(spark, bs, source, sinks[0] if shape.topics == 1 else sinks, state_dir,
+                                       sink_bootstrap=ends.pipeline_sink)
                 expected = (shape.records, min(shape.keys, shape.records))
                 assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.to_doc()
                 shutil.rmtree(state_dir, ignore_errors=True)
-                delete_topics(bs, sinks)
+                delete_topics(ends.pipeline_sink, sinks)
             elif side == "consume":
-                seconds = bare_consume(bs, source, shape.partitions)
+                seconds = bare_consume(ends.mirror_source, source, shape.partitions)
             elif side == "mirror":
-                assert shape.topics == 1, "the bare mirror copies one topic"
+                assert shape.topics == 1 and not shape.wan, "the bare mirror copies one topic on one broker"
                 mirror = create_topic(bs, unique_topic_name("bench-mirror"), shape.partitions, {"retention.ms": "-1"})
                 seconds = bare_mirror(bs, source, mirror, shape.partitions)
                 delete_topic(bs, mirror)
             else:
-                seconds = mirror_maker(bs, source, shape.partitions, shape.records, work,
-                                       f"{name.replace(',', '')}x{i}{side[4:]}", tuned=side == "mm2-tuned")
-            out[side].append(Side(seconds, cpu_s(broker.pid) - cpu))
+                seconds = mirror_maker(ends.mirror_source, source, shape.partitions, shape.records, work,
+                                       f"{name.replace(',', '')}x{i}{side[4:]}", tuned=side == "mm2-tuned",
+                                       target_bootstrap=ends.mirror_sink)
+            out[side].append(Side(seconds, ends.broker_cpu() - cpu, ends.link_bytes() - crossed))
         print(f"{name} round {i + 1}: " + "  ".join(f"{n} {out[n][-1].seconds:7.2f}s" for n in sides) +
               "  (broker CPU-s " + " / ".join(f"{out[n][-1].broker_cpu:.1f}" for n in sides) + ")", flush=True)
     delete_topics(bs, sources)
@@ -145,23 +190,47 @@ def _table(results: dict[str, dict[str, float]], shapes: dict[str, Shape], sides
     return "\n".join(lines)
 
 
+def _wan_table(link_results: dict[str, dict[str, tuple[float, float]]], sides: list[str]) -> str:
+    """One row per side of each wan shape: its speed, the bytes it sent across the link (both ways, as
+    the proxies counted them) and its share of the link's bandwidth over its time."""
+    lines = [f"across the WAN link ({WAN_LINK.describe()}), medians:",
+             "| shape | side | runs near | s | MB across | MB/s across | share of the link's bandwidth |",
+             "|---|---|---|---|---|---|---|"]
+    near = {"pipeline": "the source", "consume": "the target", "mm2-tuned": "the target", "mm2": "the target"}
+    for name, per_side in link_results.items():
+        for side in sides:
+            seconds, crossed = per_side[side]
+            rate = crossed / seconds
+            lines.append(f"| {name} | {side} | {near[side]} | {seconds:.2f} | {crossed / 1e6:,.1f} | "
+                         f"{rate / 1e6:.1f} | {rate / WAN_LINK.bytes_per_s:.0%} |")
+    return "\n".join(lines)
+
+
 def bench_throughput(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="kcompact-bench-pipe-")
     shapes = _shapes(args)
     sides = (args.sides or (SHAPE_SIDES if args.shape else ",".join(SIDES))).split(",")
     results: dict[str, dict[str, float]] = {}
+    link_results: dict[str, dict[str, tuple[float, float]]] = {}
     try:
-        with acquire_broker() as broker:
+        with acquire_broker() as broker, (wan_site(Path(work), WAN_LINK) if any(s.wan for s in shapes.values())
+                                          else contextlib.nullcontext()) as wan:
             bs = broker.bootstrap_servers
             spark = build_session("kcompact-bench")
             warm_s = run_job(spark, bs, warm_up_topic(bs, args.warm_up, 4), new_sink(bs, 4),
                              os.path.join(work, "warm-up"))[0]
             for name, shape in shapes.items():
-                sides_of = _measure(spark, broker, args, name, shape, sides, work)
+                sides_of = _measure(spark, Ends.across(wan) if shape.wan else Ends.one_broker(broker), args, name,
+                                    shape, sides, work)
                 results[name] = {n: statistics.median(s.seconds for s in sides_of[n]) for n in sides}
+                if shape.wan:
+                    link_results[name] = {n: (results[name][n], statistics.median(s.link_bytes for s in sides_of[n]))
+                                          for n in sides}
             spark.stop()
         print(f"(warm-up run on {args.warm_up:,} records of another topic: {warm_s:.1f}s)")
         print(_table(results, shapes, sides, args.rounds))
+        if link_results:
+            print(_wan_table(link_results, sides))
         if not args.shape and len(shapes) > 1:
             (small, s1), (large, s2) = list(shapes.items())[0], list(shapes.items())[-1]
             for side in sides:

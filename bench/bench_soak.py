@@ -49,9 +49,11 @@ from streaming.brokers.choice import start_local_cluster
 from streaming.cleaner import Overrides
 from streaming.cli.status import collect_status
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
+from streaming.kafka.client_log import with_client_log  # the soak's own clients: no librdkafka lines on stderr
 from streaming.kafka.emitter import source_offset
 from streaming.log.manifest import OBJECTS
 from streaming.verify.mirror import MirroredPair, verify_topic
+from streaming.verify.oracle import PartitionVerdict
 
 TOMBSTONE_EVERY = 11
 SINK_CONFIG = ["--sink-topic-config", "cleanup.policy=delete", "--sink-topic-config", "retention.ms=-1"]
@@ -73,8 +75,8 @@ class SteadyProducer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, partitions: int, keys: int, rate: int) -> None:
         super().__init__(daemon=True)
         self.topic, self.partitions, self.keys, self.rate = topic, partitions, keys, rate
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                                  "delivery.timeout.ms": 600_000, "acks": "all"})
+        self.producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                                  "linger.ms": 5, "delivery.timeout.ms": 600_000, "acks": "all"}))
         self.produced = Produced()
         self.failures: list[str] = []
         self.halt = threading.Event()
@@ -385,6 +387,49 @@ def _winners(produced: dict[int, tuple[bytes, bytes | None]]) -> dict[bytes, int
     return best
 
 
+@dataclass(frozen=True)
+class Tally:
+    """The sink judged against what the producer wrote: an independent read of both, and kcompact verify's."""
+
+    records_in: int
+    sink_records: int
+    lost: int        # records that should be in the sink and are not
+    duplicated: int  # a source offset twice in a partition
+    verdicts: list[PartitionVerdict]
+
+    @property
+    def verified(self) -> bool:
+        return all(v.ok for v in self.verdicts)
+
+
+def tally_sink(source_bootstrap: str, src: str, sink_bootstrap: str, sink: str, partitions: int,
+               produced: Produced, wait_s: float = 600) -> Tally:
+    """Waits (up to ``wait_s``) until every key's final winner is the last sink record of its key, then
+    counts what is lost and what is twice, and runs kcompact verify's check."""
+    records = produced.records
+    want = {p: _winners(r) for p, r in records.items()}
+    deadline = time.monotonic() + wait_s
+    while True:
+        got = read_all(sink_bootstrap, sink, partitions)
+        last = {p: {m.key(): source_offset(m.headers()) for m in got.get(p, [])} for p in range(partitions)}
+        if all(last[p] == want.get(p, {}) for p in range(partitions)) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    verdicts = list(verify_topic(Cluster("source", source_bootstrap), Cluster("sink", sink_bootstrap),
+                                 MirroredPair(src, sink), Overrides()))
+    lost = duplicated = sink_records = 0
+    for p in range(partitions):
+        offsets = [source_offset(m.headers()) for m in got.get(p, [])]
+        sink_records += len(offsets)
+        duplicated += sum(n - 1 for n in Counter(offsets).values())
+        arrived = set(offsets)
+        written = Counter(key for key, _ in records.get(p, {}).values())
+        once = {o for o, (key, _) in records.get(p, {}).items() if written[key] == 1}
+        lost += len(once - arrived) + sum(1 for key, o in want.get(p, {}).items() if last[p].get(key) != o
+                                          and o not in once)
+    return Tally(sum(len(r) for r in records.values()), sink_records, lost, duplicated, verdicts)
+
+
 def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, keys: int = 2000,
          restart_every_s: float = 240, kills: int = 2, work: Path | None = None,
          sample_every_s: float = 60) -> SoakResult:
@@ -437,37 +482,17 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
     producer.join()
     if producer.failures:
         raise RuntimeError(f"the producer failed: {producer.failures[:3]}")
-    produced = producer.produced.records
-    want = {p: _winners(records) for p, records in produced.items()}
-    deadline = time.monotonic() + 600
-    while True:  # every key's final winner is the last sink record of its key
-        got = read_all(bootstrap, sink, partitions)
-        last = {p: {m.key(): source_offset(m.headers()) for m in got.get(p, [])} for p in range(partitions)}
-        if all(last[p] == want.get(p, {}) for p in range(partitions)) or time.monotonic() > deadline:
-            break
-        time.sleep(5)
-    verdicts = [v for p in (MirroredPair(src, sink),)
-                for v in verify_topic(Cluster("source", bootstrap), Cluster("sink", bootstrap), p, Overrides())]
+    tally = tally_sink(bootstrap, src, bootstrap, sink, partitions, producer.produced)
     job.send_signal(signal.SIGTERM)
     job.wait(300)
     watcher.halt.set()
     watcher.join()
     log.close()
-    lost = duplicated = sink_records = 0
-    for p in range(partitions):
-        offsets = [source_offset(m.headers()) for m in got.get(p, [])]
-        sink_records += len(offsets)
-        duplicated += sum(n - 1 for n in Counter(offsets).values())
-        arrived = set(offsets)
-        written = Counter(key for key, _ in produced.get(p, {}).values())
-        once = {o for o, (key, _) in produced.get(p, {}).items() if written[key] == 1}
-        lost += len(once - arrived) + sum(1 for key, o in want.get(p, {}).items() if last[p].get(key) != o
-                                          and o not in once)
     lags = sorted(watcher.lags_ms) or [0]
     over = max((o - live for m, o, live in memory.objects if m >= window_start(duration / 60)), default=0)
     memory.plot(work / "memory.png", f"kcompact soak: {minutes:g} minutes at {rate} records/s, {partitions} partitions")
-    return SoakResult(sum(len(r) for r in produced.values()), sink_records, lost, duplicated,
-                      [v.line() for v in verdicts], all(v.ok for v in verdicts), memory, memory.growth(duration / 60),
+    return SoakResult(tally.records_in, tally.sink_records, tally.lost, tally.duplicated,
+                      [v.line() for v in tally.verdicts], tally.verified, memory, memory.growth(duration / 60),
                       over, statistics.median(lags) / 1000, lags[min(len(lags) - 1, int(len(lags) * 0.99))] / 1000,
                       restarts, killed)
 

@@ -105,14 +105,15 @@ def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> floa
 
 
 def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, records: int, work: str, run: str,
-                 tuned: bool) -> float:
-    """MirrorMaker 2 copying ``source`` (a topic, or topics of ``partitions`` each) to other topics of the same
-    broker (cluster aliases of this run's own, so no run resumes another's offsets); seconds from its first
-    record in the targets to its last."""
+                 tuned: bool, target_bootstrap: str | None = None) -> float:
+    """MirrorMaker 2 copying ``source`` (a topic, or topics of ``partitions`` each) to other topics of the
+    target cluster (the same broker if None; cluster aliases of this run's own, so no run resumes another's
+    offsets); seconds from its first record in the targets to its last."""
     topics = [source] if isinstance(source, str) else source
+    target = target_bootstrap or bootstrap
     jars = ensure_kafka_jars(MM2_POM)
     src, dst = f"s{run}", f"d{run}"
-    props = {"clusters": f"{src}, {dst}", f"{src}.bootstrap.servers": bootstrap, f"{dst}.bootstrap.servers": bootstrap,
+    props = {"clusters": f"{src}, {dst}", f"{src}.bootstrap.servers": bootstrap, f"{dst}.bootstrap.servers": target,
              f"{src}->{dst}.enabled": "true", f"{src}->{dst}.topics": ",".join(topics), f"{dst}->{src}.enabled": "false",
              "replication.factor": "1", "refresh.topics.interval.seconds": "1", "sync.topic.acls.enabled": "false",
              # copying only, as the pipeline is measured: heartbeats and checkpoints off (on one broker MM2 would
@@ -126,7 +127,7 @@ def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, recor
     with open(path, "w") as f:
         f.writelines(f"{k} = {v}\n" for k, v in props.items())
     targets = [PartitionId(f"{src}.{t}", p) for t in topics for p in range(partitions)]
-    watched = Cluster("sink", bootstrap)
+    watched = Cluster("sink", target)
     log4j = os.path.join(work, "mm2-log4j2.properties")
     with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
         f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
@@ -157,10 +158,11 @@ def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, recor
     finally:
         proc.terminate()
         proc.wait(60)
-    admin = AdminClient(with_client_log({"bootstrap.servers": bootstrap}))  # its target and internal topics go: the next side
-    made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
-    for future in admin.delete_topics(made).values():  # starts on a broker with nothing of this run left
-        future.result(60)
+    for cluster in {bootstrap, target}:  # its target and internal topics go: the next side starts on brokers
+        admin = AdminClient(with_client_log({"bootstrap.servers": cluster}))  # with nothing of this run left
+        made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
+        for future in admin.delete_topics(made).values() if made else ():
+            future.result(60)
     return last - first
 
 
@@ -219,10 +221,12 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 
 def run_job(spark, bootstrap: str, source: str | list[str], sink: str | list[str], state_dir: str,
-            audit: AuditKeys = AuditKeys.HASH) -> tuple[float, CompactorJob]:
-    """``source`` and ``sink``: a topic each, or topics in pairs."""
+            audit: AuditKeys = AuditKeys.HASH, sink_bootstrap: str | None = None) -> tuple[float, CompactorJob]:
+    """``source`` and ``sink``: a topic each, or topics in pairs; the sink on ``sink_bootstrap`` (the source's
+    cluster if None)."""
     sources, sinks = ([source], [sink]) if isinstance(source, str) else (source, sink)
-    mapping = JobMapping(bootstrap, Subscribe(tuple(sources)), bootstrap, sinks[0] if len(sinks) == 1 else "{topic}.s")
+    mapping = JobMapping(bootstrap, Subscribe(tuple(sources)), sink_bootstrap or bootstrap,
+                         sinks[0] if len(sinks) == 1 else "{topic}.s")
     counts = {t: len(m.partitions) for t, m in Cluster("source", bootstrap).metadata().topics.items() if t in sources}
     settings = JobSettings(erase_audit_keys=audit)
     config = settings.over(CompactionConfig(max_compaction_lag_ms=60_000))
@@ -238,3 +242,4 @@ def run_job(spark, bootstrap: str, source: str | list[str], sink: str | list[str
 class Side:
     seconds: float
     broker_cpu: float
+    link_bytes: int = 0  # bytes that crossed the WAN link during the side, both ways (0: no link)

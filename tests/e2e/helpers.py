@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import json
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -224,3 +227,12 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
     found = admin.list_consumer_group_offsets([request])[group].result(30).topic_partitions
     return {tp.partition: tp.offset for tp in found if tp.offset >= 0 and tp.error is None}
+
+
+def load_bench(name: str):
+    """A script of bench/ as a module, for a test that runs a short version of it."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up while they are made
+    spec.loader.exec_module(module)
+    return module

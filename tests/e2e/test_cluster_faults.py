@@ -9,11 +9,8 @@ no kcompact.offset twice in a partition, offsets increasing.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +19,7 @@ from streaming.brokers.local.cluster import LocalCluster
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.emitter import transactional_id
 from tests.e2e.cluster import isr_full, leader, transaction_coordinator
-from tests.e2e.helpers import JobProgress, assert_sink_contract, sink_caught_up, wait_for
+from tests.e2e.helpers import JobProgress, assert_sink_contract, load_bench, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
 
@@ -122,7 +119,7 @@ def test_a_short_soak_loses_and_duplicates_nothing(cluster: LocalCluster, cluste
     """bench/bench_soak.py for 2 minutes (the hour-long soak is bench/'s): a steady produce rate, a broker
     restarted every 45 s and the compactor SIGKILLed twice. The figures are printed; lost and duplicated must be
     0 and kcompact verify clean; memory is sampled per process into a CSV and a plot."""
-    soak = _load_bench("bench_soak")
+    soak = load_bench("bench_soak")
     result = soak.soak(cluster_broker, minutes=2, rate=250, partitions=2, keys=500, restart_every_s=45, kills=2,
                        work=tmp_path, sample_every_s=30)
     print("\n".join(result.lines()))
@@ -133,11 +130,3 @@ def test_a_short_soak_loses_and_duplicates_nothing(cluster: LocalCluster, cluste
     roles = {s.process.rsplit(" ", 1)[0] for s in result.memory.samples}
     assert {"driver", "driver JVM", "python worker", "broker node 1", "broker node 2", "broker node 3"} <= roles, roles
     assert (tmp_path / "memory.png").stat().st_size > 0 and len(result.memory.objects) >= 4
-
-
-def _load_bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up while they are made
-    spec.loader.exec_module(module)
-    return module
