@@ -105,11 +105,15 @@ class Draw:
 
 
 def draws(seed: int) -> Iterator[Draw]:
-    """The campaign of ``seed``: the same faults in the same order every time."""
+    """The campaign of ``seed``: the same faults in the same order every time. Faults come out of a bag
+    holding each kind once, shuffled, refilled when empty: every kind within each len(Fault) draws."""
     rng = random.Random(seed)
-    faults = list(Fault)
+    bag: list[Fault] = []
     while True:
-        yield Draw(round(rng.uniform(*GAP_S), 1), rng.choice(faults), rng.randint(1, NODES))
+        if not bag:
+            bag = list(Fault)
+            rng.shuffle(bag)
+        yield Draw(round(rng.uniform(*GAP_S), 1), bag.pop(), rng.randint(1, NODES))
 
 
 @dataclass(frozen=True)
@@ -405,6 +409,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=None, help="where the job's log goes (default: a temporary dir)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the site's processes stopped on the way out
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     work = args.out or Path(tempfile.mkdtemp(prefix="kcompact-chaos-"))
     work.mkdir(parents=True, exist_ok=True)

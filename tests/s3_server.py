@@ -14,7 +14,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 
-from streaming.brokers.local.server import free_port
+from streaming.brokers.local.server import die_with_parent, free_port
 from tests.processes import stop
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kcompact-test", "AWS_SECRET_ACCESS_KEY": "kcompact-test-secret",
@@ -55,7 +55,8 @@ def start_s3_server(timeout_s: float = 60.0, checks_credentials: bool = False) -
     port = free_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"} if checks_credentials else None
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                               preexec_fn=die_with_parent)  # gone with a run that is killed
     server = S3Server(process, port)
     deadline = time.monotonic() + timeout_s
     while True:
