@@ -1,11 +1,13 @@
 """The emitter against the emit limit: a bare confluent-kafka transactional producer writing the same records
 with the same headers, side by side in one run on the same broker.
 
-    python bench/bench_emit.py [--records 1000000 --value-bytes 100 --headers 0 [--distinct-headers] --rounds 2]
+    python bench/bench_emit.py [--records 1000000 --value-bytes 100 --headers 0 [--distinct-headers] --rounds 2
+                                [--transaction-records 20000,100000]]
 
 One partition log holds the records (one per key, as a fully compacted log emits them). The bare side has
 them in memory as Python lists already (reading them is not timed) and produces each with its
-``kcompact.offset`` header in transactions of the emitter's size, flushing and committing each. The emitter
+``kcompact.offset`` header in transactions of the emitter's size, flushing and committing each. With several
+--transaction-records, both sides run at each size (emit.transaction.records), side by side. The emitter
 side is PartitionEmitter.emit fed from the log, as the compaction stage feeds it (reading and decoding the
 log's objects included); the log's read alone is timed too, so the emitter's own share shows. Each side
 writes into a topic made just before it; rounds alternate which side goes first.
@@ -44,18 +46,23 @@ def fill_log(directory: str, records: int, value_bytes: int, headers: int, disti
     return log
 
 
-def bare(bootstrap: str, topic: str, rows: list[tuple]) -> float:
+def bare(bootstrap: str, topic: str, rows: list[tuple], per_transaction: int) -> float:
     """The emit limit: produce, flush and commit, nothing else."""
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
                                          "enable.idempotence": True, "linger.ms": 5}))
     producer.init_transactions(30)
     t = time.perf_counter()
     produce = producer.produce
-    for start in range(0, len(rows), TRANSACTION_RECORDS):
+    for start in range(0, len(rows), per_transaction):
         producer.begin_transaction()
-        for offset, timestamp, key, value, own in rows[start:start + TRANSACTION_RECORDS]:  # own: (key, value) pairs
-            produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
-                    headers=[*own, (OFFSET_HEADER, b"%d" % offset)])
+        for offset, timestamp, key, value, own in rows[start:start + per_transaction]:  # own: (key, value) pairs
+            while True:
+                try:
+                    produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
+                            headers=[*own, (OFFSET_HEADER, b"%d" % offset)])
+                    break
+                except BufferError:  # a transaction beyond the queue's 100k records: wait for room, as the emitter does
+                    producer.poll(0.05)
         producer.flush(60)
         producer.commit_transaction(60)
     seconds = time.perf_counter() - t
@@ -63,8 +70,8 @@ def bare(bootstrap: str, topic: str, rows: list[tuple]) -> float:
     return seconds
 
 
-def emitter(bootstrap: str, topic: str, log: PartitionLog) -> float:
-    sink = PartitionEmitter(bootstrap, topic, 0)
+def emitter(bootstrap: str, topic: str, log: PartitionLog, per_transaction: int) -> float:
+    sink = PartitionEmitter(bootstrap, topic, 0, transaction_records=per_transaction)
     t = time.perf_counter()
     sink.emit(log.read_batches(0, log.log_end_offset))
     seconds = time.perf_counter() - t
@@ -79,7 +86,10 @@ def main() -> None:
     ap.add_argument("--headers", type=int, default=0, help="headers of each record's own, besides kcompact.offset")
     ap.add_argument("--distinct-headers", action="store_true", help="the first header differs in every record")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--transaction-records", default=str(TRANSACTION_RECORDS),
+                    help="comma-separated records a transaction (emit.transaction.records), each measured")
     args = ap.parse_args()
+    sizes = [int(n) for n in args.transaction_records.split(",")]
     work = tempfile.mkdtemp(prefix="kcompact-bench-emit-")
     try:
         log = fill_log(os.path.join(work, "log"), args.records, args.value_bytes, args.headers,
@@ -87,21 +97,23 @@ def main() -> None:
         t = time.perf_counter()
         rows = [row for batch in log.read_batches() for row in columns.rows(batch)]
         read_s = time.perf_counter() - t
-        sides: dict[str, list[float]] = {"bare": [], "emitter": []}
+        sides: dict[tuple[str, int], list[float]] = {(n, size): [] for n in ("bare", "emitter") for size in sizes}
         with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             for i in range(args.rounds):
-                for name in (("bare", "emitter") if i % 2 == 0 else ("emitter", "bare")):
+                order = list(sides) if i % 2 == 0 else list(reversed(sides))
+                for name, size in order:
                     topic = create_topic(bs, unique_topic_name(f"bench-emit-{name}"), 1, {"retention.ms": "-1"})
-                    seconds = bare(bs, topic, rows) if name == "bare" else emitter(bs, topic, log)
-                    sides[name].append(seconds)
-                    print(f"round {i + 1}: {name:<7} {seconds:6.2f}s ({args.records / seconds:,.0f} records/s)",
-                          flush=True)
-        b, e = (statistics.median(sides[n]) for n in ("bare", "emitter"))
-        print(f"{args.records:,} records of {args.value_bytes} bytes, {args.headers} headers of their own"
-              f"{' (the first distinct)' if args.distinct_headers else ''}, median of "
-              f"{args.rounds}: bare transactional producer {b:.2f}s, emitter {e:.2f}s (its log read alone "
-              f"{read_s:.2f}s); emitter / bare = {e / b:.3f} (target <= 1.3)")
+                    seconds = bare(bs, topic, rows, size) if name == "bare" else emitter(bs, topic, log, size)
+                    sides[(name, size)].append(seconds)
+                    print(f"round {i + 1}: {name:<7} {size:>7} a transaction {seconds:6.2f}s "
+                          f"({args.records / seconds:,.0f} records/s)", flush=True)
+        for size in sizes:
+            b, e = (statistics.median(sides[(n, size)]) for n in ("bare", "emitter"))
+            print(f"{args.records:,} records of {args.value_bytes} bytes, {args.headers} headers of their own"
+                  f"{' (the first distinct)' if args.distinct_headers else ''}, {size:,} a transaction, median of "
+                  f"{args.rounds}: bare transactional producer {b:.2f}s, emitter {e:.2f}s (its log read alone "
+                  f"{read_s:.2f}s); emitter / bare = {e / b:.3f} (target <= 1.3)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

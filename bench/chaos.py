@@ -222,7 +222,6 @@ class GroupMover(threading.Thread):
         super().__init__(daemon=True)
         self.bootstrap, self.group, self.topic, self.partitions = bootstrap, group, topic, partitions
         self.halt = threading.Event()
-        self.last: dict[int, int] = {}
 
     def commit_now(self) -> dict[int, int]:
         ends = Cluster("source", self.bootstrap).end_offsets(
@@ -231,7 +230,6 @@ class GroupMover(threading.Thread):
         request = ConsumerGroupTopicPartitions(self.group, [TopicPartition(self.topic, p, o) for p, o in wanted.items()])
         admin = AdminClient(with_client_log({"bootstrap.servers": self.bootstrap}))  # held until it answers; a new
         admin.alter_consumer_group_offsets([request])[self.group].result(30)       # one each time (admin.renew_admin)
-        self.last = wanted
         return wanted
 
     def run(self) -> None:
@@ -240,8 +238,8 @@ class GroupMover(threading.Thread):
                 self.commit_now()
 
 
-def _network(site: Site, fault: Fault, node: int) -> ContextManager[None] | None:
-    """The fault as Toxiproxy toxics, for a network fault; None for a process fault."""
+def _network(site: Site, fault: Fault, node: int) -> ContextManager[None]:
+    """A network fault as Toxiproxy toxics."""
     everything = [*site.cluster_proxies, site.sink_proxy]
     return {
         Fault.SINK_BLACKHOLE: lambda: toxic([site.sink_proxy], Toxic.blackhole()),
@@ -250,7 +248,7 @@ def _network(site: Site, fault: Fault, node: int) -> ContextManager[None] | None
         Fault.SINK_THROTTLED: lambda: toxic([site.sink_proxy], Toxic.bandwidth(125)),
         Fault.LATENCY_SPIKE: lambda: toxic(everything, Toxic.latency(250)),
         Fault.STORE_OUTAGE: lambda: toxic([site.store_proxy], Toxic.blackhole()),
-    }.get(fault, lambda: None)()
+    }[fault]()
 
 
 def _put_on(site: Site, job: Job, draw: Draw, fault_s: float) -> None:

@@ -22,6 +22,12 @@ class Outage:
         failure began, where that is known to be before ``now_ms`` (a call that has not answered yet)."""
         if self.since_ms is None:
             self.since_ms = now_ms if began_ms is None else began_ms
+        return self.lasting(now_ms)
+
+    def lasting(self, now_ms: int) -> str | None:
+        """``since <time> UTC (<seconds>s)`` while the failure lasts, None otherwise; changes nothing."""
+        if self.since_ms is None:
+            return None
         return f"since {utc_text(self.since_ms)} UTC ({(now_ms - self.since_ms) / 1000:.0f}s)"
 
     def ended(self) -> None:

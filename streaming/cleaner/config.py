@@ -54,6 +54,7 @@ class CompactionConfig:
     compaction_strategy_header: str | None = _setting("compaction.strategy.header")
     keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
     erase_audit_keys: AuditKeys = _setting("erase.audit.keys")
+    emit_transaction_records: int = _setting("emit.transaction.records")
     dedupe_buffer_size: int = _setting("log.cleaner.dedupe.buffer.size")
     io_buffer_load_factor: float = _setting("log.cleaner.io.buffer.load.factor")
     io_max_bytes_per_second: float = _setting("log.cleaner.io.max.bytes.per.second")
@@ -156,18 +157,19 @@ class Overrides:
 @dataclass(frozen=True)
 class JobSettings:
     """The settings that hold for the whole job (Scope.JOB), given once on the command line: one keyless
-    policy and one erase audit whatever topics the job mirrors. Each topic's CompactionConfig carries them for
+    policy, one erase audit and one sink transaction size whatever topics the job mirrors. Each topic's CompactionConfig carries them for
     its cleaner, laid over by ``over``; the job reads them here, never from a topic."""
 
     keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
     erase_audit_keys: AuditKeys = _setting("erase.audit.keys")
+    emit_transaction_records: int = _setting("emit.transaction.records")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keyless_policy", KeylessPolicy(self.keyless_policy))
         object.__setattr__(self, "erase_audit_keys", AuditKeys(self.erase_audit_keys))
 
     def over(self, config: CompactionConfig) -> CompactionConfig:
-        return replace(config, keyless_policy=self.keyless_policy, erase_audit_keys=self.erase_audit_keys)
+        return replace(config, **{f.name: getattr(self, f.name) for f in fields(self)})
 
     def to_kafka(self) -> dict[str, str]:
         return self.over(CompactionConfig()).to_kafka(frozenset({Scope.JOB}))

@@ -6,6 +6,7 @@ broker, playground, spark_submit); this one assembles the parser and reports err
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import functools
 import os
 import sys
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging_setup.configure(args.log_level, args.log_format)
+    # a crash inside a native library (librdkafka, Arrow's S3 client, the JVM bridge) prints every thread's
+    # Python stack before the process dies, not nothing
+    faulthandler.enable(all_threads=True)
     try:
         return args.func(args)
     except USER_ERRORS as exc:

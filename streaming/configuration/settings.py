@@ -197,6 +197,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("erase.audit.keys", Type.STRING, "hash", Scope.JOB,
             "the erase audit (kcompact erasures) names each tombstone's key by its SHA-256, by the key itself, "
             "or keeps no audit", choices=("hash", "key", "off")),
+    Setting("emit.transaction.records", Type.LONG, 20_000, Scope.JOB,
+            "records one sink transaction holds at most: each commit waits a few round trips to the sink "
+            "cluster, so across a WAN more records a transaction emit faster (docs/whole-cluster.md)", at_least(1)),
     Setting("log.cleaner.dedupe.buffer.size", Type.LONG, 134_217_728, Scope.CLEANER,
             "bytes of the offset map; a pass cleans as far as the keys it holds", at_least(48)),
     Setting("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9, Scope.CLEANER,

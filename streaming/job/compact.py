@@ -242,7 +242,7 @@ def _roll_clean_emit(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms:
         return report
     try:
         emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic,
-                                   noted=noted)
+                                   noted=noted, transaction_records=config.emit_transaction_records)
     except HangingTransaction as exc:  # the operator must end it: emitting over it would commit it
         report.error = TaskError.of(exc)
         return report

@@ -12,9 +12,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from streaming.runtime import logging_setup
+from streaming.utc import Outage
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +30,18 @@ class Progress:
     passes: int
     emitted: int
     elapsed_s: float
+    waits: tuple[str, ...] = ()  # what the job waits on, and since when: "the sink cluster since T UTC (Ns)"
 
     def line(self, rate: float) -> str:
         lag = "-" if self.ingest_lag is None else f"{self.ingest_lag:,}"
+        waiting = "".join(f"; waiting for {w}" for w in self.waits)
         return (f"progress: {self.ingested:,} records ingested ({rate:,.0f}/s), lag {lag}, {self.passes} passes, "
-                f"{self.emitted:,} records emitted, {self.elapsed_s:.0f}s; {self.phase}")
+                f"{self.emitted:,} records emitted, {self.elapsed_s:.0f}s; {self.phase}{waiting}")
+
+
+def waits(outages: Mapping[str, Outage], now_ms: int) -> tuple[str, ...]:
+    """``what since T UTC (Ns)`` for each of ``outages`` (what -> its Outage) that lasts."""
+    return tuple(f"{what} {since}" for what, outage in outages.items() if (since := outage.lasting(now_ms)))
 
 
 class ProgressDisplay:

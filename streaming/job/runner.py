@@ -30,7 +30,8 @@ from streaming.job.topics import TopicSync
 from streaming.errors import JobError
 from streaming.job.append import LogAppender
 from streaming.job.options import RunOptions, Schedules
-from streaming.job.progress import Progress, ProgressDisplay
+from streaming.job.progress import Progress, ProgressDisplay, waits
+from streaming.log.store_watch import WATCH as STORE_WATCH
 from streaming.job.spec import JobSpec
 from streaming.job.stage_plan import TASKS_PER_SLOT, QuietLogs
 from streaming.job.failures import (Restarts, StageFailures, explain_failure, nothing_cleanable, state_dir_full,
@@ -230,7 +231,11 @@ class CompactorJob:
         done = self.engine.tasks_done()
         if done and phase != IDLE:
             phase += f": {done[0]}/{done[1]} tasks"
-        return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - self.started)
+        outages = {"the sink cluster": self.failures.sink, "the state store": STORE_WATCH.outage}
+        if self.group_sync:
+            outages["a cluster of the group sync"] = self.group_sync.outage
+        return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - self.started,
+                        waits(outages, int(time.time() * 1000)))
 
     # ----- running ----------------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Mapping, TypeVar
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
+from streaming.configuration.settings import SETTINGS
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.clients import PartitionReader
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
@@ -46,7 +47,8 @@ OFFSET_HEADER = "kcompact.offset"
 TOPIC_HEADER = "kcompact.topic"          # on dead letters: where the record came from
 PARTITION_HEADER = "kcompact.partition"
 ABORT_HEADER = "kcompact.abort"           # on the one record of the abort that ends a transaction left open
-TRANSACTION_RECORDS = 20_000
+TRANSACTION_RECORDS: int = SETTINGS["emit.transaction.records"].default
+QUEUE_FULL_WAIT_S = 0.05  # a producer queue full (a slow link): deliveries are served for this long, then again
 # Delivery reports are served now and then while producing and all at once by the flush before each commit;
 # a poll after every record cost about a tenth of the emission (bench/README.md).
 POLL_EVERY = 1_000
@@ -148,10 +150,12 @@ class TransactionInterrupted(RuntimeError):
 class PartitionEmitter:
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
                  client_config: Mapping[str, str] | None = None,
-                 source_topic: str | None = None, noted: int | None = None) -> None:
+                 source_topic: str | None = None, noted: int | None = None,
+                 transaction_records: int = TRANSACTION_RECORDS) -> None:
         """``noted``: how far the job's own note says the sink committed (None: no note), the check of the
         sink's word."""
         self.topic = topic
+        self.transaction_records = transaction_records
         self.source_topic = source_topic or topic
         self.partition = partition
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
@@ -230,7 +234,7 @@ class PartitionEmitter:
         what sets emission's pace beside the producer's own."""
         before = self.committed_records
         in_txn = 0
-        produce, topic, partition = self.producer.produce, self.topic, self.partition
+        produce, topic, partition, most = self.producer.produce, self.topic, self.partition, self.transaction_records
         try:
             for batch in batches:
                 for offset, timestamp, key, value, headers in rows(batch):
@@ -240,16 +244,19 @@ class PartitionEmitter:
                         self.producer.begin_transaction()
                         self._sent = []
                     headers = [*headers, (OFFSET_HEADER, b"%d" % offset)]
-                    if value is None and key is not None:  # a tombstone: its sink offset goes to the erase audit
-                        produce(topic, None, key, partition, timestamp=timestamp, headers=headers,
-                                on_delivery=functools.partial(self._on_tombstone, offset, timestamp))
-                    else:
-                        produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
+                    # a tombstone's sink offset goes to the erase audit
+                    reported = (functools.partial(self._on_tombstone, offset, timestamp)
+                                if value is None and key is not None else None)
+                    try:
+                        produce(topic, value, key, partition, timestamp=timestamp, headers=headers,
+                                on_delivery=reported)
+                    except BufferError:
+                        self._produce_when_queued(value, key, timestamp, headers, reported)
                     in_txn += 1
                     if in_txn % POLL_EVERY == 0:
                         self.producer.poll(0)
                     last = offset
-                    if in_txn >= TRANSACTION_RECORDS:
+                    if in_txn >= most:
                         self._commit(last, in_txn)
                         in_txn = 0
             if in_txn:
@@ -266,6 +273,19 @@ class PartitionEmitter:
                                              f"emission resumes after offset {self.emitted_up_to}") from exc
             raise
         return self.committed_records - before
+
+    def _produce_when_queued(self, value: bytes | None, key: bytes | None, timestamp: int, headers: list,
+                             reported: Callable | None) -> None:
+        """The producer's queue is full (a slow link holds many records unacknowledged): deliveries are
+        served until it takes the record."""
+        while True:
+            self.producer.poll(QUEUE_FULL_WAIT_S)
+            try:
+                self.producer.produce(self.topic, value, key, self.partition, timestamp=timestamp, headers=headers,
+                                      on_delivery=reported)
+                return
+            except BufferError:
+                continue
 
     def _on_tombstone(self, source: int, timestamp: int, err, msg) -> None:
         if err is None:

@@ -43,7 +43,7 @@ class StoreWatch:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._pid: int | None = None  # the thread is this process's: a forked worker starts its own
-        self._outage = Outage()
+        self.outage = Outage()  # since when a call has waited, while one does: the progress line says it
         self._next_say = 0.0
 
     def begin(self, what: str) -> int:
@@ -88,10 +88,10 @@ class StoreWatch:
                 self._next_say = now + REPEAT_S
                 more = f" ({len(stalled)} calls wait)" if len(stalled) > 1 else ""
                 log.warning("waiting for the state store %s: %s has had no answer%s; the job goes on when it "
-                            "answers", self._outage.failed(now_ms, oldest.since_ms), oldest.what, more)
-        elif self._outage.since_ms is not None:
-            log.warning("the state store answers again, after %.0fs", (now_ms - self._outage.since_ms) / 1000)
-            self._outage.ended()
+                            "answers", self.outage.failed(now_ms, oldest.since_ms), oldest.what, more)
+        elif self.outage.since_ms is not None:
+            log.warning("the state store answers again, after %.0fs", (now_ms - self.outage.since_ms) / 1000)
+            self.outage.ended()
             self._next_say = 0.0
 
 

@@ -103,11 +103,25 @@ def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up
         waits
 
 
-def test_the_emitter_keeps_the_users_connection_setting(bootstrap_servers, new_topic) -> None:
+def test_the_emitter_keeps_the_users_connection_linger_and_transaction_timeout(bootstrap_servers, new_topic) -> None:
     sink = new_topic()
-    given = PartitionEmitter(bootstrap_servers, sink, 0, {SPARSE_CONNECTIONS: "true"})
-    assert given.producer_config[SPARSE_CONNECTIONS] == "true"
+    users = {SPARSE_CONNECTIONS: "true", "linger.ms": "50", "transaction.timeout.ms": "90000"}
+    given = PartitionEmitter(bootstrap_servers, sink, 0, users)
+    assert {k: given.producer_config[k] for k in users} == users
     assert given.emit(_batches([1])) == 1, "and it emits as well either way"
+
+
+def test_transactions_hold_the_records_set_and_a_full_producer_queue_waits_for_room(bootstrap_servers,
+                                                                                      new_topic) -> None:
+    """emit.transaction.records; a queue smaller than a transaction (a slow link) is served, not an error."""
+    sink = new_topic()
+    emitter = PartitionEmitter(bootstrap_servers, sink, 0, {"queue.buffering.max.messages": "50"},
+                               transaction_records=400)
+    commits = []
+    emitter._commit_transaction = lambda original=emitter._commit_transaction: (commits.append(1), original())
+    assert emitter.emit(_batches(range(1000))) == 1000 and len(commits) == 3
+    emitter.close()
+    assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(1000))
 
 
 def test_a_committed_transaction_whose_markers_a_crash_lost_is_not_emitted_twice(crashing_broker, caplog) -> None:
