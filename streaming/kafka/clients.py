@@ -146,3 +146,21 @@ def read_committed(bootstrap_servers: str, topic: str, partitions: int, timeout_
             records.extend(TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset())
                            for m in reader.read(0, high, timeout_s))
     return records
+
+
+def committed_offsets(client_config: Mapping[str, str], group: str, partitions: Sequence[TopicPartition],
+                      timeout_s: float) -> list[TopicPartition]:
+    """A consumer group's committed offsets (-1001 where it committed none), read by a consumer of the group
+    that never joins it. Not the admin API's ListConsumerGroupOffsets: librdkafka (2.16, and its main branch)
+    answers a NOT_COORDINATOR there by queueing a coordinator query on the consumer group of a client that
+    has none, a NULL dereference that kills the process (librdkafka issue 5040). The fault campaign met it
+    twice: a group's coordinator moves at every broker restart. A consumer looks its coordinator up again."""
+    consumer = Consumer(client_settings({**client_config, "group.id": group, "enable.auto.commit": False}))
+    try:
+        found = consumer.committed(list(partitions), timeout=timeout_s)
+    finally:
+        consumer.close()
+    failed = [tp for tp in found if tp.error is not None]
+    if failed:  # a coordinator still loading answers per partition: the caller asks again
+        raise KafkaException(failed[0].error)
+    return found

@@ -22,7 +22,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 
 from streaming.errors import JobError
 from streaming.kafka.admin import Cluster
-from streaming.kafka.failures import TRY_S, reason
+from streaming.kafka.clients import committed_offsets
+from streaming.kafka.failures import TRY_S, reason, retrying
 from streaming.kafka.translate import SinkReader, translate
 from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId
@@ -190,25 +191,23 @@ class GroupOffsetSync:
 
     def _source_committed(self, group: str, topics: Mapping[str, MirroredTopic]) -> dict[PartitionId, int]:
         """The group's committed offsets on the mirrored topics (those it never committed are absent)."""
-        found = self._offsets(self.source, group, None)
-        return {PartitionId(tp.topic, tp.partition): tp.offset for tp in found
-                if tp.topic in topics and tp.offset >= 0 and tp.partition < topics[tp.topic].partitions}
+        found = self._offsets(self.source, group, [TopicPartition(t, p) for t, m in topics.items()
+                                                   for p in range(m.partitions)])
+        return {PartitionId(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
     def _sink_committed(self, group: str, partitions: set[PartitionId]) -> dict[PartitionId, int]:
         found = self._offsets(self.sink, group, [TopicPartition(p.topic, p.partition)
                                                  for p in sorted(partitions)])
         return {PartitionId(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
-    def _offsets(self, cluster: Cluster, group: str, partitions: list[TopicPartition] | None) -> list[TopicPartition]:
-        request = ConsumerGroupTopicPartitions(group, partitions)
+    def _offsets(self, cluster: Cluster, group: str, partitions: list[TopicPartition]) -> list[TopicPartition]:
         try:
-            result = cluster.answer(
-                lambda: cluster.admin.list_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(
-                    TRY_S), f"the offsets of consumer group {group}", quiet=True)
+            return retrying(lambda: committed_offsets(cluster.settings_with_bootstrap, group, partitions, TRY_S),
+                            f"the offsets of consumer group {group}", cluster.connect_timeout_s, side=cluster.role,
+                            level=logging.DEBUG)
         except KafkaException as exc:
             raise GroupSyncError(f"cannot read the offsets of consumer group {group} on the {cluster.role} cluster "
                                  f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
-        return list(result.topic_partitions or [])
 
     def _active_on_sink(self, group: str) -> bool:
         try:

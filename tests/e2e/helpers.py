@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from streaming.cli.main import main
 from streaming.job.metrics import read_doc
 from streaming.state.stores import open_state_dir
+from streaming.kafka.clients import committed_offsets
 from streaming.kafka.emitter import OFFSET_HEADER, source_offset
 from streaming.kafka.failures import is_transient
 from tests.cleaner.reference_model import rank
@@ -223,10 +224,11 @@ def commit_group_offsets(bootstrap: str, group: str, topic: str, partitions: int
 
 
 def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-    found = admin.list_consumer_group_offsets([request])[group].result(30).topic_partitions
-    return {tp.partition: tp.offset for tp in found if tp.offset >= 0 and tp.error is None}
+    """Read as the job reads them (committed_offsets): the admin API's read can kill the process while a
+    coordinator moves."""
+    found = committed_offsets({"bootstrap.servers": bootstrap}, group,
+                              [TopicPartition(topic, p) for p in range(partitions)], 30)
+    return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
 
 
 def load_bench(name: str):

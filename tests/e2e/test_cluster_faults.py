@@ -10,6 +10,8 @@ no kcompact.offset twice in a partition, offsets increasing.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -18,8 +20,9 @@ from streaming.brokers.broker import Broker
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.emitter import transactional_id
-from tests.e2e.cluster import isr_full, leader, transaction_coordinator
-from tests.e2e.helpers import JobProgress, assert_sink_contract, load_bench, sink_caught_up, wait_for
+from tests.e2e.cluster import group_coordinator, isr_full, leader, transaction_coordinator
+from tests.e2e.helpers import (JobProgress, assert_sink_contract, commit_group_offsets, load_bench, sink_caught_up,
+                               wait_for)
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
 
@@ -113,6 +116,49 @@ def test_the_active_controller_killed(cluster: LocalCluster, tmp_path) -> None:
         job.progressed_beyond(job.progress())
         cluster.restart(node)
     _run(cluster, tmp_path, fault)
+
+
+READ_OFFSETS_IN_A_LOOP = """
+import os, sys, time
+from confluent_kafka import TopicPartition
+from streaming.kafka.clients import committed_offsets
+bootstrap, group, topic, done = sys.argv[1:5]
+reads = 0
+while not os.path.exists(done):
+    try:
+        committed_offsets({"bootstrap.servers": bootstrap, "log_level": 0}, group, [TopicPartition(topic, 0)], 10)
+        reads += 1
+    except Exception:
+        pass
+    time.sleep(0.02)
+print(reads)
+"""
+
+
+def test_a_groups_offsets_are_read_through_its_coordinator_moving(cluster: LocalCluster, tmp_path) -> None:
+    """The group sync's read of a group's offsets, in a loop while the group's coordinator is shut down and
+    started again twice. Through the admin API (ListConsumerGroupOffsets) the same loop died of SIGSEGV at
+    the first move (librdkafka 2.16 dereferences a NULL consumer group on NOT_COORDINATOR, issue 5040): the
+    fault campaign's job died so twice. Run in a process of its own, so such a crash fails the test, not
+    the session."""
+    bootstrap = cluster.direct_bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic_name("coord"), 1, {})
+    group = unique_topic_name("readers")
+    commit_group_offsets(bootstrap, group, topic, 1, 0)
+    done = tmp_path / "done"
+    reader = subprocess.Popen([sys.executable, "-c", READ_OFFSETS_IN_A_LOOP, bootstrap, group, topic, str(done)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for _ in range(2):
+            node = group_coordinator(bootstrap, group)
+            cluster.terminate(node)
+            cluster.restart(node)
+            wait_for(lambda: reader.poll() is not None or isr_full(bootstrap), 120, "every ISR full again")
+    finally:
+        done.touch()
+        out, _ = reader.communicate(timeout=120)
+    assert reader.returncode == 0, f"the reader died: exit {reader.returncode}"
+    assert int(out) > 0
 
 
 def test_a_short_soak_loses_and_duplicates_nothing(cluster: LocalCluster, cluster_broker: Broker, tmp_path) -> None:

@@ -16,7 +16,7 @@ from streaming.cli.main import main
 from streaming.kafka.admin import Cluster, unique_topic_name
 from streaming.kafka.emitter import source_offset
 from streaming.kafka.group_sync import Change, GroupOffsetSync, MirroredTopic
-from tests.e2e.helpers import run_once, status_json, winners
+from tests.e2e.helpers import group_offsets, run_once, status_json, winners
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -56,10 +56,7 @@ def _consume(bootstrap: str, group: str, topic: str, count: int | None) -> list[
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
-    result = admin.list_consumer_group_offsets([request])[group].result(30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+    return group_offsets(bootstrap, group, topic, PARTITIONS)
 
 
 def _winner_offsets(sent: list[Sent], since: dict[int, int]) -> set[tuple[int, int]]:
