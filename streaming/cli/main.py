@@ -6,7 +6,9 @@ broker, playground, spark_submit); this one assembles the parser and reports err
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import io
 import functools
 import os
 import sys
@@ -64,8 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging_setup.configure(args.log_level, args.log_format)
     # a crash inside a native library (librdkafka, Arrow's S3 client, the JVM bridge) prints every thread's
-    # Python stack before the process dies, not nothing
-    faulthandler.enable(all_threads=True)
+    # Python stack before the process dies, not nothing; a caller's stderr without a file (a test's capture)
+    # keeps its own handler
+    with contextlib.suppress(io.UnsupportedOperation, AttributeError):
+        faulthandler.enable(all_threads=True)
     try:
         return args.func(args)
     except USER_ERRORS as exc:
