@@ -402,6 +402,12 @@ class Tally:
         return all(v.ok for v in self.verdicts)
 
 
+def verify_mirror(source_bootstrap: str, src: str, sink_bootstrap: str, sink: str) -> list[PartitionVerdict]:
+    """kcompact verify's check of one mirrored topic, a verdict per partition."""
+    return list(verify_topic(Cluster("source", source_bootstrap), Cluster("sink", sink_bootstrap),
+                             MirroredPair(src, sink), Overrides()))
+
+
 def tally_sink(source_bootstrap: str, src: str, sink_bootstrap: str, sink: str, partitions: int,
                produced: Produced, wait_s: float = 600) -> Tally:
     """Waits (up to ``wait_s``) until every key's final winner is the last sink record of its key, then
@@ -415,8 +421,7 @@ def tally_sink(source_bootstrap: str, src: str, sink_bootstrap: str, sink: str, 
         if all(last[p] == want.get(p, {}) for p in range(partitions)) or time.monotonic() > deadline:
             break
         time.sleep(5)
-    verdicts = list(verify_topic(Cluster("source", source_bootstrap), Cluster("sink", sink_bootstrap),
-                                 MirroredPair(src, sink), Overrides()))
+    verdicts = verify_mirror(source_bootstrap, src, sink_bootstrap, sink)
     lost = duplicated = sink_records = 0
     for p in range(partitions):
         offsets = [source_offset(m.headers()) for m in got.get(p, [])]

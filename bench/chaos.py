@@ -49,9 +49,8 @@ from rich import box  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bench_soak import SteadyProducer, Tally, read_all, tally_sink  # noqa: E402
+from bench_soak import SteadyProducer, Tally, read_all, tally_sink, verify_mirror  # noqa: E402
 from streaming.brokers.broker import Broker  # noqa: E402
-from streaming.cleaner import Overrides  # noqa: E402
 from streaming.brokers.choice import start_local_broker, start_local_cluster  # noqa: E402
 from streaming.brokers.local.cluster import NODES, LocalCluster  # noqa: E402
 from streaming.brokers.local.server import die_with_parent  # noqa: E402
@@ -59,7 +58,6 @@ from streaming.kafka.admin import Cluster, create_topic, unique_topic_name  # no
 from streaming.kafka.client_log import with_client_log  # noqa: E402
 from streaming.kafka.emitter import read_progress, source_offset  # noqa: E402
 from streaming.partition_id import PartitionId  # noqa: E402
-from streaming.verify.mirror import MirroredPair, verify_topic  # noqa: E402
 from tests.e2e.cluster import isr_full  # noqa: E402
 from tests.e2e.helpers import commit_group_offsets, group_offsets  # noqa: E402
 from tests.s3_server import S3Server, start_s3_server  # noqa: E402
@@ -277,9 +275,7 @@ def _caught_up(site: Site, sink: str, ends: dict[int, int]) -> bool:
 
 
 def _verified(site: Site, src: str, sink: str, partitions: int) -> bool:
-    verdicts = list(verify_topic(Cluster("source", site.nodes.direct_bootstrap_servers),
-                                 Cluster("sink", site.sink.server.direct_bootstrap_servers), MirroredPair(src, sink),
-                                 Overrides()))
+    verdicts = verify_mirror(site.nodes.direct_bootstrap_servers, src, site.sink.server.direct_bootstrap_servers, sink)
     return len(verdicts) == partitions and all(v.ok for v in verdicts)
 
 
