@@ -116,7 +116,9 @@ class Ends:
 
     @classmethod
     def across(cls, site: WanSite) -> "Ends":
-        return cls(site.source_near, site.sink_far, site.source_far, site.sink_near, tuple(site.pids()), site)
+        near_source, near_sink = site.source.server.direct_bootstrap_servers, site.sink.server.direct_bootstrap_servers
+        far_source, far_sink = site.source.bootstrap_servers, site.sink.bootstrap_servers  # through the link's proxies
+        return cls(near_source, far_sink, far_source, near_sink, (site.source.pid, site.sink.pid), site)
 
     def link_bytes(self) -> int:
         return self.site.bytes_across() if self.site else 0

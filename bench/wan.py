@@ -60,25 +60,6 @@ class WanSite:
             last = now
             time.sleep(1.0)
 
-    @property
-    def source_near(self) -> str:
-        return self.source.server.direct_bootstrap_servers
-
-    @property
-    def source_far(self) -> str:
-        return self.source.bootstrap_servers
-
-    @property
-    def sink_near(self) -> str:
-        return self.sink.server.direct_bootstrap_servers
-
-    @property
-    def sink_far(self) -> str:
-        return self.sink.bootstrap_servers
-
-    def pids(self) -> list[int]:
-        return [self.source.pid, self.sink.pid]
-
 
 def _shape(proxy: Proxy, link: Link) -> None:
     """Half the round trip each way, and the cap each way (Toxiproxy's rate is in KB/s)."""
