@@ -22,7 +22,7 @@ from streaming.errors import JobError
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.kafka.client_settings import client_settings, refused_because
-from streaming.kafka.failures import refusal_hint, refusal_keys, refuses, retrying
+from streaming.kafka.failures import LEADERLESS, kafka_error, refusal_hint, refusal_keys, refuses, retrying
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +231,16 @@ def watermarks(admin: AdminClient, partitions: list[PartitionId], committed: boo
 
 def answered(tp: TopicPartition, future, timeout_s: float) -> int:
     """A ListOffsets answer: the offset, or, for a partition whose leader is moving, which answers with no
-    offset (-1001) rather than an error, a transient error that the caller's retry waits out."""
-    offset = future.result(timeout_s).offset
+    offset (-1001) rather than an error, a transient error that the caller's retry waits out; so is a
+    partition with no leader at all (LEADERLESS)."""
+    try:
+        offset = future.result(timeout_s).offset
+    except KafkaException as exc:
+        err = kafka_error(exc)
+        if err is None or err.code() != LEADERLESS:
+            raise
+        raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"no leader for {tp.topic}-{tp.partition} "
+                                        f"yet ({err.str()})", retriable=True)) from exc
     if offset < 0:
         raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no offset for {tp.topic}-{tp.partition} "
                                         f"(its leader is moving)", retriable=True))

@@ -42,6 +42,10 @@ TRANSIENT = frozenset({
     KafkaError._UNKNOWN_PARTITION,  # a fresh client's metadata, from a broker still loading its own, lacks it
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,  # asked a leader that just moved: ask again
 })
+# What librdkafka's leader lookup for an admin request (ListOffsets) fails with when a partition has no leader
+# at all, as while its only broker restarts: _NOENT, which elsewhere means "not found", so only that call
+# reads it as a leader not yet elected (streaming.kafka.admin.answered).
+LEADERLESS = KafkaError._NOENT
 REFUSED = frozenset({
     KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
