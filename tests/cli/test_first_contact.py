@@ -306,7 +306,8 @@ def test_progress_on_a_terminal_is_refreshed_in_place_and_gone_when_the_run_ends
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 240, 0, 0))  # wide enough not to wrap
     proc = subprocess.Popen([*KCOMPACT, *run_args(bootstrap_servers, src, f"{src}.c", tmp_path / "state", "--once",
                                                   "--drain")],
-                            stdout=subprocess.DEVNULL, stderr=terminal, env={**os.environ, "TERM": "xterm-256color"})
+                            stdin=terminal, stdout=subprocess.DEVNULL, stderr=terminal,  # rich measures stdin's first
+                            env={**os.environ, "TERM": "xterm-256color"})
     os.close(terminal)
     screen = b""
     while True:
