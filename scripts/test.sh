@@ -12,4 +12,6 @@ if [[ "${1:-}" == "--fast" ]]; then
 else
     python -m tests.toxiproxy >&2  # the network-fault tests' proxy, built once into ~/.cache/kcompact with Go
 fi
-exec python -m pytest "$@"
+# Two workers: one holds the session's broker, Docker engine and SparkSession, the other the three-node
+# cluster, and the tests that need neither go to whichever is free (tests/workers.py)
+exec python -m pytest -n 2 --dist loadgroup "$@"

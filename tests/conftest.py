@@ -22,6 +22,7 @@ from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
 from tests.toxiproxy import Toxiproxy, ensure_toxiproxy
+from tests.workers import assert_grouped, group_by_side
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -96,14 +97,21 @@ def bootstrap_servers(kafka_broker: Broker) -> str:
 BROKER_FIXTURES = frozenset({"kafka_broker", "bootstrap_servers", "cluster_broker", "cluster", "docker_engine"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The fast lane (scripts/test.sh --fast: not integration, not slow) must start no broker: a test that
-    asks for one and carries neither mark is a collection error naming it."""
+    asks for one and carries neither mark is a collection error naming it. Each test goes to the worker
+    holding the services it uses (tests/workers.py)."""
     unmarked = [f"{item.nodeid} ({', '.join(sorted(BROKER_FIXTURES & set(item.fixturenames)))})"
                 for item in items if BROKER_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and not (item.get_closest_marker("integration") or item.get_closest_marker("slow"))]
     if unmarked:
         raise pytest.UsageError("tests that use a broker must be marked integration (or slow): " + "; ".join(unmarked))
+    group_by_side(config, items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    assert_grouped(session)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -178,16 +186,28 @@ _skipped: list[tuple[str, str]] = []
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _skipped.append((report.nodeid, reason))
+        _skipped.append((report.nodeid.split("@")[0], reason))  # without xdist's "@group" suffix
 
 
 def _unallowed_skips() -> list[tuple[str, str]]:
     return [(node, why) for node, why in _skipped if node not in SKIPS_ALLOWED_IN_CI] if os.environ.get("CI") else []
 
 
+# What each xdist worker's session saw of its broker, relayed to the controller, which reports for the run
+_workers: list[dict] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    _workers.append(getattr(node, "workeroutput", {}).get("kcompact", {}))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if (_unallowed_skips() or _missed_container()) and exitstatus == pytest.ExitCode.OK:
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller reports and decides
+        session.config.workeroutput["kcompact"] = {"broker_line": _broker_line(), "missed": _missed_container()}
+        return
+    if (_unallowed_skips() or _missed_anywhere()) and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -206,12 +226,16 @@ def _missed_container() -> bool:
                 and broker.kind is BrokerKind.LOCAL)
 
 
+def _missed_anywhere() -> bool:
+    return _missed_container() or any(w.get("missed") for w in _workers)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     write = terminalreporter.write_line
-    line = _broker_line()
-    if line:
-        write(line)
-    if _missed_container():
+    for line in [_broker_line(), *(w.get("broker_line") for w in _workers)]:
+        if line:
+            write(line)
+    if _missed_anywhere():
         write("FAILED: a Docker engine answered, but the session's broker is not the container broker", red=True)
     if not os.environ.get("CI"):
         return
