@@ -26,6 +26,9 @@ from tests.kafka_helpers import Sent, produce
 KCOMPACT = [sys.executable, "-m", "streaming"]
 TEXT_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: |"
                        r"kcompact: )")
+# A terminal's session: rich takes COLUMNS over the terminal's own width, and pytest-xdist's workers export
+# COLUMNS=80 (a shell keeps it unexported)
+TERMINAL_ENV = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "TERM": "xterm-256color"}
 FOREIGN = re.compile(r"Traceback|Exception|py4j|at java\.|at org\.|%\d\|\w+\|FAIL|log4j|NativeCodeLoader|"
                      r"incubator|loopback|falling behind|Failed to cancel")
 
@@ -306,8 +309,7 @@ def test_progress_on_a_terminal_is_refreshed_in_place_and_gone_when_the_run_ends
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 240, 0, 0))  # wide enough not to wrap
     proc = subprocess.Popen([*KCOMPACT, *run_args(bootstrap_servers, src, f"{src}.c", tmp_path / "state", "--once",
                                                   "--drain")],
-                            stdin=terminal, stdout=subprocess.DEVNULL, stderr=terminal,  # rich measures stdin's first
-                            env={**os.environ, "TERM": "xterm-256color"})
+                            stdout=subprocess.DEVNULL, stderr=terminal, env=TERMINAL_ENV)
     os.close(terminal)
     screen = b""
     while True:
