@@ -7,7 +7,8 @@ A producer writes at a steady rate into the source cluster (three nodes, replica
 the proxies. The job runs as an operator runs it (`kcompact run`, a process of its own) with group sync on,
 its state dir on an S3 server, and every connection it makes (to each source node, to the sink broker, to
 the S3 server) through a Toxiproxy proxy of its own. A consumer group of the source moves on as the
-campaign goes, so the group sync always has work. Every 20 to 60 s a fault is drawn (FAULTS): the job
+campaign goes, so the group sync always has work. Once the job has caught up with the source a first time
+(a job still starting is not a fault's recovery), every 20 to 60 s a fault is drawn (Fault): the job
 SIGKILLed or SIGTERMed and started again, a source node SIGKILLed and restarted after --fault-s, or one of
 the network faults of tests/e2e/test_network_faults.py for --fault-s. After each heal the campaign waits
 until the sink holds every winner of what the source held at the heal, and kcompact verify is clean: that
@@ -59,7 +60,7 @@ from streaming.kafka.client_log import with_client_log  # noqa: E402
 from streaming.kafka.emitter import read_progress, source_offset  # noqa: E402
 from streaming.partition_id import PartitionId  # noqa: E402
 from tests.e2e.cluster import isr_full  # noqa: E402
-from tests.e2e.helpers import commit_group_offsets, group_offsets  # noqa: E402
+from tests.e2e.helpers import commit_group_offsets, group_offsets, wait_for  # noqa: E402
 from tests.s3_server import S3Server, start_s3_server  # noqa: E402
 from tests.toxiproxy import Proxy, Toxic, Toxiproxy, ensure_toxiproxy, in_front_of_nodes, toxic  # noqa: E402
 
@@ -274,6 +275,22 @@ def _caught_up(site: Site, sink: str, ends: dict[int, int]) -> bool:
         return False
 
 
+def _source_ends(site: Site, src: str, partitions: int) -> dict[int, int]:
+    of_source = [PartitionId(src, p) for p in range(partitions)]
+    return {pid.partition: o for pid, o in
+            Cluster("source", site.nodes.direct_bootstrap_servers).end_offsets(of_source, timeout_s=30).items()}
+
+
+def _catch_up(site: Site, job: Job, sink: str, ends: dict[int, int], limit_s: float, when: str) -> None:
+    """Waits until the sink holds every winner of the source up to ``ends``. The bound of a recovery is judged
+    by the caller; ``limit_s`` only ends a run whose job is stuck."""
+    deadline = time.monotonic() + limit_s
+    while not _caught_up(site, sink, ends):
+        if time.monotonic() > deadline or job.ended() is not None:
+            raise RuntimeError(f"the sink did not catch up {when} (job exit {job.ended()}); see {job.log_path}")
+        time.sleep(0.5)
+
+
 def _verified(site: Site, src: str, sink: str, partitions: int) -> bool:
     verdicts = verify_mirror(site.nodes.direct_bootstrap_servers, src, site.sink.server.direct_bootstrap_servers, sink)
     return len(verdicts) == partitions and all(v.ok for v in verdicts)
@@ -302,7 +319,7 @@ def campaign(site: Site, minutes: float, seed: int, work: Path, fault_s: float =
     sink, group = unique_topic_name("chaos-sink"), unique_topic_name("chaos-readers")
     commit_group_offsets(direct, group, src, partitions, 0)
     bucket = site.store.new_bucket()
-    command = [sys.executable, "-m", "streaming", "--log-level", "WARNING", "run",
+    command = [sys.executable, "-m", "streaming", "--log-level", "INFO", "run",
                "--bootstrap-servers", site.cluster.bootstrap_servers, "--source-topic", src,
                "--sink-bootstrap-servers", site.sink.bootstrap_servers, "--sink-topic", sink,
                "--state-dir", site.store.uri(bucket, endpoint=site.store_proxy.listen),
@@ -340,10 +357,15 @@ def campaign(site: Site, minutes: float, seed: int, work: Path, fault_s: float =
 def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes: float, seed: int, fault_s: float,
             say: Callable[[str], None]) -> list[Recovery]:
     """The seed's faults, one after another, each healed and recovered from, while the next one fits."""
+    def written() -> dict[int, int] | None:
+        ends = _source_ends(site, src, partitions)
+        return ends if all(ends.values()) else None
+    _catch_up(site, job, sink, wait_for(written, 60, "the producer's first records in every source partition"), 300,
+              "once the job started")
+    say("the job caught up with the source; the faults begin")
     direct = site.nodes.direct_bootstrap_servers
     started = time.monotonic()
     recoveries: list[Recovery] = []
-    of_source = [PartitionId(src, p) for p in range(partitions)]
     for draw in draws(seed):
         if time.monotonic() + draw.gap_s + fault_s - started > minutes * 60:
             return recoveries
@@ -355,13 +377,8 @@ def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes:
             Fault.BROKER_SIGKILL, Fault.SOURCE_NODE_CUT) else ""))
         _put_on(site, job, draw, fault_s)
         healed = time.monotonic()
-        ends = {pid.partition: o for pid, o in Cluster("source", direct).end_offsets(of_source, timeout_s=30).items()}
-        deadline = healed + max(draw.fault.bound_s * 4, 240)  # the bound is judged below; a stuck job ends the run
-        while not _caught_up(site, sink, ends):
-            if time.monotonic() > deadline or job.ended() is not None:
-                raise RuntimeError(f"the sink did not catch up after {draw.fault.says} (job exit {job.ended()}); "
-                                   f"see {job.log_path}")
-            time.sleep(0.5)
+        _catch_up(site, job, sink, _source_ends(site, src, partitions), max(draw.fault.bound_s * 4, 240),
+                  f"after {draw.fault.says}")
         recovered = time.monotonic() - healed
         recoveries.append(Recovery(draw, at_min, healed - began, recovered, _verified(site, src, sink, partitions)))
         say(f"        recovered in {recovered:.1f} s (bound {draw.fault.bound_s:.0f} s), "

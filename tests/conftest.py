@@ -22,7 +22,7 @@ from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
 from tests.toxiproxy import Toxiproxy, ensure_toxiproxy
-from tests.workers import assert_grouped, group_by_side
+from tests.workers import assert_grouped, group_by_side, without_group
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -186,7 +186,7 @@ _skipped: list[tuple[str, str]] = []
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _skipped.append((report.nodeid.split("@")[0], reason))  # without xdist's "@group" suffix
+        _skipped.append((without_group(report.nodeid), reason))
 
 
 def _unallowed_skips() -> list[tuple[str, str]]:

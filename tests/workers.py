@@ -12,33 +12,34 @@ import pytest
 BROKER_SIDE = frozenset({"kafka_broker", "bootstrap_servers", "docker_engine", "kafka_image", "kcompact_image",
                          "spark"})
 CLUSTER_SIDE = frozenset({"cluster", "cluster_broker", "cluster_proxies", "sink_site"})
-# tests/e2e/test_secured_cluster.py asks for either service by parameter, not by name
-PARAMETER_SIDE = {"cluster": "cluster", "broker": "broker"}
+SIDES = {"cluster": CLUSTER_SIDE, "broker": BROKER_SIDE}  # each xdist_group, by the fixtures that put a test in it
 
 
-def side_of(item: pytest.Item) -> str | None:
-    """Which worker's services a test uses: "cluster", "broker" or None (any worker)."""
+def sides_of(item: pytest.Item) -> frozenset[str]:
+    """Which workers' services a test uses, by its fixtures' names or, in tests/e2e/test_secured_cluster.py,
+    by its ``secured`` parameter, which names the side."""
     names = set(getattr(item, "fixturenames", ()))
-    by_parameter = PARAMETER_SIDE.get(getattr(getattr(item, "callspec", None), "params", {}).get("secured"))
-    if names & CLUSTER_SIDE or by_parameter == "cluster":
-        return "cluster"
-    if names & BROKER_SIDE or by_parameter == "broker":
-        return "broker"
-    return None
+    by_parameter = getattr(getattr(item, "callspec", None), "params", {}).get("secured")
+    return frozenset(side for side, fixtures in SIDES.items() if names & fixtures or by_parameter == side)
+
+
+def without_group(nodeid: str) -> str:
+    """A test's id without the "@side" xdist appends to a grouped test's (an "@" in a parameter stays)."""
+    for side in SIDES:
+        nodeid = nodeid.removesuffix(f"@{side}")
+    return nodeid
 
 
 def group_by_side(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with its side; a test using both sides' services is a collection error naming it (its
     worker would start the other side's services a second time)."""
-    both = [item.nodeid for item in items if set(getattr(item, "fixturenames", ())) & CLUSTER_SIDE
-            and set(getattr(item, "fixturenames", ())) & BROKER_SIDE]
+    both = [item.nodeid for item in items if len(sides_of(item)) > 1]
     if both:
         raise pytest.UsageError("tests that use both the session's broker and its cluster: " + "; ".join(both))
     if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one process holds every service anyway
         return
     for item in items:
-        side = side_of(item)
-        if side is not None:
+        for side in sides_of(item):
             item.add_marker(pytest.mark.xdist_group(side))
 
 
@@ -47,7 +48,7 @@ def assert_grouped(session: pytest.Session) -> None:
     dropped the suffix xdist 3.8 sets, and then both workers would start every session service."""
     if not getattr(session.config.option, "loadgroup", False):
         return
-    lost = [item.nodeid for item in session.items if side_of(item) and "@" not in item.nodeid]
+    lost = [item.nodeid for item in session.items if sides_of(item) and without_group(item.nodeid) == item.nodeid]
     if lost:
         raise pytest.UsageError(f"pytest-xdist did not group {len(lost)} tests by the services they use "
                                 f"(pytest {pytest.__version__}; see pyproject.toml), e.g. {lost[0]}")

@@ -22,7 +22,8 @@ from streaming.errors import JobError
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.kafka.client_settings import client_settings, refused_because
-from streaming.kafka.failures import LEADERLESS, kafka_error, refusal_hint, refusal_keys, refuses, retrying
+from streaming.kafka.failures import (LEADERLESS, as_kafka, is_transient, kafka_error, refusal_hint, refusal_keys, refuses,
+                                      retrying)
 
 log = logging.getLogger(__name__)
 
@@ -169,12 +170,24 @@ class Cluster:
         return self.answer(lambda: watermarks(self.admin, pids, False, timeout_s), _offsets_of(pids)) if pids else {}
 
     def _offsets(self, partitions: Iterable[PartitionId], spec: OffsetSpec, timeout_s: float) -> dict[PartitionId, int]:
-        request = {TopicPartition(p.topic, p.partition): spec for p in partitions}
+        pids = list(partitions)
+        request = {TopicPartition(p.topic, p.partition): spec for p in pids}
         if not request:
             return {}
         futures = self.admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
                                           request_timeout=timeout_s)
-        return {PartitionId(tp.topic, tp.partition): answered(tp, f, timeout_s) for tp, f in futures.items()}
+        try:
+            return {PartitionId(tp.topic, tp.partition): answered(tp, f, timeout_s) for tp, f in futures.items()}
+        except (KafkaException, TimeoutError) as failure:
+            # The client keeps the leaders it knew for minutes (topic.metadata.refresh.interval.ms): a caller
+            # that reads the ends after each stage would ask a dead leader, and wait out the timeout, at every
+            # stage. A new client looks them up afresh on the next call.
+            exc = as_kafka(failure, _offsets_of(pids))
+            if is_transient(exc):
+                self.renew_admin()
+            if exc is failure:
+                raise
+            raise exc from failure
 
     def ensure_topic(self, topic: str, partitions: int, config: Mapping[str, str], what: str) -> None:
         """Create the topic when missing; give one that has fewer partitions than the source more (sink

@@ -131,6 +131,11 @@ def timed_out(what: str) -> KafkaException:
     return KafkaException(KafkaError(KafkaError._TIMED_OUT, what))
 
 
+def as_kafka(failure: KafkaException | TimeoutError, what: str) -> KafkaException:
+    """A failure of a call on ``what``, a future's own timeout spelled as librdkafka's (timed_out)."""
+    return failure if isinstance(failure, KafkaException) else timed_out(f"no answer to {what}")
+
+
 def reason(exc: BaseException) -> str:
     """What a failure says, never empty: a future's timeout carries no message of its own."""
     err = kafka_error(exc)
@@ -184,7 +189,7 @@ def retrying(call: Callable[[], T], what: str, timeout_s: float, *, side: str, c
         try:
             return call()
         except (KafkaException, concurrent.futures.TimeoutError) as failure:
-            exc = failure if isinstance(failure, KafkaException) else timed_out(f"no answer to {what}")
+            exc = as_kafka(failure, what)
             now = time.monotonic()
             if not is_transient(exc) or now + pause_s > deadline or abandoned():
                 if exc is failure:

@@ -1,4 +1,5 @@
-"""ListOffsets answers while a partition's leader is moving or not yet elected: waited out, not reported."""
+"""ListOffsets answers while a partition's leader is moving or not yet elected: waited out, not reported; and a
+client that asked in vain is not asked again."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import concurrent.futures
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from streaming.kafka.admin import answered
+from streaming.brokers.local.server import free_port
+from streaming.kafka.admin import Cluster, answered
 from streaming.kafka.failures import is_transient
+from streaming.partition_id import PartitionId
 
 
 def _failed(err: KafkaError) -> concurrent.futures.Future:
@@ -31,3 +34,15 @@ def test_other_failures_of_a_listoffsets_answer_pass_unchanged() -> None:
     with pytest.raises(KafkaException) as raised:
         answered(TopicPartition("src", 0), _failed(err), 1)
     assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_end_offsets_that_got_no_answer_leave_a_new_client_for_the_next_call() -> None:
+    """The client would go on asking the leaders it knew (a dead one, after a node was killed) for minutes: each
+    stage's read of the ends waited out its timeout again, long after the election (the failover drill of
+    tests/e2e/test_failover_moments.py). Here nothing listens at the address: no answer at all."""
+    cluster = Cluster("sink", f"127.0.0.1:{free_port()}", {"socket.connection.setup.timeout.ms": "1000"})
+    asked = cluster.admin
+    with pytest.raises(KafkaException) as raised:
+        cluster.end_offsets([PartitionId("sink-topic", 0)], timeout_s=1)
+    assert is_transient(raised.value), raised.value
+    assert cluster.admin is not asked
