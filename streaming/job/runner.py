@@ -25,6 +25,7 @@ from streaming.job.compact import StageReport, compact_partitions
 from streaming.job.once import idle_reports
 from streaming.job.sink_ends import SinkEnds
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
+from streaming.job.idle_stages import IdleStages
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
 from streaming.errors import JobError
@@ -349,16 +350,21 @@ class CompactorJob:
                 return
 
     def _watch(self, query: RunningQuery) -> None:
-        """Wait while the query runs; on idle triggers (no micro-batch) run the compaction stage here."""
-        seen = -1
-        while query.is_active and not self._stop.wait(0.05 if self.options.once else self.trigger_interval_s):
-            if not self.options.once and self.totals.batches == seen and self.lock.acquire(blocking=False):
-                try:
-                    self.sync_topics()
-                    self.compaction_stage()
-                finally:
-                    self.lock.release()
-            seen = self.totals.batches
+        """Wait while the query runs; idle triggers (no micro-batch) get their compaction stage from a thread of
+        their own (job.idle_stages), so that this one only waits, and hears Ctrl-C."""
+        if self.options.once:
+            while query.is_active and not self._stop.wait(0.05):
+                pass
+            return
+        with IdleStages(self._idle_stage, lambda: self.totals.batches, self.trigger_interval_s, self.lock) as idle:
+            while query.is_active and idle.failure is None and not self._stop.wait(self.trigger_interval_s):
+                pass
+        if idle.failure is not None:
+            raise idle.failure
+
+    def _idle_stage(self) -> None:
+        self.sync_topics()
+        self.compaction_stage()
 
     def _final_stage(self) -> int:
         """--once: clean at the current time, also when no batch ran; a sink that is away is waited for. The
