@@ -275,10 +275,11 @@ def _caught_up(site: Site, sink: str, ends: dict[int, int]) -> bool:
         return False
 
 
-def _source_ends(site: Site, src: str, partitions: int) -> dict[int, int]:
+def _source_ends(source: Cluster, src: str, partitions: int) -> dict[int, int]:
+    """Retried with a new client while leaders move, as after a node's restart (as verify reads them)."""
     of_source = [PartitionId(src, p) for p in range(partitions)]
     return {pid.partition: o for pid, o in
-            Cluster("source", site.nodes.direct_bootstrap_servers).end_offsets(of_source, timeout_s=30).items()}
+            source.answer(lambda: source.end_offsets(of_source, timeout_s=30), "end offsets of the source").items()}
 
 
 def _catch_up(site: Site, job: Job, sink: str, ends: dict[int, int], limit_s: float, when: str) -> None:
@@ -357,13 +358,15 @@ def campaign(site: Site, minutes: float, seed: int, work: Path, fault_s: float =
 def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes: float, seed: int, fault_s: float,
             say: Callable[[str], None]) -> list[Recovery]:
     """The seed's faults, one after another, each healed and recovered from, while the next one fits."""
+    direct = site.nodes.direct_bootstrap_servers
+    source = Cluster("source", direct)  # one client for every read of the ends
+
     def written() -> dict[int, int] | None:
-        ends = _source_ends(site, src, partitions)
+        ends = _source_ends(source, src, partitions)
         return ends if all(ends.values()) else None
     _catch_up(site, job, sink, wait_for(written, 60, "the producer's first records in every source partition"), 300,
               "once the job started")
     say("the job caught up with the source; the faults begin")
-    direct = site.nodes.direct_bootstrap_servers
     started = time.monotonic()
     recoveries: list[Recovery] = []
     for draw in draws(seed):
@@ -377,7 +380,7 @@ def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes:
             Fault.BROKER_SIGKILL, Fault.SOURCE_NODE_CUT) else ""))
         _put_on(site, job, draw, fault_s)
         healed = time.monotonic()
-        _catch_up(site, job, sink, _source_ends(site, src, partitions), max(draw.fault.bound_s * 4, 240),
+        _catch_up(site, job, sink, _source_ends(source, src, partitions), max(draw.fault.bound_s * 4, 240),
                   f"after {draw.fault.says}")
         recovered = time.monotonic() - healed
         recoveries.append(Recovery(draw, at_min, healed - began, recovered, _verified(site, src, sink, partitions)))
