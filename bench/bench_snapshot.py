@@ -34,7 +34,7 @@ from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.spark.session import build_session
 from streaming.state.stores import open_state_dir
 from streaming.table.parquet_snapshot import write_parquet
-from streaming.table.values import ValueFormat
+from streaming.table.values import ValueFormat, ValueSpec
 
 SIDES = ("snapshot-parquet", "snapshot-iceberg", "dedupe-sink", "dedupe-source")
 
@@ -64,7 +64,7 @@ def spark_dedupe(spark, bootstrap: str, topic: str, work: str) -> tuple[float, i
 def snapshot_parquet(state_dir: str, work: str) -> tuple[float, int]:
     out = os.path.join(work, "snapshot-parquet")
     t = time.perf_counter()
-    report = write_parquet(state_dir, out, ValueFormat.BINARY)
+    report = write_parquet(state_dir, out, ValueSpec(ValueFormat.BINARY))
     seconds = time.perf_counter() - t
     shutil.rmtree(out, ignore_errors=True)
     return seconds, report.rows
@@ -74,7 +74,7 @@ def snapshot_iceberg(state_dir: str, work: str) -> tuple[float, int]:
     base = os.path.join(work, "iceberg")
     os.makedirs(base, exist_ok=True)
     t = time.perf_counter()
-    report = snapshot_to(state_dir, IcebergTarget("bench.state", f"sqlite:///{base}/catalog.db"), ValueFormat.BINARY)
+    report = snapshot_to(state_dir, IcebergTarget("bench.state", f"sqlite:///{base}/catalog.db"), ValueSpec(ValueFormat.BINARY))
     seconds = time.perf_counter() - t
     shutil.rmtree(base, ignore_errors=True)
     return seconds, report.rows

@@ -43,6 +43,18 @@ ensure_maven() {
     _apt_install maven
 }
 
+ensure_postgres() {
+    # The CDC tests run PostgreSQL's server from Debian's package (tests/cdc/postgres.py finds it).
+    if command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+        return
+    fi
+    if [ "$(id -u)" != "0" ]; then
+        echo "kcompact: the CDC tests need PostgreSQL's server; install postgresql-15" >&2
+        exit 1
+    fi
+    _apt_install postgresql-15
+}
+
 ensure_kafka() {
     # Only a machine that will start the local broker needs its jars.
     if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then

@@ -11,6 +11,9 @@ if [[ "${1:-}" == "--fast" ]]; then
     set -- -m "not slow and not integration" "$@"
 else
     python -m tests.toxiproxy >&2  # the network-fault tests' proxy, built once into ~/.cache/kcompact with Go
+    ensure_postgres                # the CDC tests' database (Debian's postgresql-15)
+    ensure_maven
+    python -m tests.cdc.connect >&2  # Kafka Connect and Debezium's connector, fetched once with Maven
 fi
 # Two workers: one holds the session's broker, Docker engine and SparkSession, the other the three-node
 # cluster, and the tests that need neither go to whichever is free (tests/workers.py)

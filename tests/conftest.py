@@ -166,6 +166,30 @@ def s3_server() -> Iterator[S3Server]:
 
 
 @pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory):
+    """One PostgreSQL with logical decoding for the session (tests.cdc.postgres), stopped by its PID."""
+    from tests.cdc.postgres import start_postgres
+
+    server = start_postgres(tmp_path_factory.mktemp("postgres"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def debezium_connect(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory):
+    """One Kafka Connect worker with Debezium's PostgreSQL connector for the session, on the session's broker."""
+    from tests.cdc.connect import start_connect
+
+    worker = start_connect(bootstrap_servers, tmp_path_factory.mktemp("connect"))
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+@pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for the whole run (starting one costs seconds)."""
     from streaming.spark.session import build_session

@@ -209,11 +209,12 @@ def _table_sync_schedule(options: RunOptions):
     from streaming.iceberg import require  # noqa: PLC0415
     from streaming.iceberg.target import IcebergTarget  # noqa: PLC0415
     from streaming.iceberg.schedule import TableSyncSchedule  # noqa: PLC0415
-    from streaming.table.values import ValueFormat  # noqa: PLC0415
+    from streaming.table.values import ValueFormat, ValueSpec  # noqa: PLC0415
 
     require()  # before the job starts: a missing pyiceberg is one line, not a warning per stage
     return TableSyncSchedule(IcebergTarget(options.iceberg_table, options.iceberg_catalog, options.iceberg_warehouse),
-                             ValueFormat(options.snapshot_value_format or "binary"), options.snapshot_every)
+                             ValueSpec(ValueFormat(options.snapshot_value_format or "binary"),
+                                       options.snapshot_json_null_deletes), options.snapshot_every)
 
 
 def _acl_sync_schedule(options: RunOptions, source: Cluster, sink: Cluster):

@@ -23,8 +23,11 @@ def add_parsers(sub) -> None:
         option = RUN_OPTIONS[name]
         p.add_argument(option.flag, default=None, metavar=option.metavar, help=option.doc)
     p.add_argument("--value-format", choices=RUN_OPTIONS["snapshot.value.format"].choices, default="binary",
-                   help="the value column: the bytes, UTF-8 text, or JSON objects as a struct column (schema inferred "
-                        "by the first snapshot, then kept)")
+                   help="the value column: the bytes, UTF-8 text, JSON objects as a struct column (schema inferred "
+                        "by the first snapshot, then evolved), or a Debezium change stream as the database table's "
+                        "typed columns (docs/cdc.md)")
+    p.add_argument("--json-null-deletes", action="store_true",
+                   help=RUN_OPTIONS["snapshot.json.null.deletes"].doc)
     p.add_argument("--topic", action="append", default=None,
                    help="only these source topics: a name, or a regular expression matched whole (repeatable)")
     p.add_argument("--json", action="store_true", help="what the snapshot wrote, each partition's end, as JSON")
@@ -34,8 +37,9 @@ def add_parsers(sub) -> None:
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     from streaming.errors import UsageError  # noqa: PLC0415
     from streaming.security.private_files import private_files  # noqa: PLC0415
-    from streaming.table.values import ValueFormat  # noqa: PLC0415
+    from streaming.table.values import ValueFormat, ValueSpec  # noqa: PLC0415
 
+    spec = ValueSpec(ValueFormat(args.value_format), args.json_null_deletes)
     fmt = args.format or ("iceberg" if args.iceberg_table else None)
     if fmt is None:
         raise UsageError("say where the snapshot goes: --format parquet --output DIR, or --iceberg-table NAMESPACE.TABLE")
@@ -45,7 +49,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         from streaming.table.parquet_snapshot import write_parquet  # noqa: PLC0415 (pyarrow's parquet)
 
         with private_files():  # as private as the state dir it copies
-            report = write_parquet(args.state_dir, args.output, ValueFormat(args.value_format), _topics(args))
+            report = write_parquet(args.state_dir, args.output, spec, _topics(args))
     else:
         if not args.iceberg_table or args.output:
             raise UsageError("--format iceberg writes to --iceberg-table NAMESPACE.TABLE (and takes no --output)")
@@ -54,7 +58,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
         target = IcebergTarget(args.iceberg_table, args.iceberg_catalog, args.iceberg_warehouse)
         with private_files():  # the catalog and a local warehouse too
-            report = snapshot_to(args.state_dir, target, ValueFormat(args.value_format), _topics(args))
+            report = snapshot_to(args.state_dir, target, spec, _topics(args))
     print(json.dumps(report.to_doc(), indent=2) if args.json else report.describe(), file=sys.stdout)
     return 0
 

@@ -322,9 +322,13 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "where the table's data files go: a directory or an object store URI (none: beside a SQLite "
             "catalog; a REST catalog chooses)", metavar="URI", needs="iceberg.table"),
     Setting("snapshot.value.format", Type.STRING, None, Scope.RUN,
-            "the table's value column: binary (the bytes; none means this), string (UTF-8 text) or json (objects "
-            "as a struct column, the schema inferred by the first snapshot, then kept)",
-            choices=("binary", "string", "json"), needs="iceberg.table"),
+            "the table's value column: binary (the bytes; none means this), string (UTF-8 text), json (objects "
+            "as a struct column, the schema inferred by the first snapshot, then evolved) or debezium (a change "
+            "stream as the database table's typed columns, docs/cdc.md)",
+            choices=("binary", "string", "json", "debezium"), needs="iceberg.table"),
+    Setting("snapshot.json.null.deletes", Type.BOOLEAN, False, Scope.RUN,
+            "read a value that is JSON null as a delete of its key (Debezium's ExtractNewRecordState writes a "
+            "delete so), not as an error", needs="snapshot.value.format"),
 )}
 
 

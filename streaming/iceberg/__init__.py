@@ -12,7 +12,7 @@ from streaming.errors import UsageError
 if TYPE_CHECKING:
     from streaming.iceberg.target import IcebergTarget
     from streaming.table.snapshot import SnapshotReport
-    from streaming.table.values import ValueFormat
+    from streaming.table.values import ValueSpec
 
 
 def require() -> None:
@@ -20,10 +20,10 @@ def require() -> None:
         raise UsageError("Iceberg snapshots need pyiceberg, which is not installed: pip install 'kcompact[table]'")
 
 
-def snapshot_to(state_dir: str, target: "IcebergTarget", fmt: "ValueFormat",
+def snapshot_to(state_dir: str, target: "IcebergTarget", spec: "ValueSpec",
                 topics: frozenset[str] | None = None) -> "SnapshotReport":
     """The Iceberg snapshot (streaming.iceberg.snapshot), or the one-line hint when pyiceberg is missing."""
     require()
     from streaming.iceberg.snapshot import write_iceberg  # noqa: PLC0415 (after the check)
 
-    return write_iceberg(state_dir, target, fmt, topics)
+    return write_iceberg(state_dir, target, spec, topics)

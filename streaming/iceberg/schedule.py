@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from streaming.errors import UserError
 from streaming.iceberg import snapshot_to
 from streaming.iceberg.target import IcebergTarget
-from streaming.table.values import ValueFormat
+from streaming.table.values import ValueSpec
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class TableSyncSchedule:
     target: IcebergTarget
-    value_format: ValueFormat
+    values: ValueSpec
     interval_s: float
     _last: float | None = field(default=None, init=False)
     _behind: bool = field(default=True, init=False)  # a stage ran since the last snapshot that succeeded
@@ -39,7 +39,7 @@ class TableSyncSchedule:
     def _round(self, state_dir: str, topics: frozenset[str]) -> None:
         self._last = time.monotonic()
         try:
-            report = snapshot_to(state_dir, self.target, self.value_format, topics)
+            report = snapshot_to(state_dir, self.target, self.values, topics)
         except (UserError, OSError) as exc:
             log.warning("snapshot of table %s failed, to be taken again after the next stage: %s", self.target.table, exc)
             return

@@ -30,10 +30,10 @@ from streaming.errors import UserError
 from streaming.iceberg.target import IcebergTarget
 from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
-from streaming.table.rows import table_schema
+from streaming.table.rows import Coordinates
 from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs
 from streaming.table.state_reader import LogToRead
-from streaming.table.values import ValueColumn, ValueFormat
+from streaming.table.values import TableShape, ValueSpec
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +59,18 @@ def _catalog_errors(target: IcebergTarget) -> Iterator[None]:
         raise IcebergCatalogError(f"Iceberg table {target.table} in {where}: {type(exc).__name__}: {first}") from exc
 
 
-def write_iceberg(state_uri: str, target: IcebergTarget, fmt: ValueFormat,
+def write_iceberg(state_uri: str, target: IcebergTarget, spec: ValueSpec,
                   topics: frozenset[str] | None = None) -> SnapshotReport:
     logs = snapshot_logs(state_uri, topics)
     with _catalog_errors(target):
-        return _write(logs, target, fmt)
+        return _write(logs, target, spec)
 
 
-def _write(logs: list[LogToRead], target: IcebergTarget, fmt: ValueFormat) -> SnapshotReport:
+def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec) -> SnapshotReport:
     catalog = load_catalog(CATALOG_NAME, **target.settings())
     table = _existing(catalog, target.table)
     since = _offsets(table)
-    values = ValueColumn(fmt, table.schema().as_arrow().field("value").type if table is not None else None,
-                         f"table {target.table}")
+    shape = TableShape(spec, _schema(table) if table is not None else None, f"table {target.table}")
     report = SnapshotReport(target.table)
     tx: Transaction | None = None
     for state in partition_states(logs, since):
@@ -79,14 +78,15 @@ def _write(logs: list[LogToRead], target: IcebergTarget, fmt: ValueFormat) -> Sn
         if state.unchanged:
             report.unchanged += 1
             continue
-        rows = values.apply(state.batches, str(state.pid))
-        if values.type is None:  # JSON with no value yet: the partition waits for one
+        rows = shape.apply(state.batches, str(state.pid))
+        if shape.schema is None:  # JSON with no value yet: the partition waits for one
             del report.ends[state.pid]
             continue
         if table is None:
-            table = _create(catalog, target.table, table_schema(values.type))
+            table = _create(catalog, target.table, shape.schema, shape.coordinates)
         tx = tx or table.transaction()
-        _upsert(tx, table, state, rows, table_schema(values.type), since.get(state.pid), report)
+        _evolve(tx, shape.schema)
+        _upsert(tx, table, state, rows, shape.schema, shape.coordinates, since.get(state.pid), report)
     offsets = {**since, **report.ends}
     if table is None or (tx is None and offsets == since):  # nothing new: no commit, no new metadata file
         return report
@@ -104,48 +104,80 @@ def _existing(catalog: Catalog, name: str) -> Table | None:
         return None
 
 
-def _create(catalog: Catalog, name: str, schema: pa.Schema) -> Table:
+def _create(catalog: Catalog, name: str, schema: pa.Schema, at: Coordinates) -> Table:
     """A table for the rows' schema, partitioned by topic and partition; the namespace is made if missing."""
     namespace = name.rpartition(".")[0]
     catalog.create_namespace_if_not_exists(namespace)
     table = catalog.create_table(name, schema=schema)
     with table.update_spec() as spec:
-        spec.add_identity("topic")
-        spec.add_identity("partition")
+        spec.add_identity(at.topic)
+        spec.add_identity(at.partition)
     return table
 
 
+def _evolve(tx: Transaction, schema: pa.Schema) -> None:
+    """Columns the rows have and the table lacks are added by Iceberg's schema evolution, in the same
+    commit as the rows: the table's older rows read them as null."""
+    if not _plain(tx.table_metadata.schema().as_arrow()).equals(schema):
+        with tx.update_schema() as update:
+            update.union_by_name(schema)
+
+
 def _upsert(tx: Transaction, table: Table, state: PartitionState, rows: list[pa.RecordBatch], schema: pa.Schema,
-            since: int | None, report: SnapshotReport) -> None:
+            at: Coordinates, since: int | None, report: SnapshotReport) -> None:
     """Make the partition's rows the log's live winners: the table's (key, offset) pairs are compared with the
     log's, so a key whose winner changed is upserted and a key with no live winner is deleted, even when its
     tombstone has already left the log (delete.retention.ms). Most keys changed: the partition is rewritten."""
     live = pa.Table.from_batches(rows, schema=schema)
-    here: BooleanExpression = And(EqualTo("topic", state.pid.topic), EqualTo("partition", state.pid.partition))
+    here: BooleanExpression = And(EqualTo(at.topic, state.pid.topic), EqualTo(at.partition, state.pid.partition))
     if since is None:  # rows and offsets commit together: a partition without offsets has no rows yet
         held = pa.table({"key": pa.array([], pa.binary()), "held": pa.array([], pa.int64())})
     else:
-        scanned = table.scan(row_filter=here, selected_fields=("key", "offset")).to_arrow()
-        held = scanned.select(["key", "offset"]).rename_columns(["key", "held"])
-    pairs = live.select(["key", "offset"]).join(held, "key", join_type="left outer")
+        scanned = table.scan(row_filter=here, selected_fields=(at.key, at.offset)).to_arrow()
+        held = scanned.select([at.key, at.offset]).rename_columns(["key", "held"])
+    pairs = live.select([at.key, at.offset]).rename_columns(["key", "offset"]).join(held, "key", join_type="left outer")
     moved = pairs.filter(pc.or_kleene(pc.is_null(pairs["held"]), pc.not_equal(pairs["held"], pairs["offset"])))
-    gone = held.filter(pc.invert(pc.is_in(held["key"], value_set=live["key"])))["key"]
+    gone = held.filter(pc.invert(pc.is_in(held["key"], value_set=live[at.key])))["key"]
     replaced = moved.filter(pc.is_valid(moved["held"]))["key"]
     if not moved.num_rows and not len(gone):
         return
     rewrite = moved.num_rows + len(gone) > REWRITE_SHARE * max(held.num_rows, 1)
-    added = live if rewrite else live.filter(pc.is_in(live["key"], value_set=moved["key"]))
+    added = live if rewrite else live.filter(pc.is_in(live[at.key], value_set=moved["key"]))
     if held.num_rows:
         with warnings.catch_warnings():  # pyiceberg warns of a delete that matches nothing
             warnings.filterwarnings("ignore", "Delete operation did not match any records")
             doomed = pa.concat_arrays([replaced.combine_chunks(), gone.combine_chunks()])
-            tx.delete(here if rewrite else And(here, In("key", doomed.to_pylist())))
+            tx.delete(here if rewrite else And(here, In(at.key, doomed.to_pylist())))
     if added.num_rows:
         tx.append(added)
     report.rows += added.num_rows
     report.deleted += len(gone)
     log.debug("%s: %s, %d rows added, %d keys deleted", state.pid, "rewritten" if rewrite else "upserted",
               added.num_rows, len(gone))
+
+
+def _schema(table: Table) -> pa.Schema:
+    return _plain(table.schema().as_arrow())
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """An Iceberg schema as the rows' Arrow schema: pyiceberg reads strings and binaries as their large
+    types, and marks each field with its Iceberg id."""
+    return pa.schema([pa.field(f.name, _plain_type(f.type)) for f in schema])
+
+
+def _plain_type(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(kind):
+        return pa.string()
+    if pa.types.is_large_binary(kind):
+        return pa.binary()
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _plain_type(f.type)) for f in kind])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(pa.field(kind.value_field.name, _plain_type(kind.value_type)))
+    if pa.types.is_map(kind):
+        return pa.map_(_plain_type(kind.key_type), _plain_type(kind.item_type))
+    return kind
 
 
 def _offsets(table: Table | None) -> dict[PartitionId, int]:

@@ -57,6 +57,7 @@ class RunOptions:
     iceberg_catalog: str | None = _option("iceberg.catalog")
     iceberg_warehouse: str | None = _option("iceberg.warehouse")
     snapshot_value_format: str | None = _option("snapshot.value.format")
+    snapshot_json_null_deletes: bool = _option("snapshot.json.null.deletes")
     live_progress: bool = field(default=False, compare=False)  # not an option: the log format decides it
     # Not an option: where --config-file gave a KEY=VALUE option's keys, by option name and key, as written
     # there ("kafka.sasl.password in job.properties"), for errors that name them (those absent: the flag).

@@ -1,7 +1,8 @@
 """A Parquet snapshot: one file per partition (TOPIC-PARTITION.parquet), each replaced whole by a rename, so
 a reader of the directory (DuckDB's read_parquet, Spark, pandas) sees a partition's previous file or its
 new one, never a part of one. The source offset a file is as of is in its metadata (kcompact.end_offset):
-a partition whose log has not moved since is neither read nor written again."""
+a partition whose log has not moved since is neither read nor written again. When a snapshot's rows bring a
+new column (a field added at the source), every file without it is rewritten with it, null in its rows."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pyarrow.parquet as pq
 
 from streaming.errors import UsageError
 from streaming.partition_id import PartitionId
-from streaming.table.rows import table_schema
+from streaming.table.evolution import conformed, merged
 from streaming.table.snapshot import SnapshotReport, partition_states, snapshot_logs
-from streaming.table.values import ValueColumn, ValueFormat
+from streaming.table.values import TableShape, ValueSpec
 
 SUFFIX = ".parquet"
 END_OFFSET = b"kcompact.end_offset"
@@ -26,41 +27,56 @@ def parquet_file(output: Path, pid: PartitionId) -> Path:
     return output / f"{pid}{SUFFIX}"
 
 
-def write_parquet(state_uri: str, output: str, fmt: ValueFormat, topics: frozenset[str] | None = None) -> SnapshotReport:
+def write_parquet(state_uri: str, output: str, spec: ValueSpec, topics: frozenset[str] | None = None) -> SnapshotReport:
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output {output} is a file; give a directory for the snapshot's files")
     logs = snapshot_logs(state_uri, topics)
     out.mkdir(parents=True, exist_ok=True)
     ends, kept = _written(out)
-    values = ValueColumn(fmt, kept, str(out))
+    shape = TableShape(spec, kept, str(out))
     report = SnapshotReport(str(out))
     for state in partition_states(logs, ends):
         report.ends[state.pid] = state.end
         if state.unchanged:  # its file is as of the log's end already
             report.unchanged += 1
             continue
-        batches = values.apply(state.batches, str(state.pid))
-        if values.type is None:  # JSON with no value anywhere yet: nothing to write
+        batches = shape.apply(state.batches, str(state.pid))
+        if shape.schema is None:  # JSON with no value anywhere yet: nothing to write
             continue
-        schema = batches[0].schema if batches else table_schema(values.type)
-        _replace(parquet_file(out, state.pid), schema.with_metadata({END_OFFSET: str(state.end).encode()}), batches)
+        _replace(parquet_file(out, state.pid), _with_end(shape.schema, state.end), batches)
         report.rows += sum(b.num_rows for b in batches)
+    if shape.schema is not None:
+        _evolve(out, shape.schema)
     return report
 
 
-def _written(out: Path) -> tuple[dict[PartitionId, int], pa.DataType | None]:
-    """What an earlier snapshot wrote: the source offset each file is as of, and the value column's type
-    (for JSON, the schema it inferred)."""
+def _with_end(schema: pa.Schema, end: int) -> pa.Schema:
+    return schema.with_metadata({END_OFFSET: str(end).encode()})
+
+
+def _written(out: Path) -> tuple[dict[PartitionId, int], pa.Schema | None]:
+    """What an earlier snapshot wrote: the source offset each file is as of, and the rows' schema (all the
+    files', merged: a snapshot stopped while it evolved them leaves some narrower)."""
     ends, kept = {}, None
     for path in sorted(out.glob(f"*{SUFFIX}")):
         schema = pq.read_schema(path)
-        if kept is None:
-            kept = schema.field("value").type
+        kept = schema.remove_metadata() if kept is None else merged(kept, schema.remove_metadata(), str(out))
         pid = PartitionId.from_name(path.name[: -len(SUFFIX)])
         if pid is not None and END_OFFSET in (schema.metadata or {}):
             ends[pid] = int(schema.metadata[END_OFFSET])
     return ends, kept
+
+
+def _evolve(out: Path, schema: pa.Schema) -> None:
+    """Every file whose schema is not ``schema`` (written before a column was added) rewritten in it."""
+    for path in sorted(out.glob(f"*{SUFFIX}")):
+        had = pq.read_schema(path)
+        if had.remove_metadata().equals(schema.remove_metadata()):
+            continue
+        rows = pq.read_table(path)
+        _replace(path, schema.with_metadata(had.metadata or {}),
+                 [conformed(b, schema.remove_metadata()) for b in rows.to_batches()])
 
 
 def _replace(path: Path, schema: pa.Schema, batches: list[pa.RecordBatch]) -> None:

@@ -3,6 +3,8 @@ the topic reads the table unchanged."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -12,6 +14,22 @@ from streaming.table.kafka_columns import HEADERS_TYPE, no_headers
 TABLE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                           ("timestamp", pa.timestamp("us", tz="UTC")), ("key", pa.binary()), ("value", pa.binary()),
                           ("headers", HEADERS_TYPE)])
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """The names of the columns that place a row: where it came from, its key and its offset there."""
+
+    topic: str
+    partition: str
+    offset: str
+    timestamp: str
+    key: str
+
+
+KAFKA_COLUMNS = Coordinates("topic", "partition", "offset", "timestamp", "key")
+# a change stream's table: the database's columns, and these, named as Debezium names the fields it adds
+CHANGE_COLUMNS = Coordinates("__topic", "__partition", "__offset", "__timestamp", "__key")
 
 
 def table_schema(value: pa.DataType) -> pa.Schema:
@@ -37,3 +55,14 @@ def table_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBa
         pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()), batch.column("offset"),
         pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")), batch.column("key"),
         batch.column("value"), headers], schema=TABLE_SCHEMA)
+
+
+def change_rows(batch: pa.RecordBatch, columns: pa.Table) -> pa.RecordBatch:
+    """Rows of TABLE_SCHEMA (the winners) as a change stream's table rows: the placing columns, then the
+    database's ``columns`` of each row."""
+    clash = sorted(set(columns.column_names) & set(vars(CHANGE_COLUMNS).values()))
+    if clash:
+        raise ValueError(f"the rows have columns named as kcompact's own: {', '.join(clash)}")
+    kafka = [batch.column(getattr(KAFKA_COLUMNS, n)) for n in vars(KAFKA_COLUMNS)]
+    names = list(vars(CHANGE_COLUMNS).values()) + columns.column_names
+    return pa.RecordBatch.from_arrays(kafka + [c.combine_chunks() for c in columns.columns], names=names)

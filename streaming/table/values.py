@@ -1,15 +1,16 @@
-"""The value column of a snapshot: the bytes as they are, UTF-8 text, or JSON objects expanded into a struct
-column (``value.amount`` in SQL).
+"""The rows of a snapshot in the output's columns: the value as bytes, UTF-8 text, JSON objects expanded into
+a struct column (``value.amount`` in SQL), or a Debezium change stream as the database table's own typed
+columns (streaming.table.debezium).
 
-A JSON schema is inferred once, by the first snapshot from the first partition with values, and then kept by
-the output (a Parquet file's schema, an Iceberg table's): a later value with a field the schema lacks keeps
-the known fields, and one whose field changed type is refused, so a column never changes type under its
-readers.
+A JSON or Debezium schema is inferred by the first snapshot and kept by the output (a Parquet file's schema,
+an Iceberg table's), then evolved: a field or column that appears later is added, and one whose type changed
+is refused (streaming.table.evolution), so a column never changes type under its readers.
 """
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from enum import Enum
 
 import pyarrow as pa
@@ -17,69 +18,59 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from streaming.errors import UserError
-from streaming.table.rows import table_schema
+from streaming.table.debezium import ChangeEvents
+from streaming.table.evolution import conformed, merged, storable
+from streaming.table.rows import CHANGE_COLUMNS, KAFKA_COLUMNS, Coordinates, change_rows, table_schema
 
 BLOCK_BYTES = 64 << 20
+JSON_NULL = b"null"
 
 
 class ValueFormat(str, Enum):
     BINARY = "binary"
     STRING = "string"
     JSON = "json"
+    DEBEZIUM = "debezium"
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    """How a snapshot reads values: the format, and whether a JSON ``null`` value is a delete of its key (as
+    Debezium's ExtractNewRecordState writes one) rather than an error."""
+
+    format: ValueFormat = ValueFormat.BINARY
+    null_deletes: bool = False
 
 
 class ValueFormatError(UserError, ValueError):
     """Values the chosen --value-format cannot hold."""
 
 
-def _new_type(fmt: ValueFormat, batches: list[pa.RecordBatch], where: str) -> pa.DataType:
-    """The value column's type for an output that has none yet: for JSON, inferred from the values in
-    ``batches`` (TABLE_SCHEMA rows; the caller makes sure there are some)."""
-    if fmt is ValueFormat.BINARY:
-        return pa.binary()
-    if fmt is ValueFormat.STRING:
-        return pa.string()
-    return _parse_json(pa.concat_arrays([b.column("value").drop_null() for b in batches]), None, where).type
-
-
-def format_of(kept: pa.DataType) -> ValueFormat:
-    """The format whose values a kept column holds."""
-    if pa.types.is_struct(kept):
+def format_of(kept: pa.Schema) -> ValueFormat:
+    """The format whose rows an output's schema holds."""
+    if CHANGE_COLUMNS.key in kept.names:
+        return ValueFormat.DEBEZIUM
+    value = kept.field("value").type
+    if pa.types.is_struct(value):
         return ValueFormat.JSON
-    return ValueFormat.STRING if pa.types.is_string(kept) or pa.types.is_large_string(kept) else ValueFormat.BINARY
+    return ValueFormat.STRING if pa.types.is_string(value) or pa.types.is_large_string(value) else ValueFormat.BINARY
 
 
-def with_values(batch: pa.RecordBatch, value: pa.DataType, where: str) -> pa.RecordBatch:
-    """The rows with their value column in the given type (tombstones' null stays null)."""
-    raw = batch.column("value")
-    fmt = format_of(value)
-    if fmt is ValueFormat.BINARY:
-        converted = raw.cast(value)
-    elif fmt is ValueFormat.STRING:
-        try:
-            converted = raw.cast(value)
-        except pa.ArrowInvalid:
-            raise ValueFormatError(f"{where}: a value is not UTF-8 text; use --value-format binary") from None
-    else:  # a tombstone parses as {} and is then masked to null
-        parsed = _parse_json(pc.fill_null(raw, b"{}"), value, where)
-        converted = pa.StructArray.from_arrays(parsed.flatten(), fields=list(value), mask=raw.is_null())
-    schema = table_schema(value)
-    return pa.RecordBatch.from_arrays([converted if f.name == "value" else batch.column(f.name) for f in schema],
+def _with_value(batch: pa.RecordBatch, value: pa.Array) -> pa.RecordBatch:
+    schema = table_schema(value.type)
+    return pa.RecordBatch.from_arrays([value if f.name == "value" else batch.column(f.name) for f in schema],
                                       schema=schema)
 
 
-def _parse_json(values: pa.Array, schema: pa.StructType | None, where: str) -> pa.StructArray:
-    """One JSON object per value, in a struct column of ``schema`` (inferred when None)."""
+def _parse_json(values: pa.Array, where: str) -> pa.StructArray:
+    """One JSON object per value, in a struct column of the inferred schema."""
     if not len(values):
-        return pa.array([], schema)
+        return pa.array([], pa.struct([]))
     text = b"\n".join(v.strip().replace(b"\n", b" ") for v in values.to_pylist())
-    options = pj.ParseOptions(explicit_schema=pa.schema(list(schema)) if schema is not None else None,
-                              unexpected_field_behavior="ignore" if schema is not None else "infer")
     try:
-        table = pj.read_json(io.BytesIO(text), pj.ReadOptions(block_size=BLOCK_BYTES), options)
+        table = pj.read_json(io.BytesIO(text), pj.ReadOptions(block_size=BLOCK_BYTES))
     except pa.ArrowInvalid as exc:
-        kept = "the schema kept from the first snapshot" if schema is not None else "one schema"
-        raise ValueFormatError(f"{where}: the values are not JSON objects that fit {kept} ({exc}); use "
+        raise ValueFormatError(f"{where}: the values are not JSON objects of one schema ({exc}); use "
                                f"--value-format string or binary") from None
     if table.num_rows != len(values):
         raise ValueFormatError(f"{where}: {len(values)} values gave {table.num_rows} JSON objects: a value is "
@@ -87,20 +78,60 @@ def _parse_json(values: pa.Array, schema: pa.StructType | None, where: str) -> p
     return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(table.schema))
 
 
-class ValueColumn:
-    """The value column across one snapshot: its type is fixed by the first partition that needs one (or by
-    the output, ``kept``), so every partition's rows share a schema."""
+class TableShape:
+    """The output's schema across one snapshot: fixed by the output when it has one (``kept``), else by the
+    first partition with rows, and grown by later partitions' new fields, so every partition's rows share
+    it. ``coordinates`` names the columns that place a row (its partition, key and offset)."""
 
-    def __init__(self, fmt: ValueFormat, kept: pa.DataType | None = None, output: str = "") -> None:
-        if kept is not None and format_of(kept) is not fmt:
-            raise ValueFormatError(f"{output} holds values as {format_of(kept).value}, not {fmt.value}; keep "
-                                   f"--value-format {format_of(kept).value} or write a new snapshot")
-        self.fmt, self.type = fmt, kept
+    def __init__(self, spec: ValueSpec, kept: pa.Schema | None = None, output: str = "") -> None:
+        if kept is not None and format_of(kept) is not spec.format:
+            had = format_of(kept).value
+            raise ValueFormatError(f"{output} holds values as {had}, not {spec.format.value}; keep "
+                                   f"--value-format {had} or write a new snapshot")
+        self.spec, self.schema, self.output = spec, kept, output
+        self.coordinates: Coordinates = CHANGE_COLUMNS if spec.format is ValueFormat.DEBEZIUM else KAFKA_COLUMNS
+        self._events = ChangeEvents(spec.null_deletes)
 
     def apply(self, batches: list[pa.RecordBatch], where: str) -> list[pa.RecordBatch]:
-        """The rows (TABLE_SCHEMA) with their value in this column's type."""
-        if self.type is None:
-            if self.fmt is ValueFormat.JSON and not any(b.column("value").null_count < b.num_rows for b in batches):
-                return []  # nothing to infer from, nothing to write
-            self.type = _new_type(self.fmt, batches, where)
-        return [with_values(b, self.type, where) for b in batches]
+        """The rows (TABLE_SCHEMA, values as stored) in the output's columns; the schema grows first when
+        they bring new ones. A partition with nothing to infer from, before any schema, gives no rows."""
+        rows = [r for r in (self._rows(b, where) for b in batches) if r is not None]
+        for r in rows:
+            self.schema = r.schema if self.schema is None else merged(self.schema, r.schema, self.output)
+        if self.schema is None:
+            return []
+        self.schema = pa.schema([pa.field(f.name, storable(f.type)) for f in self.schema],
+                                metadata=self.schema.metadata)
+        return [conformed(r, self.schema) for r in rows]
+
+    def _rows(self, batch: pa.RecordBatch, where: str) -> pa.RecordBatch | None:
+        fmt, raw = self.spec.format, batch.column("value")
+        if fmt is ValueFormat.BINARY:
+            return _with_value(batch, raw)
+        if fmt is ValueFormat.STRING:
+            try:
+                return _with_value(batch, raw.cast(pa.string()))
+            except pa.ArrowInvalid:
+                raise ValueFormatError(f"{where}: a value is not UTF-8 text; use --value-format binary") from None
+        batch = self._without_json_nulls(batch, where)
+        if fmt is ValueFormat.DEBEZIUM:
+            live = batch.filter(batch.column("value").is_valid())
+            columns, kept = self._events.rows(live.column("value").to_pylist(), where)
+            return change_rows(live.take(pa.array(kept, pa.int64())), columns) if kept else None
+        raw = batch.column("value")
+        present = raw.drop_null()
+        if not len(present):
+            return None if self.schema is None else _with_value(batch, pa.nulls(len(raw), self.schema.field("value").type))
+        parsed = _parse_json(pc.fill_null(raw, b"{}"), where)  # a tombstone parses as {} and is masked to null
+        return _with_value(batch, pa.StructArray.from_arrays(parsed.flatten(), fields=list(parsed.type),
+                                                              mask=raw.is_null()))
+
+    def _without_json_nulls(self, batch: pa.RecordBatch, where: str) -> pa.RecordBatch:
+        """A value that is JSON ``null`` is a delete when the spec says so (its key has no row), else refused."""
+        nulls = pc.equal(batch.column("value"), pa.scalar(JSON_NULL, pa.binary()))
+        if not pc.any(nulls).as_py():
+            return batch
+        if self.spec.null_deletes:
+            return batch.filter(pc.invert(pc.fill_null(nulls, False)))
+        raise ValueFormatError(f"{where}: a value is JSON null, not an object (Debezium's ExtractNewRecordState "
+                               f"writes a delete so): give --json-null-deletes to read it as a delete of its key")

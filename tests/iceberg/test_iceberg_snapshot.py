@@ -20,7 +20,7 @@ from streaming.iceberg.snapshot import CATALOG_NAME, OFFSETS_PROPERTY
 from streaming.iceberg.target import IcebergTarget
 from streaming.runtime.moments import HOLD_ENV, REACHED, Moment
 from streaming.partition_id import PartitionId
-from streaming.table.values import ValueFormat
+from streaming.table.values import ValueFormat, ValueSpec
 from tests.table.state_dirs import STRATEGIES, StateDirModel, expected, state_dir, table_rows
 
 
@@ -54,20 +54,20 @@ def _grow(model: StateDirModel, partitions: int) -> None:
 def test_three_snapshots_with_updates_deletes_and_a_new_partition_equal_the_model(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     target = _target(tmp_path)
-    first = snapshot_to(model.uri, target, ValueFormat.BINARY)
+    first = snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     assert _rows(target) == expected(model) and first.rows == len(expected(model))
     _grow(model, 2)
-    second = snapshot_to(model.uri, target, ValueFormat.BINARY)
+    second = snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     assert second.deleted > 0, "the fixture tombstones keys the first snapshot held"
     assert _rows(target) == expected(model)
     _grow(model, 3)
-    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     assert _rows(target) == expected(model)
     assert {r[1] for r in _rows(target)} == {0, 1, 2}
     offsets = _table(target).properties[OFFSETS_PROPERTY]
     assert '"2": ' in offsets
     metadata = _table(target).metadata_location
-    again = snapshot_to(model.uri, target, ValueFormat.BINARY)  # nothing new: nothing written, nothing committed
+    again = snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))  # nothing new: nothing written, nothing committed
     assert (again.rows, again.unchanged) == (0, len(model.records))
     assert _table(target).metadata_location == metadata
 
@@ -75,9 +75,9 @@ def test_three_snapshots_with_updates_deletes_and_a_new_partition_equal_the_mode
 def test_json_values_are_a_struct_column_of_the_table(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     target = _target(tmp_path)
-    snapshot_to(model.uri, target, ValueFormat.JSON)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.JSON))
     _grow(model, 2)
-    snapshot_to(model.uri, target, ValueFormat.JSON)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.JSON))
     rows = _table(target).scan().to_arrow().to_pylist()
     want = {(r[0], r[1], r[2]) for r in expected(model)}
     assert {(r["topic"], r["partition"], r["offset"]) for r in rows} == want
@@ -87,7 +87,7 @@ def test_json_values_are_a_struct_column_of_the_table(tmp_path) -> None:
 def test_a_snapshot_killed_before_its_commit_leaves_the_table_as_it_was_and_the_next_completes_it(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     target = _target(tmp_path)
-    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     before = _table(target)
     rows_before = _rows(target)
     _grow(model, 3)
@@ -114,7 +114,7 @@ def test_a_snapshot_killed_before_its_commit_leaves_the_table_as_it_was_and_the_
     assert after.properties[OFFSETS_PROPERTY] == before.properties[OFFSETS_PROPERTY]
     assert _rows(target) == rows_before
     assert files_before_the_kill - files_of(before), "it had written data files, which no commit took"
-    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     assert _rows(target) == expected(model)
 
 
@@ -146,7 +146,7 @@ def test_a_key_whose_tombstone_left_the_log_before_the_snapshot_is_deleted_all_t
 
     model = state_dir(str(tmp_path / "state"))
     target = _target(tmp_path)
-    snapshot_to(model.uri, target, ValueFormat.BINARY)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     pid = PartitionId("by-offset", 0)
     key = next(r[4] for r in expected(model) if r[:2] == ("by-offset", 0))
     state = open_state_dir(model.uri)
@@ -159,7 +159,7 @@ def test_a_key_whose_tombstone_left_the_log_before_the_snapshot_is_deleted_all_t
     for later in (NOW + 1, NOW + 2):  # the first pass sets the tombstone's horizon, the second removes it
         assert LogCleanerManager(quick).clean_partition(pid, log, later).error is None
     assert not [r for r in log.read() if r["key"] == key], "the tombstone has left the log"
-    report = snapshot_to(model.uri, target, ValueFormat.BINARY)
+    report = snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     assert report.deleted == 1
     assert _rows(target) == expected(model)
 

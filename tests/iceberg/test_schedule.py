@@ -11,7 +11,7 @@ from streaming.iceberg.schedule import TableSyncSchedule
 from streaming.iceberg.snapshot import CATALOG_NAME
 from streaming.iceberg.target import IcebergTarget
 from streaming.partition_id import PartitionId
-from streaming.table.values import ValueFormat
+from streaming.table.values import ValueFormat, ValueSpec
 from tests.table.state_dirs import state_dir
 
 TOPICS = frozenset({"by-offset", "by-time", "by-header"})
@@ -24,7 +24,7 @@ def _snapshots(target: IcebergTarget) -> int:
 def test_a_snapshot_after_the_first_stage_then_once_the_interval_has_passed_and_at_the_end(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     target = IcebergTarget("s.t", f"sqlite:///{tmp_path}/catalog.db")
-    sync = TableSyncSchedule(target, ValueFormat.BINARY, interval_s=3600)
+    sync = TableSyncSchedule(target, ValueSpec(ValueFormat.BINARY), interval_s=3600)
     sync.after_stage(model.uri, TOPICS)
     first = _snapshots(target)
     model.append(PartitionId("by-time", 0), 10)
@@ -39,7 +39,7 @@ def test_a_snapshot_after_the_first_stage_then_once_the_interval_has_passed_and_
 
 def test_a_snapshot_that_fails_is_one_warning_and_the_next_stage_tries_again(tmp_path, caplog) -> None:
     model = state_dir(str(tmp_path / "state"))
-    sync = TableSyncSchedule(IcebergTarget("s.t", "catalog.db"), ValueFormat.BINARY, interval_s=0)
+    sync = TableSyncSchedule(IcebergTarget("s.t", "catalog.db"), ValueSpec(ValueFormat.BINARY), interval_s=0)
     with caplog.at_level(logging.WARNING, logger="streaming.iceberg.schedule"):
         sync.after_stage(model.uri, TOPICS)
         sync.after_stage(model.uri, TOPICS)

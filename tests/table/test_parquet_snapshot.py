@@ -10,13 +10,13 @@ import pytest
 
 from streaming.partition_id import PartitionId
 from streaming.table.parquet_snapshot import END_OFFSET, write_parquet
-from streaming.table.values import ValueFormat, ValueFormatError
+from streaming.table.values import ValueFormat, ValueFormatError, ValueSpec
 from tests.table.state_dirs import expected, state_dir, table_rows
 
 
 def test_a_parquet_snapshot_holds_the_models_winners_in_one_file_per_partition(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
-    report = write_parquet(model.uri, str(tmp_path / "out"), ValueFormat.BINARY)
+    report = write_parquet(model.uri, str(tmp_path / "out"), ValueSpec(ValueFormat.BINARY))
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == sorted(f"{pid.topic}-{pid.partition}.parquet" for pid in model.records)
     assert table_rows(pq.read_table(tmp_path / "out").to_pylist()) == expected(model)
@@ -28,24 +28,24 @@ def test_a_parquet_snapshot_holds_the_models_winners_in_one_file_per_partition(t
 def test_json_values_become_a_struct_whose_schema_the_next_snapshot_keeps(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     out = tmp_path / "out"
-    write_parquet(model.uri, str(out), ValueFormat.JSON)
+    write_parquet(model.uri, str(out), ValueSpec(ValueFormat.JSON))
     value = pq.read_schema(out / "by-time-1.parquet").field("value").type
     assert [f.name for f in value] == ["n", "name", "ok"]
     rows = pq.read_table(out).to_pylist()
     want = {(r[0], r[1], r[2]): json.loads(r[5]) for r in expected(model)}
     assert {(r["topic"], r["partition"], r["offset"]): r["value"] for r in rows} == want
     model.append(PartitionId("by-time", 1), 20)  # the same fields: the kept schema takes them
-    write_parquet(model.uri, str(out), ValueFormat.JSON)
+    write_parquet(model.uri, str(out), ValueSpec(ValueFormat.JSON))
     assert pq.read_schema(out / "by-time-1.parquet").field("value").type == value
     assert len(pq.read_table(out).to_pylist()) == len(expected(model))
     with pytest.raises(ValueFormatError, match="holds values as json, not binary"):
-        write_parquet(model.uri, str(out), ValueFormat.BINARY)
+        write_parquet(model.uri, str(out), ValueSpec(ValueFormat.BINARY))
 
 
 def test_a_snapshot_replaces_each_file_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch) -> None:
     model = state_dir(str(tmp_path / "state"))
     out = tmp_path / "out"
-    write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    write_parquet(model.uri, str(out), ValueSpec(ValueFormat.BINARY))
     before = (out / "by-offset-1.parquet").read_bytes()
     model.append(PartitionId("by-offset", 1), 20)
 
@@ -54,7 +54,7 @@ def test_a_snapshot_replaces_each_file_whole_and_leaves_no_temporary_file(tmp_pa
 
     monkeypatch.setattr("streaming.table.parquet_snapshot.os.replace", fail)
     with pytest.raises(OSError):
-        write_parquet(model.uri, str(out), ValueFormat.BINARY)
+        write_parquet(model.uri, str(out), ValueSpec(ValueFormat.BINARY))
     assert (out / "by-offset-1.parquet").read_bytes() == before
     assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".parquet")) == []
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
@@ -63,10 +63,10 @@ def test_a_snapshot_replaces_each_file_whole_and_leaves_no_temporary_file(tmp_pa
 def test_a_partition_whose_log_has_not_moved_is_not_written_again(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     out = tmp_path / "out"
-    write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    write_parquet(model.uri, str(out), ValueSpec(ValueFormat.BINARY))
     stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     model.append(PartitionId("by-header", 0), 10)
-    report = write_parquet(model.uri, str(out), ValueFormat.BINARY)
+    report = write_parquet(model.uri, str(out), ValueSpec(ValueFormat.BINARY))
     assert report.unchanged == len(model.records) - 1
     assert [p.name for p in out.iterdir() if p.stat().st_mtime_ns != stamps[p.name]] == ["by-header-0.parquet"]
     assert table_rows(pq.read_table(out).to_pylist()) == expected(model)

@@ -1,5 +1,5 @@
 """The value column of a snapshot: bytes, text, or JSON objects as a struct whose schema the first partition
-with values fixes; values it cannot hold are one line naming the partition."""
+with values fixes and later ones grow; values it cannot hold are one line naming the partition."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from streaming.table.kafka_columns import HEADERS_TYPE
 from streaming.table.rows import TABLE_SCHEMA
-from streaming.table.values import ValueColumn, ValueFormat, ValueFormatError
+from streaming.table.evolution import SchemaChangeError
+from streaming.table.values import TableShape, ValueFormat, ValueFormatError, ValueSpec
 
 
 def _rows(*values: bytes | None) -> pa.RecordBatch:
@@ -19,31 +20,59 @@ def _rows(*values: bytes | None) -> pa.RecordBatch:
          pa.array(values, pa.binary()), pa.array([[]] * n, HEADERS_TYPE)], schema=TABLE_SCHEMA)
 
 
-def test_json_objects_become_a_struct_whose_schema_later_partitions_keep() -> None:
-    column = ValueColumn(ValueFormat.JSON)
-    assert column.apply([_rows(None)], "t-0") == [] and column.type is None  # nothing to infer from yet
-    first = column.apply([_rows(b'{"a": 1, "b": "x"}', None)], "t-1")[0]
-    assert first.column("value").to_pylist() == [{"a": 1, "b": "x"}, None]
-    later = column.apply([_rows(b'{"a": 2, "c": true}')], "t-2")[0]
-    assert later.column("value").to_pylist() == [{"a": 2, "b": None}]  # c is not in the kept schema
+JSON = ValueSpec(ValueFormat.JSON)
 
 
-@pytest.mark.parametrize("value,words", [(b'{"a": "one"}', "not JSON objects that fit the schema kept"),
-                                         (b"[1, 2]", "not JSON objects that fit"),
-                                         (b"", "not JSON objects that fit"),
-                                         (b'{"a": 1} {"a": 2}', "1 values gave 2 JSON objects")])
-def test_a_value_the_kept_schema_cannot_hold_is_refused_naming_the_partition(value, words) -> None:
-    column = ValueColumn(ValueFormat.JSON, pa.struct([("a", pa.int64())]))
+def _values(batch: pa.RecordBatch) -> list:
+    return batch.column("value").to_pylist()
+
+
+def test_json_objects_become_a_struct_whose_schema_later_partitions_grow() -> None:
+    shape = TableShape(JSON)
+    assert shape.apply([_rows(None)], "t-0") == [] and shape.schema is None  # nothing to infer from yet
+    first = shape.apply([_rows(b'{"a": 1, "b": "x"}', None)], "t-1")[0]
+    assert _values(first) == [{"a": 1, "b": "x"}, None]
+    later = shape.apply([_rows(b'{"a": 2, "c": true}')], "t-2")[0]
+    assert _values(later) == [{"a": 2, "b": None, "c": True}]  # c is added to the schema, b is null here
+    assert shape.schema.field("value").type == pa.struct([("a", pa.int64()), ("b", pa.string()), ("c", pa.bool_())])
+
+
+def test_a_field_always_null_or_an_empty_struct_is_a_nullable_string_iceberg_can_hold() -> None:
+    shape = TableShape(JSON)
+    rows = shape.apply([_rows(b'{"a": 1, "before": null, "empty": {}}')], "t-0")[0]
+    assert shape.schema.field("value").type == pa.struct([("a", pa.int64()), ("before", pa.string()),
+                                                          ("empty", pa.string())])
+    assert _values(rows) == [{"a": 1, "before": None, "empty": None}]
+
+
+def test_a_field_whose_type_changed_is_one_line_naming_the_column_and_the_output() -> None:
+    shape = TableShape(JSON, None, "out")
+    shape.apply([_rows(b'{"a": 1}')], "t-0")
+    with pytest.raises(SchemaChangeError, match="^column a of out is int64, and the source now gives string"):
+        shape.apply([_rows(b'{"a": "one"}')], "t-1")
+
+
+@pytest.mark.parametrize("value,words", [(b"[1, 2]", "not JSON objects of one schema"),
+                                         (b"", "2 values gave 1 JSON objects"),
+                                         (b"null", "a value is JSON null, not an object"),
+                                         (b'{"a": 1} {"a": 2}', "2 values gave 3 JSON objects")])
+def test_a_value_that_is_not_one_json_object_is_refused_naming_the_partition(value, words) -> None:
     with pytest.raises(ValueFormatError, match=f"^t-3: .*{words}"):
-        column.apply([_rows(value)], "t-3")
+        TableShape(JSON).apply([_rows(b'{"a": 1}', value)], "t-3")
+
+
+def test_a_json_null_is_a_delete_when_asked() -> None:
+    shape = TableShape(ValueSpec(ValueFormat.JSON, null_deletes=True))
+    rows = shape.apply([_rows(b'{"a": 1}', b"null")], "t-0")[0]
+    assert _values(rows) == [{"a": 1}] and rows.column("key").to_pylist() == [b"k0"]
 
 
 def test_text_must_be_utf8_and_an_output_keeps_its_format() -> None:
-    assert ValueColumn(ValueFormat.STRING).apply([_rows(b"caf\xc3\xa9")], "t-0")[0].column("value").to_pylist() == ["café"]
+    assert _values(TableShape(ValueSpec(ValueFormat.STRING)).apply([_rows(b"caf\xc3\xa9")], "t-0")[0]) == ["café"]
     with pytest.raises(ValueFormatError, match="^t-0: a value is not UTF-8 text"):
-        ValueColumn(ValueFormat.STRING).apply([_rows(b"\xff")], "t-0")
+        TableShape(ValueSpec(ValueFormat.STRING)).apply([_rows(b"\xff")], "t-0")
     with pytest.raises(ValueFormatError, match="out holds values as string, not json"):
-        ValueColumn(ValueFormat.JSON, pa.large_string(), "out")
+        TableShape(JSON, TABLE_SCHEMA.set(5, pa.field("value", pa.large_string())), "out")
 
 
 def test_the_formats_are_the_run_options_choices() -> None:

@@ -1,0 +1,157 @@
+"""Kafka Connect schemas (as JsonConverter writes them with ``schemas.enable=true``) as Arrow types, and the
+JSON values they describe as Arrow arrays, so a change stream's columns are typed as the database has them:
+a Decimal is a decimal, Debezium's and Connect's time types are dates, times and timestamps.
+
+Every column is nullable: a row written before a column was added reads it as null. Times and timestamps
+are microseconds, the finest an Iceberg table (format 2) holds and PostgreSQL's own precision. int8 and int16
+are widened to int32, which Iceberg has as its smallest integer.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.errors import UserError
+
+Converter = Callable[[list], pa.Array]
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+MAX_PRECISION = 38
+
+
+class ConnectSchemaError(UserError, ValueError):
+    """A value does not fit the Connect schema it came with."""
+
+
+def _scaled(factor: int, target: pa.DataType) -> Converter:
+    """Integers in some unit (days, ms, µs, ns) as ``target``, in microseconds where it is a time."""
+    def convert(values: list) -> pa.Array:
+        raw = pa.array(values, pa.int64())
+        if factor > 0:
+            raw = pc.multiply(raw, factor)
+        elif factor < 0:
+            raw = pc.divide(raw, -factor)
+        return raw.cast(pa.int32() if pa.types.is_date32(target) else pa.int64()).cast(target)
+    return convert
+
+
+def _zoned(values: list) -> pa.Array:
+    """ISO-8601 text with a zone (io.debezium.time.ZonedTimestamp) as a UTC timestamp."""
+    return pa.array(values, pa.string()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _base64(values: list) -> pa.Array:
+    return pa.array([None if v is None else base64.b64decode(v) for v in values], pa.binary())
+
+
+def _decimal(precision: int, scale: int) -> tuple[pa.DataType, Converter]:
+    kind = pa.decimal128(precision, scale)
+
+    def value(v: Any) -> decimal.Decimal | None:
+        if v is None:
+            return None
+        if isinstance(v, str):  # decimal.format=BASE64 (the default): the unscaled value, big-endian two's complement
+            return decimal.Decimal(int.from_bytes(base64.b64decode(v), "big", signed=True)).scaleb(-scale)
+        return decimal.Decimal(str(v))  # decimal.format=NUMERIC
+
+    return kind, lambda values: pa.array([value(v) for v in values], kind)
+
+
+def _variable_decimal(values: list) -> pa.Array:
+    """io.debezium.data.VariableScaleDecimal (numeric without a scale): exact, as its decimal text."""
+    return pa.array([None if v is None else
+                     str(decimal.Decimal(int.from_bytes(base64.b64decode(v["value"]), "big", signed=True))
+                         .scaleb(-int(v["scale"]))) for v in values], pa.string())
+
+
+_LOGICAL: dict[str, tuple[pa.DataType, Converter]] = {
+    "io.debezium.time.Date": (pa.date32(), _scaled(0, pa.date32())),
+    "org.apache.kafka.connect.data.Date": (pa.date32(), _scaled(0, pa.date32())),
+    "io.debezium.time.Time": (pa.time64("us"), _scaled(1000, pa.time64("us"))),
+    "org.apache.kafka.connect.data.Time": (pa.time64("us"), _scaled(1000, pa.time64("us"))),
+    "io.debezium.time.MicroTime": (pa.time64("us"), _scaled(0, pa.time64("us"))),
+    "io.debezium.time.NanoTime": (pa.time64("us"), _scaled(-1000, pa.time64("us"))),
+    "io.debezium.time.Timestamp": (pa.timestamp("us"), _scaled(1000, pa.timestamp("us"))),
+    "org.apache.kafka.connect.data.Timestamp": (pa.timestamp("us"), _scaled(1000, pa.timestamp("us"))),
+    "io.debezium.time.MicroTimestamp": (pa.timestamp("us"), _scaled(0, pa.timestamp("us"))),
+    "io.debezium.time.NanoTimestamp": (pa.timestamp("us"), _scaled(-1000, pa.timestamp("us"))),
+    "io.debezium.time.ZonedTimestamp": (pa.timestamp("us", tz="UTC"), _zoned),
+    "io.debezium.data.VariableScaleDecimal": (pa.string(), _variable_decimal),
+}
+
+_PLAIN: dict[str, pa.DataType] = {
+    "int8": pa.int32(), "int16": pa.int32(), "int32": pa.int32(), "int64": pa.int64(), "float": pa.float32(),
+    "float32": pa.float32(), "double": pa.float64(), "float64": pa.float64(), "boolean": pa.bool_(),
+    "string": pa.string(),
+}
+
+
+def field_type(schema: dict) -> tuple[pa.DataType, Converter]:
+    """The Arrow type of a Connect schema, and the converter of its JSON values to an array of that type."""
+    name, kind = schema.get("name"), schema.get("type")
+    if name == DECIMAL:
+        parameters = schema.get("parameters") or {}
+        precision = int(parameters.get("connect.decimal.precision", MAX_PRECISION))
+        return _decimal(min(precision, MAX_PRECISION), int(parameters.get("scale", 0)))
+    if name in _LOGICAL:
+        return _LOGICAL[name]
+    if kind in _PLAIN:
+        plain = _PLAIN[kind]
+        return plain, lambda values: pa.array(values, plain)
+    if kind == "bytes":
+        return pa.binary(), _base64
+    if kind == "struct":
+        return _struct(schema.get("fields") or [])
+    if kind == "array":
+        item, convert_item = field_type(schema["items"])
+        return pa.list_(item), lambda values: _nested_list(values, item, convert_item)
+    if kind == "map":
+        key, convert_key = field_type(schema["keys"])
+        value, convert_value = field_type(schema["values"])
+        kind_ = pa.map_(key, value)
+        return kind_, lambda values: _nested_map(values, kind_, convert_key, convert_value)
+    raise ConnectSchemaError(f"a Connect schema of type {kind!r} is not one kcompact reads")
+
+
+def _struct(fields: list[dict]) -> tuple[pa.DataType, Converter]:
+    typed = [(f["field"], *field_type(f)) for f in fields]
+    kind = pa.struct([pa.field(n, t) for n, t, _ in typed])
+
+    def convert(values: list) -> pa.Array:
+        mask = pa.array([v is None for v in values])
+        children = [c([None if v is None else v.get(n) for v in values]) for n, _, c in typed]
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
+    return kind, convert
+
+
+def _nested_list(values: list, item: pa.DataType, convert_item: Converter) -> pa.Array:
+    flat = [x for v in values if v is not None for x in v]
+    offsets, at = [0], 0
+    for v in values:
+        at += len(v) if v is not None else 0
+        offsets.append(at)
+    mask = pa.array([v is None for v in values])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), convert_item(flat), pa.list_(item), mask=mask)
+
+
+def _nested_map(values: list, kind: pa.MapType, convert_key: Converter, convert_value: Converter) -> pa.Array:
+    pairs = [list(v.items()) if isinstance(v, dict) else v for v in values]  # JsonConverter: an object or pairs
+    keys = [k for p in pairs if p is not None for k, _ in p]
+    items = [x for p in pairs if p is not None for _, x in p]
+    offsets, at = [0], 0
+    for p in pairs:
+        at += len(p) if p is not None else 0
+        offsets.append(at)
+    mask = pa.array([p is None for p in pairs])
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), convert_key(keys), convert_value(items), kind, mask=mask)
+
+
+def row_fields(schema: dict) -> list[tuple[str, pa.DataType, Converter]]:
+    """A struct schema's fields (a table row's columns), each with its type and converter."""
+    if schema.get("type") != "struct":
+        raise ConnectSchemaError(f"a row's Connect schema is a {schema.get('type')!r}, not a struct")
+    return [(f["field"], *field_type(f)) for f in schema.get("fields") or []]

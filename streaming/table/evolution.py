@@ -1,0 +1,82 @@
+"""A table's schema as its source changes: a column added at the source is added to the output (rows written
+before read it as null), an integer or float column may widen (int32 to int64, float to double, as Iceberg
+allows), and anything else is refused in one line naming the column, so a column never changes type under
+its readers.
+
+Shapes Iceberg cannot hold are made nullable columns it can: a field that was always null (Arrow's null
+type) and a struct with no fields become strings, which a later snapshot fills if values ever come.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from streaming.errors import UserError
+
+_WIDENS = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64())}
+
+
+class SchemaChangeError(UserError, ValueError):
+    """A column's type changed at the source in a way the output cannot take."""
+
+
+def storable(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every null or empty-struct type, however deep, made a string."""
+    if pa.types.is_null(kind) or (pa.types.is_struct(kind) and kind.num_fields == 0):
+        return pa.string()
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, storable(f.type)) for f in kind])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(storable(kind.value_type))
+    return kind
+
+
+def merged(kept: pa.Schema, new: pa.Schema, output: str) -> pa.Schema:
+    """``kept`` with ``new``'s columns it lacks added at the end, and columns widened where ``new`` is wider."""
+    fields = {f.name: f for f in kept}
+    for f in new:
+        if f.name in fields:
+            fields[f.name] = pa.field(f.name, _merged_type(fields[f.name].type, f.type, f.name, output))
+        else:
+            fields[f.name] = pa.field(f.name, f.type)
+    return pa.schema(list(fields.values()), metadata=kept.metadata)
+
+
+def _merged_type(kept: pa.DataType, new: pa.DataType, column: str, output: str) -> pa.DataType:
+    if pa.types.is_null(new):  # always null so far: no type to hold to
+        return kept
+    if pa.types.is_null(kept):
+        return new
+    if kept == new or (kept, new) in {(w, n) for n, w in _WIDENS}:
+        return kept
+    if (kept, new) in _WIDENS:
+        return new
+    if pa.types.is_struct(kept) and pa.types.is_struct(new):
+        inner = merged(pa.schema(list(kept)), pa.schema(list(new)), output)
+        return pa.struct([pa.field(f.name, f.type) for f in inner])
+    if pa.types.is_list(kept) and pa.types.is_list(new):
+        return pa.list_(_merged_type(kept.value_type, new.value_type, f"{column}[]", output))
+    raise SchemaChangeError(f"column {column} of {output} is {kept}, and the source now gives {new}: a type change "
+                            f"an output cannot take; write a new output (another --output or --iceberg-table) to "
+                            f"start from the new type")
+
+
+def conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch in ``schema``: columns it lacks are null, narrower ones widened (``schema`` is a merge of
+    the batch's own)."""
+    columns = [_conformed(batch.column(f.name), f.type) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+               for f in schema]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _conformed(array: pa.Array, kind: pa.DataType) -> pa.Array:
+    if array.type == kind:
+        return array
+    if storable(array.type) != array.type and not pa.types.is_struct(kind):  # nothing in it to keep
+        return pa.nulls(len(array), kind)
+    if pa.types.is_struct(kind) and pa.types.is_struct(array.type):
+        given = dict(zip([f.name for f in array.type], array.flatten(), strict=True))
+        children = [_conformed(given[f.name], f.type) if f.name in given else pa.nulls(len(array), f.type)
+                    for f in kind]
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=array.is_null())
+    return array.cast(kind)
