@@ -128,12 +128,21 @@ def _snapshots(state: str, work: Path, form: Form) -> tuple[pa.Table, pa.Table]:
     return pq.read_table(out), iceberg.cast(pa.schema([pa.field(f.name, _small(f.type)) for f in iceberg.schema]))
 
 
+def _spark_read(spark, state: str, form: Form) -> pa.Table:
+    """The kcompact source's rows, through Arrow (a timestamp with a zone comes in the session's zone)."""
+    df = spark.read.format("kcompact").option("valueFormat", "debezium") \
+        .option("jsonNullDeletes", str("--json-null-deletes" in form.extra).lower()).load(state)
+    table = df.toArrow()
+    return table.cast(pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC") if getattr(f.type, "tz", None) else f.type)
+                                 for f in table.schema]))
+
+
 def _small(kind: pa.DataType) -> pa.DataType:
     return pa.string() if pa.types.is_large_string(kind) else pa.binary() if pa.types.is_large_binary(kind) else kind
 
 
 @pytest.mark.parametrize("form", [ENVELOPE, FLATTENED], ids=lambda f: f.name)
-def test_the_snapshot_of_a_debezium_topic_equals_the_database_table(form, postgres, debezium_connect,
+def test_the_snapshot_of_a_debezium_topic_equals_the_database_table(form, postgres, debezium_connect, spark,
                                                                      bootstrap_servers, tmp_path) -> None:
     run = uuid.uuid4().hex[:8]
     name, prefix = f"customers_{run}", f"cdc{run}"
@@ -152,7 +161,7 @@ def test_the_snapshot_of_a_debezium_topic_equals_the_database_table(form, postgr
                 _topic_holds(bootstrap_servers, topic, customers.events + customers.deletes * form.events_per_delete)
                 assert run_once(bootstrap_servers, topic, f"{topic}.compacted", state) == 0
                 want = customers.rows()
-                for table in _snapshots(state, tmp_path, form):
+                for table in (*_snapshots(state, tmp_path, form), _spark_read(spark, state, form)):
                     assert _table_rows(table, want) == want, wave
             _continuous(customers, topic, form, bootstrap_servers, tmp_path)
         finally:

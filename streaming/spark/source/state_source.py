@@ -4,8 +4,12 @@ row per live key, in the columns of Spark's Kafka source.
 Each partition log is one Spark partition, read on an executor (streaming.table.state_reader). Filters on
 topic and partition are taken by the source and prune the logs read, so a query for one partition reads
 one log. Options: topic (a topic, or several separated by commas), includeTombstones, asOfOffsets (JSON per
-partition, like Spark's endingOffsets: the state holds the records below them; -1 as now) and
-asOfTimestamp (milliseconds since the epoch).
+partition, like Spark's endingOffsets: the state holds the records below them; -1 as now), asOfTimestamp
+(milliseconds since the epoch), valueFormat (binary, string, json or debezium, as a snapshot's) and
+jsonNullDeletes.
+
+With json or debezium, the columns are inferred where the query is planned, from every log's live rows, as
+a snapshot infers them; each task then gives its rows in those columns.
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
 
 from streaming.errors import UsageError
 from streaming.spark.source.options import boolean_option
+from streaming.table.evolution import conformed
 from streaming.table.rows import SPARK_DDL
+from streaming.table.snapshot import partition_states
 from streaming.table.state_reader import LogToRead, TableQuery, logs_to_read, parse_as_of_offsets, read_log
+from streaming.table.values import TableShape, ValueFormat, ValueSpec
 
 SOURCE_NAME = "kcompact"
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
@@ -31,21 +40,54 @@ class LogPartition(InputPartition):
         self.log = log
 
 
+def _state_uri(options: dict[str, str]) -> str:
+    state_uri = options.get("path") or ""
+    if not state_uri:
+        raise UsageError("the kcompact source reads a state dir: spark.read.format(\"kcompact\").load(STATE_DIR)")
+    return state_uri
+
+
+def _query(options: dict[str, str]) -> TableQuery:
+    timestamp = options.get("asOfTimestamp")
+    if timestamp is not None and not timestamp.strip().lstrip("-").isdigit():
+        raise UsageError(f"option asOfTimestamp is milliseconds since the epoch, not {timestamp!r}")
+    topics = options.get("topic")
+    return TableQuery(
+        topics=frozenset(t.strip() for t in topics.split(",")) if topics else None,
+        as_of_offsets=parse_as_of_offsets(options["asOfOffsets"]) if "asOfOffsets" in options else {},
+        as_of_timestamp_ms=int(timestamp) if timestamp is not None else None,
+        tombstones=boolean_option("includeTombstones", options.get("includeTombstones"), False))
+
+
+def _values(options: dict[str, str]) -> ValueSpec:
+    name = options.get("valueFormat", ValueFormat.BINARY.value)
+    try:
+        fmt = ValueFormat(name)
+    except ValueError:
+        raise UsageError(f"option valueFormat is one of {', '.join(f.value for f in ValueFormat)}, not {name!r}") from None
+    return ValueSpec(fmt, boolean_option("jsonNullDeletes", options.get("jsonNullDeletes"), False))
+
+
+def _inferred(state_uri: str, query: TableQuery, spec: ValueSpec) -> StructType:
+    """The table's columns for a value format with a schema to infer: every log's live rows are read, one
+    at a time, as a snapshot reads them."""
+    shape = TableShape(spec, None, "the kcompact source")
+    for state in partition_states(logs_to_read(state_uri, query), {}):
+        shape.apply(state.batches, str(state.pid))
+    if shape.schema is None:
+        raise UsageError(f"valueFormat {spec.format.value}: the state has no values yet to infer the columns from")
+    return from_arrow_schema(shape.schema, prefer_timestamp_ntz=True)
+
+
 class StateReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.state_uri = options.get("path") or ""
-        if not self.state_uri:
-            raise UsageError("the kcompact source reads a state dir: spark.read.format(\"kcompact\").load(STATE_DIR)")
-        timestamp = options.get("asOfTimestamp")
-        if timestamp is not None and not timestamp.strip().lstrip("-").isdigit():
-            raise UsageError(f"option asOfTimestamp is milliseconds since the epoch, not {timestamp!r}")
-        topics = options.get("topic")
-        self.query = TableQuery(
-            topics=frozenset(t.strip() for t in topics.split(",")) if topics else None,
-            as_of_offsets=parse_as_of_offsets(options["asOfOffsets"]) if "asOfOffsets" in options else {},
-            as_of_timestamp_ms=int(timestamp) if timestamp is not None else None,
-            tombstones=boolean_option("includeTombstones", options.get("includeTombstones"), False))
-        self.pruned: dict[str, frozenset | None] = {"topic": None, "partition": None}  # by pushed filters
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.state_uri = _state_uri(options)
+        self.query = _query(options)
+        self.values = _values(options)
+        self.schema = to_arrow_schema(schema, timezone="UTC") if self.values.format is not ValueFormat.BINARY else None
+        at = TableShape(self.values).coordinates
+        self.columns = {"topic": at.topic, "partition": at.partition}
+        self.pruned: dict[str, frozenset | None] = {at.topic: None, at.partition: None}  # by pushed filters
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """topic and partition equal to a value or in a list narrow the logs read; Spark keeps every other
@@ -60,13 +102,19 @@ class StateReader(DataSourceReader):
             self.pruned[column] = values if previous is None else previous & values
 
     def partitions(self) -> Sequence[InputPartition]:
-        topics, partitions = self.pruned["topic"], self.pruned["partition"]
+        topics, partitions = self.pruned[self.columns["topic"]], self.pruned[self.columns["partition"]]
         return [LogPartition(log) for log in logs_to_read(self.state_uri, self.query)
                 if (topics is None or log.pid.topic in topics) and (partitions is None or log.pid.partition in partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, LogPartition):  # with no log to read, Spark still reads one empty partition
+        if not isinstance(partition, LogPartition):  # with no log to read, Spark still reads one empty partition
+            return
+        if self.schema is None:
             yield from read_log(partition.log)
+            return
+        shape = TableShape(self.values, self.schema, "the kcompact source")
+        # a job that ran on since planning may have added columns: the query keeps the ones it planned
+        yield from (conformed(b, self.schema) for b in shape.apply(list(read_log(partition.log)), str(partition.log.pid)))
 
 
 def register(spark: SparkSession) -> None:
@@ -83,8 +131,11 @@ class StateDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self) -> str:
-        return SPARK_DDL
+    def schema(self) -> str | StructType:
+        values = _values(self.options)
+        if values.format is ValueFormat.BINARY:
+            return SPARK_DDL
+        return _inferred(_state_uri(self.options), _query(self.options), values)
 
-    def reader(self, schema) -> StateReader:
-        return StateReader(self.options)
+    def reader(self, schema: StructType) -> StateReader:
+        return StateReader(self.options, schema)

@@ -70,6 +70,15 @@ def test_options_are_checked_in_one_line(spark, model) -> None:
         spark.read.format("kcompact").option("includeTombstones", "yes").load(model.uri).collect()
     with pytest.raises(Exception, match="option asOfTimestamp is milliseconds since the epoch, not 'noon'"):
         spark.read.format("kcompact").option("asOfTimestamp", "noon").load(model.uri).collect()
+    with pytest.raises(Exception, match="option valueFormat is one of binary, string, json, debezium, not 'avro'"):
+        spark.read.format("kcompact").option("valueFormat", "avro").load(model.uri).collect()
+
+
+def test_a_string_value_format_gives_text_values(spark, tmp_path) -> None:
+    model = state_dir(str(tmp_path), partitions=1, records=40)
+    df = spark.read.format("kcompact").option("valueFormat", "string").load(model.uri)
+    assert dict(df.dtypes)["value"] == "string"
+    assert {(bytes(r.key), r.value) for r in df.collect()} == {(r[4], r[5].decode()) for r in expected(model)}
 
 
 def test_register_makes_a_session_with_pushdown_off_read_the_state(spark, model) -> None:
