@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from streaming.table.connect_types import ConnectSchemaError, Converter, row_fields
-from streaming.table.evolution import storable
+from streaming.table.evolution import storable, widens
 
 PAYLOAD = b',"payload":'
 SCHEMA_OPEN = b'{"schema":'
@@ -55,9 +55,23 @@ class ChangeEvents:
         self.null_deletes = null_deletes
         self._schemas: dict[bytes, _RowSchema] = {}
 
-    def rows(self, values: list[bytes], where: str) -> tuple[pa.Table, list[int]]:
-        """The live rows of these values (a partition's winners) as a table of the database's columns, and
-        the index of each row's record among ``values``."""
+    def rows(self, values: list[bytes], keys: list[bytes], where: str) -> tuple[pa.Table, list[int]]:
+        """The live rows of these records (a partition's winners) as a table of the database's columns, and
+        the index of each row's record among them. The key's fields are columns too: a field of the key
+        that the row lacks (a key made of other columns, `message.key.columns`) is taken from the key."""
+        decoded = self._decoded(values, where)
+        table = _table(decoded, where)
+        if not decoded.kept:
+            return table, decoded.kept
+        first = self._split(keys[decoded.kept[0]], where)[1]
+        if isinstance(first, dict) and set(first) - set(table.column_names):
+            key_columns = _table(self._decoded([keys[i] for i in decoded.kept], where), where)
+            missing = [c for c in key_columns.column_names if c not in table.column_names]
+            table = pa.Table.from_arrays([*key_columns.select(missing).columns, *table.columns],
+                                         names=[*missing, *table.column_names])
+        return table, decoded.kept
+
+    def _decoded(self, values: list[bytes], where: str) -> _Decoded:
         decoded = _Decoded()
         for i, raw in enumerate(values):
             schema, payload = self._split(raw, where)
@@ -66,7 +80,7 @@ class ChangeEvents:
                 decoded.rows.append(row)
                 decoded.kept.append(i)
                 decoded.schemas.append(schema if schema is not None and schema.fields is not None else None)
-        return _table(decoded, where), decoded.kept
+        return decoded
 
     def _split(self, raw: bytes, where: str) -> tuple[_RowSchema | None, object]:
         """A value's schema and payload. JsonConverter writes {"schema":...,"payload":...}: the schema's text
@@ -163,10 +177,11 @@ def _table(decoded: _Decoded, where: str) -> pa.Table:
     for fields in typed.values():
         for name, kind, convert in fields:
             known = columns.get(name)
-            if known is not None and known[0] != kind:
+            if known is None or widens(known[0], kind):  # a wider type's converter takes the narrower values
+                columns[name] = (kind, convert)
+            elif known[0] != kind and not widens(kind, known[0]):
                 raise ChangeEventError(f"{where}: column {name} is {known[0]} in one Connect schema and {kind} in "
                                        f"another; write a new output to start from the new type")
-            columns.setdefault(name, (kind, convert))
     arrays = []
     for name, (kind, convert) in columns.items():
         try:

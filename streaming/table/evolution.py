@@ -31,6 +31,10 @@ def storable(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
+def widens(narrow: pa.DataType, wide: pa.DataType) -> bool:
+    return (narrow, wide) in _WIDENS
+
+
 def merged(kept: pa.Schema, new: pa.Schema, output: str) -> pa.Schema:
     """``kept`` with ``new``'s columns it lacks added at the end, and columns widened where ``new`` is wider."""
     fields = {f.name: f for f in kept}

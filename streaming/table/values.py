@@ -116,7 +116,7 @@ class TableShape:
         batch = self._without_json_nulls(batch, where)
         if fmt is ValueFormat.DEBEZIUM:
             live = batch.filter(batch.column("value").is_valid())
-            columns, kept = self._events.rows(live.column("value").to_pylist(), where)
+            columns, kept = self._events.rows(live.column("value").to_pylist(), live.column("key").to_pylist(), where)
             return change_rows(live.take(pa.array(kept, pa.int64())), columns) if kept else None
         raw = batch.column("value")
         present = raw.drop_null()

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 import pytest
 from pyiceberg.catalog import load_catalog
 
+from streaming.errors import UserError
 from streaming.iceberg import snapshot_to
 from streaming.iceberg.snapshot import CATALOG_NAME, OFFSETS_PROPERTY
 from streaming.iceberg.target import IcebergTarget
@@ -82,6 +83,24 @@ def test_json_values_are_a_struct_column_of_the_table(tmp_path) -> None:
     want = {(r[0], r[1], r[2]) for r in expected(model)}
     assert {(r["topic"], r["partition"], r["offset"]) for r in rows} == want
     assert all(r["value"]["name"] == f"v{r['offset']}" for r in rows)
+
+
+def test_a_field_added_later_is_added_to_the_table_by_schema_evolution_and_a_changed_type_is_refused(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    target = _target(tmp_path)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.JSON))
+    model.append(PartitionId("by-time", 1), 40, keys=4, added={"tier": "gold"})
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.JSON))
+    table = _table(target)
+    assert [f.name for f in table.schema().find_field("value").field_type.fields] == ["n", "name", "ok", "tier"]
+    tiers = {(r["partition"], r["topic"]): r["value"]["tier"] for r in table.scan().to_arrow().to_pylist()
+             if r["value"]["tier"] is not None}
+    assert set(tiers) == {(1, "by-time")}  # rows written before the field read it as null
+    metadata = table.metadata_location
+    model.append(PartitionId("by-offset", 0), 10, added={"tier": 3})
+    with pytest.raises(UserError, match="column tier of table .* is string, and the source now gives int64"):
+        snapshot_to(model.uri, target, ValueSpec(ValueFormat.JSON))
+    assert _table(target).metadata_location == metadata
 
 
 def test_a_snapshot_killed_before_its_commit_leaves_the_table_as_it_was_and_the_next_completes_it(tmp_path) -> None:

@@ -41,9 +41,10 @@ class StateDirModel:
         plans = {t: TopicPlan(t, f"{t}.compacted", config_of(s), self.partitions) for t, s in topics.items()}
         JobSpec(mapping, self.uri, plans).save(state)
 
-    def append(self, pid: PartitionId, n: int, keys: int = 12, clean: bool = True) -> None:
-        """``n`` more records of ``keys`` keys: JSON values, some tombstones, some keyless, versions that go
-        up and down, timestamps out of order; then a roll and, with ``clean``, a cleaning pass."""
+    def append(self, pid: PartitionId, n: int, keys: int = 12, clean: bool = True, added: dict | None = None) -> None:
+        """``n`` more records of ``keys`` keys: JSON values (with the ``added`` fields too), some tombstones,
+        some keyless, versions that go up and down, timestamps out of order; then a roll and, with
+        ``clean``, a cleaning pass."""
         state = open_state_dir(self.uri)
         cfg = config_of(STRATEGIES[pid.topic])
         log = open_partition_log(state, LogDir.of(state, pid), cfg.log_config)
@@ -54,7 +55,7 @@ class StateDirModel:
             offset += self.rng.choice([0, 0, 0, 1])
             key = None if self.rng.random() < 0.05 else b"k%d" % self.rng.randrange(keys)
             value = None if self.rng.random() < 0.15 else json.dumps(
-                {"n": offset, "name": f"v{offset}", "ok": offset % 2 == 0}).encode()
+                {"n": offset, "name": f"v{offset}", "ok": offset % 2 == 0, **(added or {})}).encode()
             version = self.rng.randrange(-3, 40).to_bytes(8, "big", signed=True)
             batch.append(make_record(offset, key, value, NOW + self.rng.randrange(-5_000, 5_000),
                                      [(HEADER, version)] if self.rng.random() < 0.9 else []))

@@ -33,6 +33,10 @@ TYPED = {"id": 7, "balance": Decimal("-12.34"), "created": dt.date(2026, 1, 3),
          "at": dt.time(1, 0, 0, 1), "visits": 4}
 
 
+def _read(values: list[bytes], null_deletes: bool = False, where: str = "t-0", keys: list[bytes] | None = None):
+    return ChangeEvents(null_deletes).rows(values, keys or [b'{"id": 7}'] * len(values), where)
+
+
 def _envelope(op: str, after: dict | None, fields: list[dict] = ROW_FIELDS) -> bytes:
     row = {"type": "struct", "fields": fields, "optional": True, "name": "cdc.public.t.Value", "field": "after"}
     schema = {"type": "struct", "fields": [{**row, "field": "before"}, row,
@@ -49,7 +53,7 @@ def _flattened(row: dict | None, fields: list[dict] = ROW_FIELDS) -> bytes:
 
 
 def test_the_envelope_after_is_the_row_typed_by_its_connect_schema() -> None:
-    table, kept = ChangeEvents(False).rows([_envelope("c", ROW), _envelope("d", None)], "t-0")
+    table, kept = _read([_envelope("c", ROW), _envelope("d", None)])
     assert kept == [0]  # the delete's key has no row
     assert table.to_pylist() == [TYPED]
     assert table.schema.field("balance").type == pa.decimal128(12, 2)
@@ -58,23 +62,22 @@ def test_the_envelope_after_is_the_row_typed_by_its_connect_schema() -> None:
 
 def test_the_flattened_form_is_read_and_its_json_null_is_a_delete_only_when_asked() -> None:
     values = [_flattened(ROW), _flattened(None)]
-    table, kept = ChangeEvents(True).rows(values, "t-1")
+    table, kept = _read(values, True, "t-1")
     assert kept == [0] and table.to_pylist() == [TYPED]
     with pytest.raises(ChangeEventError, match="^t-1: a value is JSON null.*--json-null-deletes"):
-        ChangeEvents(False).rows(values, "t-1")
+        _read(values, False, "t-1")
 
 
 def test_a_column_added_at_the_source_is_a_column_null_in_rows_written_before() -> None:
     wider = [*ROW_FIELDS, {"type": "string", "optional": True, "field": "tier"}]
-    table, _ = ChangeEvents(False).rows([_envelope("r", ROW), _envelope("u", {**ROW, "id": 8, "tier": "gold"}, wider)],
-                                        "t-0")
+    table, _ = _read([_envelope("r", ROW), _envelope("u", {**ROW, "id": 8, "tier": "gold"}, wider)])
     assert table.column_names[-1] == "tier" and table.column("tier").to_pylist() == [None, "gold"]
 
 
 def test_without_a_schema_types_are_inferred_and_added_fields_are_not_columns() -> None:
     values = [b'{"id": 1, "name": "a", "__deleted": "false", "__op": "c"}', b'{"id": 2, "name": "b", "__deleted": "true"}',
               b'{"id": 3, "name": null, "note": null}']
-    table, kept = ChangeEvents(False).rows(values, "t-0")
+    table, kept = _read(values)
     assert kept == [0, 2]  # rewrite mode's __deleted=true is a delete
     assert table.schema == pa.schema([("id", pa.int64()), ("name", pa.string()), ("note", pa.string())])
 
@@ -83,9 +86,25 @@ def test_without_a_schema_types_are_inferred_and_added_fields_are_not_columns() 
                                          (b'{"id": 1}\n{"id": "x"}', "not JSON")])
 def test_a_value_that_is_not_a_change_event_is_one_line_naming_the_partition(value, words) -> None:
     with pytest.raises(ChangeEventError, match=f"^t-4: .*{words}"):
-        ChangeEvents(False).rows([value], "t-4")
+        _read([value], False, "t-4")
 
 
 def test_a_value_that_does_not_fit_its_schema_is_one_line_naming_the_column() -> None:
     with pytest.raises(ChangeEventError, match="^t-0: column created's values do not fit its Connect schema"):
-        ChangeEvents(False).rows([_envelope("c", {**ROW, "created": "yesterday"})], "t-0")
+        _read([_envelope("c", {**ROW, "created": "yesterday"})])
+
+
+def test_an_integer_column_widened_at_the_source_widens_and_another_type_change_is_refused() -> None:
+    wide = [{**f, "type": "int64"} if f["field"] == "id" else f for f in ROW_FIELDS]
+    table, _ = _read([_envelope("r", ROW), _envelope("u", {**ROW, "id": 2**40}, wide)])
+    assert table.schema.field("id").type == pa.int64() and table.column("id").to_pylist() == [7, 2**40]
+    text = [{**f, "type": "string"} if f["field"] == "id" else f for f in ROW_FIELDS]
+    with pytest.raises(ChangeEventError, match="^t-0: column id is int32 in one Connect schema and string in another"):
+        _read([_envelope("r", ROW), _envelope("u", {**ROW, "id": "x"}, text)])
+
+
+def test_a_key_field_the_row_lacks_is_a_column_taken_from_the_key() -> None:
+    keys = [json.dumps({"schema": {"type": "struct", "fields": [{"type": "string", "optional": False, "field": "region"}]},
+                        "payload": {"region": r}}).encode() for r in ("eu", "us")]
+    table, _ = _read([_envelope("c", ROW), _envelope("c", {**ROW, "id": 8})], keys=keys)
+    assert table.column_names[0] == "region" and table.column("region").to_pylist() == ["eu", "us"]

@@ -42,6 +42,22 @@ def test_json_values_become_a_struct_whose_schema_the_next_snapshot_keeps(tmp_pa
         write_parquet(model.uri, str(out), ValueSpec(ValueFormat.BINARY))
 
 
+def test_a_field_added_later_is_added_to_every_file_and_reads_null_in_rows_written_before(tmp_path) -> None:
+    model = state_dir(str(tmp_path / "state"))
+    out = tmp_path / "out"
+    write_parquet(model.uri, str(out), ValueSpec(ValueFormat.JSON))
+    model.append(PartitionId("by-time", 1), 40, keys=4, added={"tier": "gold"})
+    write_parquet(model.uri, str(out), ValueSpec(ValueFormat.JSON))
+    for path in out.glob("*.parquet"):  # the files of partitions that did not move are rewritten too
+        assert [f.name for f in pq.read_schema(path).field("value").type] == ["n", "name", "ok", "tier"], path.name
+    assert int(pq.read_schema(out / "by-offset-0.parquet").metadata[END_OFFSET]) == \
+        model.records[PartitionId("by-offset", 0)][-1]["offset"] + 1
+    rows = pq.read_table(out).to_pylist()
+    want = {(r[0], r[1], r[2]): json.loads(r[5]) for r in expected(model)}
+    assert {(r["topic"], r["partition"], r["offset"]): {k: v for k, v in r["value"].items() if v is not None or k != "tier"}
+            for r in rows} == want
+
+
 def test_a_snapshot_replaces_each_file_whole_and_leaves_no_temporary_file(tmp_path, monkeypatch) -> None:
     model = state_dir(str(tmp_path / "state"))
     out = tmp_path / "out"
