@@ -6,7 +6,8 @@ connect_types); without one, types are inferred from the values.
 A key's winner is a delete when it is an envelope with ``op`` "d", a flattened value whose ``__deleted`` is
 true (``delete.tombstone.handling.mode=rewrite``), or, when asked (``null_deletes``), a JSON ``null`` (what
 ExtractNewRecordState's default writes for a delete). A tombstone never reaches here: it has no live row.
-Fields the flattening adds (``__op``, ``__table``, ``__deleted``...) are not columns of the table.
+Fields the flattening adds (``__op``, ``__table``, ``__deleted``...) are not columns of the table, nor is
+any other field named so: the table's own placing columns are (streaming.table.rows.CHANGE_COLUMNS).
 """
 
 from __future__ import annotations
@@ -131,9 +132,10 @@ class ChangeEvents:
             raise ChangeEventError(f"{where}: a value is not a JSON object and not a Debezium change event; use "
                                    f"--value-format string or binary")
         if envelope or ("op" in payload and "after" in payload and "source" in payload):
-            after = payload.get("after")
-            return None if payload.get("op") == "d" or after is None else after
-        if str(payload.get("__deleted", "false")).lower() == "true":
+            if payload.get("op") == "d" or payload.get("after") is None:
+                return None
+            payload = payload["after"]
+        elif str(payload.get("__deleted", "false")).lower() == "true":
             return None
         return {k: v for k, v in payload.items() if not k.startswith(ADDED)}
 

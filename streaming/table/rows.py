@@ -60,9 +60,6 @@ def table_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBa
 def change_rows(batch: pa.RecordBatch, columns: pa.Table) -> pa.RecordBatch:
     """Rows of TABLE_SCHEMA (the winners) as a change stream's table rows: the placing columns, then the
     database's ``columns`` of each row."""
-    clash = sorted(set(columns.column_names) & set(vars(CHANGE_COLUMNS).values()))
-    if clash:
-        raise ValueError(f"the rows have columns named as kcompact's own: {', '.join(clash)}")
     kafka = [batch.column(getattr(KAFKA_COLUMNS, n)) for n in vars(KAFKA_COLUMNS)]
     names = list(vars(CHANGE_COLUMNS).values()) + columns.column_names
     return pa.RecordBatch.from_arrays(kafka + [c.combine_chunks() for c in columns.columns], names=names)
