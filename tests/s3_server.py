@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
 
 from streaming.brokers.local.server import die_with_parent, free_port
-from tests.processes import stop
+from tests.processes import stop, wait_answering
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "kcompact-test", "AWS_SECRET_ACCESS_KEY": "kcompact-test-secret",
                "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
@@ -57,14 +56,6 @@ def start_s3_server(timeout_s: float = 60.0, checks_credentials: bool = False) -
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                preexec_fn=die_with_parent)  # gone with a run that is killed
-    server = S3Server(process, port)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2).close()
-            return server
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError(f"moto's S3 server did not start on 127.0.0.1:{port}") from None
-            time.sleep(0.2)
+    wait_answering(process, lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2).close(),
+                   OSError, timeout_s, RuntimeError, f"moto's S3 server on 127.0.0.1:{port}")
+    return S3Server(process, port)

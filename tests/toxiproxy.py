@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.brokers.local.server import LOCAL_HOST, Proxied, die_with_parent, free_port
 from streaming.runtime.user_cache import cache_root, publish, scratch_beside
-from tests.processes import stop
+from tests.processes import stop, wait_answering
 
 TOXIPROXY_VERSION = "v2.12.0"
 MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
@@ -114,16 +113,8 @@ class Toxiproxy:
                                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=die_with_parent)  # gone with a test run that is killed
         self.log_path = log_path
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self._call("GET", "/version")
-                return
-            except ToxiproxyError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise ToxiproxyError(f"Toxiproxy did not answer on {LOCAL_HOST}:{self.port}; see {log_path}") from None
-                time.sleep(0.1)
+        wait_answering(self.process, lambda: self._call("GET", "/version"), ToxiproxyError, 30, ToxiproxyError,
+                       f"Toxiproxy on {LOCAL_HOST}:{self.port} (log: {log_path})", pause_s=0.1)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()

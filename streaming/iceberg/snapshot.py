@@ -70,7 +70,7 @@ def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec) -> Sna
     catalog = load_catalog(CATALOG_NAME, **target.settings())
     table = _existing(catalog, target.table)
     since = _offsets(table)
-    shape = TableShape(spec, _schema(table) if table is not None else None, f"table {target.table}")
+    shape = TableShape(spec, _plain(table.schema().as_arrow()) if table is not None else None, f"table {target.table}")
     report = SnapshotReport(target.table)
     tx: Transaction | None = None
     for state in partition_states(logs, since):
@@ -83,10 +83,10 @@ def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec) -> Sna
             del report.ends[state.pid]
             continue
         if table is None:
-            table = _create(catalog, target.table, shape.schema, shape.coordinates)
+            table = _create(catalog, target.table, shape.schema, spec.coordinates)
         tx = tx or table.transaction()
         _evolve(tx, shape.schema)
-        _upsert(tx, table, state, rows, shape.schema, shape.coordinates, since.get(state.pid), report)
+        _upsert(tx, table, state, rows, shape.schema, spec.coordinates, since.get(state.pid), report)
     offsets = {**since, **report.ends}
     if table is None or (tx is None and offsets == since):  # nothing new: no commit, no new metadata file
         return report
@@ -154,10 +154,6 @@ def _upsert(tx: Transaction, table: Table, state: PartitionState, rows: list[pa.
     report.deleted += len(gone)
     log.debug("%s: %s, %d rows added, %d keys deleted", state.pid, "rewritten" if rewrite else "upserted",
               added.num_rows, len(gone))
-
-
-def _schema(table: Table) -> pa.Schema:
-    return _plain(table.schema().as_arrow())
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:

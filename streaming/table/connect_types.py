@@ -128,26 +128,27 @@ def _struct(fields: list[dict]) -> tuple[pa.DataType, Converter]:
     return kind, convert
 
 
-def _nested_list(values: list, item: pa.DataType, convert_item: Converter) -> pa.Array:
-    flat = [x for v in values if v is not None for x in v]
+def _offsets(values: list) -> tuple[pa.Array, pa.Array]:
+    """A list or map column's offsets into its flattened items, and its mask of null rows."""
     offsets, at = [0], 0
     for v in values:
         at += len(v) if v is not None else 0
         offsets.append(at)
-    mask = pa.array([v is None for v in values])
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), convert_item(flat), pa.list_(item), mask=mask)
+    return pa.array(offsets, pa.int32()), pa.array([v is None for v in values])
+
+
+def _nested_list(values: list, item: pa.DataType, convert_item: Converter) -> pa.Array:
+    flat = [x for v in values if v is not None for x in v]
+    offsets, mask = _offsets(values)
+    return pa.ListArray.from_arrays(offsets, convert_item(flat), pa.list_(item), mask=mask)
 
 
 def _nested_map(values: list, kind: pa.MapType, convert_key: Converter, convert_value: Converter) -> pa.Array:
     pairs = [list(v.items()) if isinstance(v, dict) else v for v in values]  # JsonConverter: an object or pairs
     keys = [k for p in pairs if p is not None for k, _ in p]
     items = [x for p in pairs if p is not None for _, x in p]
-    offsets, at = [0], 0
-    for p in pairs:
-        at += len(p) if p is not None else 0
-        offsets.append(at)
-    mask = pa.array([p is None for p in pairs])
-    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), convert_key(keys), convert_value(items), kind, mask=mask)
+    offsets, mask = _offsets(pairs)
+    return pa.MapArray.from_arrays(offsets, convert_key(keys), convert_value(items), kind, mask=mask)
 
 
 def row_fields(schema: dict) -> list[tuple[str, pa.DataType, Converter]]:

@@ -93,19 +93,22 @@ class ChangeEvents:
                 key = raw[:cut]
                 known = self._schemas.get(key)
                 if known is None:
-                    known = self._decode_schema(key, _parsed(key[len(SCHEMA_OPEN):]), where)
+                    try:
+                        schema = json.loads(key[len(SCHEMA_OPEN):])
+                    except ValueError:  # the cut fell inside the schema's text
+                        pass
+                    else:
+                        known = self._decode_schema(key, schema, where)
                 if known is not None:
                     return known, _loads(raw[cut + len(PAYLOAD):-1], where)
-            whole = _loads(raw, where)  # the cut fell inside the schema's text: parse it all
+            whole = _loads(raw, where)  # parse it all
             if isinstance(whole, dict) and set(whole) == {"schema", "payload"}:
                 key = json.dumps(whole["schema"]).encode()
                 return self._schemas.get(key) or self._decode_schema(key, whole, where), whole["payload"]
         return None, _loads(raw, where)
 
-    def _decode_schema(self, key: bytes, parsed: object, where: str) -> _RowSchema | None:
+    def _decode_schema(self, key: bytes, parsed: object, where: str) -> _RowSchema:
         """The row's fields of a value schema: an envelope's ``after``, or the value's own struct (flattened)."""
-        if parsed is _UNPARSED:
-            return None
         schema = parsed["schema"] if isinstance(parsed, dict) and "payload" in parsed else parsed
         if schema is None:
             decoded = _RowSchema(key, None, False)
@@ -138,16 +141,6 @@ class ChangeEvents:
         elif str(payload.get("__deleted", "false")).lower() == "true":
             return None
         return {k: v for k, v in payload.items() if not k.startswith(ADDED)}
-
-
-_UNPARSED = object()
-
-
-def _parsed(text: bytes) -> object:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return _UNPARSED
 
 
 def _loads(text: bytes, where: str):

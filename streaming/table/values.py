@@ -41,6 +41,11 @@ class ValueSpec:
     format: ValueFormat = ValueFormat.BINARY
     null_deletes: bool = False
 
+    @property
+    def coordinates(self) -> Coordinates:
+        """The names of the columns that place a row (its partition, key and offset) in this format's table."""
+        return CHANGE_COLUMNS if self.format is ValueFormat.DEBEZIUM else KAFKA_COLUMNS
+
 
 class ValueFormatError(UserError, ValueError):
     """Values the chosen --value-format cannot hold."""
@@ -81,7 +86,7 @@ def _parse_json(values: pa.Array, where: str) -> pa.StructArray:
 class TableShape:
     """The output's schema across one snapshot: fixed by the output when it has one (``kept``), else by the
     first partition with rows, and grown by later partitions' new fields, so every partition's rows share
-    it. ``coordinates`` names the columns that place a row (its partition, key and offset)."""
+    it."""
 
     def __init__(self, spec: ValueSpec, kept: pa.Schema | None = None, output: str = "") -> None:
         if kept is not None and format_of(kept) is not spec.format:
@@ -89,7 +94,6 @@ class TableShape:
             raise ValueFormatError(f"{output} holds values as {had}, not {spec.format.value}; keep "
                                    f"--value-format {had} or write a new snapshot")
         self.spec, self.schema, self.output = spec, kept, output
-        self.coordinates: Coordinates = CHANGE_COLUMNS if spec.format is ValueFormat.DEBEZIUM else KAFKA_COLUMNS
         self._events = ChangeEvents(spec.null_deletes)
 
     def apply(self, batches: list[pa.RecordBatch], where: str) -> list[pa.RecordBatch]:

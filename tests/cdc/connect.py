@@ -17,7 +17,7 @@ from typing import Any
 from streaming.brokers.local.jars import KafkaJars, ensure_kafka_jars
 from streaming.brokers.local.server import LOCAL_HOST, die_with_parent, free_port
 from tests.cdc.postgres import DATABASE, SUPERUSER, Postgres
-from tests.processes import stop
+from tests.processes import stop, wait_answering
 
 POM = Path(__file__).with_name("pom.xml")
 CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
@@ -108,18 +108,9 @@ def start_connect(bootstrap: str, directory: Path, jars: KafkaJars | None = None
              "org.apache.kafka.connect.cli.ConnectStandalone", str(directory / "worker.properties")],
             stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     connect = ConnectWorker(port, log, process)
-    deadline = time.monotonic() + 120
-    while True:
-        if process.poll() is not None:
-            raise ConnectError(f"Kafka Connect exited with {process.returncode} while starting: see {log}")
-        try:
-            connect._call("GET", "/connectors")
-            return connect
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline:
-                connect.stop()
-                raise ConnectError(f"Kafka Connect did not answer within 120 s: see {log}") from None
-            time.sleep(0.3)
+    wait_answering(process, lambda: connect._call("GET", "/connectors"), (urllib.error.URLError, ConnectionError),
+                   120, ConnectError, f"Kafka Connect (log: {log})", pause_s=0.3)
+    return connect
 
 
 if __name__ == "__main__":

@@ -10,14 +10,13 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
 from streaming.brokers.local.server import LOCAL_HOST, die_with_parent, free_port
-from tests.processes import stop
+from tests.processes import stop, wait_answering
 
 SUPERUSER = "kcompact"
 DATABASE = "shop"
@@ -89,18 +88,12 @@ def start_postgres(directory: Path) -> Postgres:
     args = [str(binaries / "postgres"), "-D", str(data)] + [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
     with open(log, "ab") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, user=user, preexec_fn=die_with_parent)
-    server = Postgres(port, directory, process)
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            raise PostgresError(f"PostgreSQL exited with {process.returncode} while starting: see {log}")
-        try:
-            with psycopg.connect(f"host={LOCAL_HOST} port={port} user={SUPERUSER} dbname=postgres",
-                                 autocommit=True, connect_timeout=2) as conn:
-                conn.execute(f"CREATE DATABASE {DATABASE}")
-            return server
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                server.stop()
-                raise PostgresError(f"PostgreSQL did not answer on port {port} within 60 s: see {log}") from None
-            time.sleep(0.2)
+
+    def create_database() -> None:
+        with psycopg.connect(f"host={LOCAL_HOST} port={port} user={SUPERUSER} dbname=postgres", autocommit=True,
+                             connect_timeout=2) as conn:
+            conn.execute(f"CREATE DATABASE {DATABASE}")
+
+    wait_answering(process, create_database, psycopg.OperationalError, 60, PostgresError,
+                   f"PostgreSQL on port {port} (log: {log})")
+    return Postgres(port, directory, process)

@@ -85,9 +85,8 @@ class StateReader(DataSourceReader):
         self.query = _query(options)
         self.values = _values(options)
         self.schema = to_arrow_schema(schema, timezone="UTC") if self.values.format is not ValueFormat.BINARY else None
-        at = TableShape(self.values).coordinates
-        self.columns = {"topic": at.topic, "partition": at.partition}
-        self.pruned: dict[str, frozenset | None] = {at.topic: None, at.partition: None}  # by pushed filters
+        self.at = self.values.coordinates
+        self.pruned: dict[str, frozenset | None] = {self.at.topic: None, self.at.partition: None}  # by pushed filters
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """topic and partition equal to a value or in a list narrow the logs read; Spark keeps every other
@@ -102,7 +101,7 @@ class StateReader(DataSourceReader):
             self.pruned[column] = values if previous is None else previous & values
 
     def partitions(self) -> Sequence[InputPartition]:
-        topics, partitions = self.pruned[self.columns["topic"]], self.pruned[self.columns["partition"]]
+        topics, partitions = self.pruned[self.at.topic], self.pruned[self.at.partition]
         return [LogPartition(log) for log in logs_to_read(self.state_uri, self.query)
                 if (topics is None or log.pid.topic in topics) and (partitions is None or log.pid.partition in partitions)]
 
