@@ -124,8 +124,7 @@ def _snapshots(state: str, work: Path, form: Form) -> tuple[pa.Table, pa.Table]:
                  "--value-format", "debezium", *form.extra]) == 0
     assert main(["snapshot", "--state-dir", state, "--iceberg-table", target.table, "--iceberg-catalog",
                  target.catalog, "--value-format", "debezium", *form.extra]) == 0
-    iceberg = load_catalog(CATALOG_NAME, **target.settings()).load_table(target.table).scan().to_arrow()
-    return pq.read_table(out), iceberg.cast(pa.schema([pa.field(f.name, _small(f.type)) for f in iceberg.schema]))
+    return pq.read_table(out), _iceberg_rows(target)
 
 
 def _spark_read(spark, state: str, form: Form) -> pa.Table:
@@ -135,6 +134,16 @@ def _spark_read(spark, state: str, form: Form) -> pa.Table:
     table = df.toArrow()
     return table.cast(pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC") if getattr(f.type, "tz", None) else f.type)
                                  for f in table.schema]))
+
+
+def _iceberg_rows(target: IcebergTarget) -> pa.Table | None:
+    """The table's rows, strings and binaries in the types the other outputs give (pyiceberg reads the large
+    ones); None while the table does not exist."""
+    catalog = load_catalog(CATALOG_NAME, **target.settings())
+    if not catalog.table_exists(target.table):
+        return None
+    table = catalog.load_table(target.table).scan().to_arrow()
+    return table.cast(pa.schema([pa.field(f.name, _small(f.type)) for f in table.schema]))
 
 
 def _small(kind: pa.DataType) -> pa.DataType:
@@ -183,13 +192,11 @@ def _continuous(customers: Customers, topic: str, form: Form, bootstrap: str, wo
 
         def equal() -> bool:
             job.running()
-            catalog = load_catalog(CATALOG_NAME, **target.settings())
-            if not catalog.table_exists(target.table):
+            table = _iceberg_rows(target)
+            if table is None:
                 return False
-            table = catalog.load_table(target.table).scan().to_arrow()
-            small = table.cast(pa.schema([pa.field(f.name, _small(f.type)) for f in table.schema]))
             try:
-                return _table_rows(small, want) == want
+                return _table_rows(table, want) == want
             except AssertionError:  # a snapshot of the part of the topic read so far
                 return False
         wait_for(equal, 240, "the job's Iceberg table equals the database table")
