@@ -262,12 +262,16 @@ class PartitionEmitter:
             if in_txn:
                 self._commit(last, in_txn)
         except BaseException as exc:
+            fatal = is_fatal(exc)
             if in_txn:
                 try:
                     self.producer.abort_transaction(TIMEOUT_S)
                 except KafkaException as abort_exc:  # the next init_transactions aborts it anyway
                     log.warning("%s-%d: abort after failure failed: %s", self.topic, self.partition, abort_exc)
-            if is_fatal(exc):
+                    # a commit that timed out past transaction.timeout.ms: the coordinator aborted it and
+                    # fenced this producer, which then refuses everything, its close included
+                    fatal = fatal or is_fatal(abort_exc)
+            if fatal:
                 self._renew()
                 raise TransactionInterrupted(f"{self.topic}-{self.partition}: the producer failed ({exc}); "
                                              f"emission resumes after offset {self.emitted_up_to}") from exc
