@@ -2,7 +2,8 @@
 # Sourced by demo.sh and test.sh: installs what a fresh machine lacks, and nothing twice.
 #   - Java 17+ (Spark's JVM and the local Kafka broker's) and Maven via apt when missing and we are root;
 #   - a virtualenv at .venv (or $KCOMPACT_VENV) holding this package with its test extras,
-#     reinstalled only when pyproject.toml changed since the last install;
+#     reinstalled only when pyproject.toml, setup.py or the C extension's source changed since the last install;
+#   - a C compiler and Python's headers (apt, when missing and we are root), for that C extension;
 #   - the pinned Apache Kafka jars (streaming/brokers/local/pom.xml), fetched with Maven into
 #     ~/.cache/kcompact, for the local broker used when no cluster is given and no Docker engine answers.
 set -euo pipefail
@@ -30,6 +31,20 @@ _apt_install() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ensure_compiler() {
+    # The source's batch fetch is a C extension (setup.py), built when the package is installed.
+    local headers
+    headers="$("$(_pick_python)" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+    if command -v cc >/dev/null 2>&1 && [ -f "$headers/Python.h" ]; then
+        return
+    fi
+    if [ "$(id -u)" != "0" ]; then
+        echo "kcompact: building the package needs a C compiler and Python's headers; install gcc and python3.11-dev" >&2
+        exit 1
+    fi
+    _apt_install gcc libc6-dev python3.11-dev
 }
 
 ensure_maven() {
@@ -82,7 +97,7 @@ ensure_venv() {
     fi
     local stamp="$KCOMPACT_VENV/.kcompact-installed"
     local want
-    want="$(sha256sum "$KCOMPACT_ROOT/pyproject.toml" | cut -d' ' -f1)"
+    want="$(cat "$KCOMPACT_ROOT/pyproject.toml" "$KCOMPACT_ROOT/setup.py" "$KCOMPACT_ROOT"/streaming/*/*.c | sha256sum | cut -d' ' -f1)"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "kcompact: installing the package and its dependencies into $KCOMPACT_VENV" >&2
         # pip's and the build backend's own output (warnings included) is kept, and shown only if it fails
@@ -98,6 +113,7 @@ ensure_venv() {
 }
 
 ensure_java
+ensure_compiler
 ensure_venv
 ensure_kafka
 export PATH="$KCOMPACT_VENV/bin:$PATH"

@@ -151,25 +151,27 @@ def build_kafka(engine: Any, from_registry: bool = False) -> str:
 def build_kcompact(engine: Any, from_registry: bool = False) -> str:
     """The compactor from this checkout; without a registry, from wheels of the pip cache (no index)."""
     base = _base(engine, "kcompact", from_registry)
-    sources = [p for p in (ROOT / "streaming").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    digest = _digest([base, *_files([DOCKER_DIR / "Dockerfile", ROOT / "pyproject.toml", ROOT / "README.md",
-                                     *sources])])
+    sources = [p for p in (ROOT / "streaming").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".so"]  # not the in-place build
+    digest = _digest([base, *_files([DOCKER_DIR / "Dockerfile", ROOT / "pyproject.toml", ROOT / "setup.py",
+                                     ROOT / "README.md", *sources])])
     if content_of(engine, KCOMPACT_IMAGE) == digest:
         return KCOMPACT_IMAGE
     args = {"BASE": base}
+    _wheelhouse(DOCKER_DIR / "wheelhouse", with_dependencies=not from_registry)
     if not from_registry:
-        _wheelhouse(DOCKER_DIR / "wheelhouse")
         args["PIP_NO_INDEX"] = "1"
     return _build(engine, ROOT, "docker/Dockerfile", KCOMPACT_IMAGE, digest, args)
 
 
-def _wheelhouse(directory: Path) -> None:
-    """Wheels of the package with the extra the image installs (table) and everything they need, built from
-    the pip cache where it has them."""
+def _wheelhouse(directory: Path, with_dependencies: bool) -> None:
+    """The package's wheel, built here with its C extension; with its dependencies, wheels of the extra the
+    image installs (table) and everything they need, built from the pip cache where it has them."""
     for old in directory.glob("*.whl"):
         old.unlink()
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(directory), f"{ROOT}[table]",
-                           "setuptools>=68", "wheel"], capture_output=True, text=True)
+    wanted = [f"{ROOT}[table]", "setuptools>=68", "wheel"] if with_dependencies else ["--no-deps", str(ROOT)]
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(directory), *wanted],
+                          capture_output=True, text=True)
     if done.returncode != 0:
         raise ImageError(f"building the wheels for the compactor image failed: {done.stderr.strip()[-1500:]}")
 

@@ -24,17 +24,28 @@ MECHANISMS = {"sasl_gssapi": ("GSSAPI",), "sasl_plain": ("PLAIN",),
 _PROPERTY_ROW = re.compile(r"^([a-z][\w.-]*)\s+\|", re.M)
 
 
+SYSTEM_LIBRARY = "librdkafka.so.1"  # a confluent-kafka built against the system's librdkafka
+
+
 @functools.lru_cache(maxsize=1)
-def _library() -> ctypes.CDLL | None:
+def library_path() -> str | None:
+    """Where the librdkafka that confluent-kafka loaded is: its wheel's copy, else the system's by soname."""
     package = os.path.dirname(confluent_kafka.__file__)
     for pattern in ("confluent_kafka.libs/librdkafka*", "confluent_kafka/.dylibs/librdkafka*"):
         found = sorted(glob.glob(os.path.join(os.path.dirname(package), pattern)))
         if found:
-            return ctypes.CDLL(found[0])
+            return found[0]
     try:
-        return ctypes.CDLL("librdkafka.so.1")  # a confluent-kafka built against the system's librdkafka
+        ctypes.CDLL(SYSTEM_LIBRARY)
     except OSError:
         return None
+    return SYSTEM_LIBRARY
+
+
+@functools.lru_cache(maxsize=1)
+def _library() -> ctypes.CDLL | None:
+    path = library_path()
+    return None if path is None else ctypes.CDLL(path)
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import bisect
-import itertools
-
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Message
 
+from streaming.kafka.batch_fetch import Fetched, Run
 from streaming.table.kafka_columns import HEADERS_TYPE, no_headers
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -17,62 +14,50 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic"
                           ("partition", pa.int32()), ("offset", pa.int64()),
                           ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
                           ("headers", HEADERS_TYPE)])
-# confluent-kafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's TimestampType ids, which
+# librdkafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's TimestampType ids, which
 # Spark's timestampType column holds
 _TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
 
 
 class Columns:
-    """Column buffers for one partition's records, filled a consume() result at a time and turned into an
-    Arrow batch in one go: per message, only Message's own accessors run, mapped in C."""
+    """One partition's records as Arrow batches of Spark's Kafka columns: each fetched run, cut to the range
+    being read, becomes a batch of slices of the fetched columns (no copy)."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list = []
-        self.timestamps: list = []
-        self.headers: list = []
+        self._topic = pa.scalar(topic, pa.string())
+        self._batches: list[pa.RecordBatch] = []
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._rows
 
-    def add(self, msgs: list, position: int, end: int) -> int:
-        """Take the messages (none with an error) from ``position`` up to ``end``; returns the new read position.
-        Messages below the position are ones taken already, delivered again after a broker came back: the log
-        would hold them twice, and a key's two copies at one offset would both be its winner."""
-        offsets = list(map(Message.offset, msgs))
-        if offsets and offsets[0] < position:
-            first = bisect.bisect_left(offsets, position)
-            msgs, offsets = msgs[first:], offsets[first:]
-        stop = bisect.bisect_left(offsets, end)
-        if stop < len(msgs):  # a message at or past the end: the range is read
-            msgs, offsets = msgs[:stop], offsets[:stop]
+    def add(self, fetched: Fetched, run: Run, position: int, end: int) -> int:
+        """Take the run's records from ``position`` up to ``end``; returns the new read position. Records below
+        the position are ones taken already, delivered again after a broker came back: the log would hold them
+        twice, and a key's two copies at one offset would both be its winner."""
+        offsets = fetched.offsets[run.start:run.stop]
+        first = run.start + int(np.searchsorted(offsets, position))
+        stop = run.start + int(np.searchsorted(offsets, end))
+        if stop < run.stop:  # a record at or past the end: the range is read
             position = end
-        elif offsets:
-            position = offsets[-1] + 1
-        self.offsets += offsets
-        self.keys += map(Message.key, msgs)
-        self.values += map(Message.value, msgs)
-        self.timestamps += map(Message.timestamp, msgs)
-        self.headers += map(Message.headers, msgs)
+        elif stop > first:
+            position = int(fetched.offsets[stop - 1]) + 1
+        if stop > first:
+            self._batches.append(self._batch(fetched, first, stop))
+            self._rows += stop - first
         return position
 
-    def take(self) -> pa.RecordBatch:
-        n = len(self.offsets)
-        # the (type, ms) pairs flattened in one pass, faster than np.array over the tuples (bench/README.md)
-        stamps = np.fromiter(itertools.chain.from_iterable(self.timestamps), dtype=np.int64, count=2 * n).reshape(n, 2)
-        kinds, millis = stamps[:, 0], stamps[:, 1]
-        types = _TIMESTAMP_TYPE_IDS[kinds]
-        headers = no_headers(n) if not any(self.headers) else pa.array([h or [] for h in self.headers], HEADERS_TYPE)
-        batch = pa.RecordBatch.from_arrays([
-            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(self.topic, pa.string()), n), pa.array(np.full(n, self.partition, dtype=np.int32)),
-            pa.array(self.offsets, pa.int64()),
+    def _batch(self, fetched: Fetched, first: int, stop: int) -> pa.RecordBatch:
+        n = stop - first
+        millis = fetched.timestamps[first:stop]
+        headers = no_headers(n) if fetched.headers is None else fetched.headers.slice(first, n)
+        return pa.RecordBatch.from_arrays([
+            fetched.keys.slice(first, n), fetched.values.slice(first, n), pa.repeat(self._topic, n),
+            pa.array(np.full(n, self.partition, dtype=np.int32)), pa.array(fetched.offsets[first:stop]),
             pa.array(millis * 1000).cast(ARROW_SCHEMA.field("timestamp").type),
-            pa.array(types), headers], schema=ARROW_SCHEMA)
-        self._reset()
-        return batch
+            pa.array(_TIMESTAMP_TYPE_IDS[fetched.timestamp_types[first:stop]]), headers], schema=ARROW_SCHEMA)
+
+    def take(self) -> list[pa.RecordBatch]:
+        batches, self._batches, self._rows = self._batches, [], 0
+        return batches

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.job.balance import spread
 from streaming.kafka.admin import watermarks
+from streaming.kafka.batch_fetch import DEFAULT_CLIENT_ID, BatchFetch
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, retrying
 from streaming.configuration.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
@@ -221,10 +222,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def read_ranges(options: KafkaSourceOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
     """The ranges' records as Arrow batches, with a consumer of their own."""
-    consumer = _consumer(options)
+    config = client_settings(consumer_config(options))
+    consumer = Consumer(config)
+    fetch = BatchFetch(consumer, str(config.get("client.id", DEFAULT_CLIENT_ID)), options.records_per_batch)
     try:
-        yield from RangeRead(consumer, options, ranges)
+        yield from RangeRead(consumer, fetch, options, ranges)
     finally:
+        fetch.close()
         consumer.close()
 
 

@@ -10,15 +10,14 @@ on position, not count.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import operator
 import time
 from typing import Generator, Iterator, NamedTuple, Sequence
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from streaming.kafka.batch_fetch import BatchFetch, FetchError
 from streaming.kafka.failures import SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata, retrying
 from streaming.runtime.moments import Moment, reached
 from streaming.spark.source.columns import Columns
@@ -52,8 +51,11 @@ def data_loss(message: str, fail: bool) -> None:
 
 
 class RangeRead:
-    def __init__(self, consumer: Consumer, options: KafkaSourceOptions, ranges: Sequence[OffsetRange]) -> None:
-        self.consumer, self.options = consumer, options
+    """``fetch`` reads the records of ``consumer``'s partitions, once assigned (streaming.kafka.batch_fetch)."""
+
+    def __init__(self, consumer: Consumer, fetch: BatchFetch, options: KafkaSourceOptions,
+                 ranges: Sequence[OffsetRange]) -> None:
+        self.consumer, self.fetch, self.options = consumer, fetch, options
         self.ranges = {(r.topic, r.partition): r for r in ranges}
         self.position: dict[Key, int] = {}
         self.columns: dict[Key, Columns] = {}
@@ -95,14 +97,14 @@ class RangeRead:
         yield from self._read()
 
     def _assign(self) -> None:
+        for t, p in self.position:
+            self.fetch.forward(t, p)
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self.position.items()])
 
     def _finish(self, key: Key) -> Iterator[pa.RecordBatch]:
         """The range is read: its last records go, and its partition is fetched no more."""
         del self.position[key]
-        cols = self.columns.pop(key)
-        if len(cols):
-            yield cols.take()
+        yield from self.columns.pop(key).take()
         if self.position:
             self.consumer.pause([TopicPartition(*key)])
 
@@ -111,24 +113,29 @@ class RangeRead:
         idle_since = said = refreshed = time.monotonic()
         fetching: set[Key] = set()
         while self.position:
-            msgs = self.consumer.consume(options.records_per_batch, timeout=1.0)
+            yield from self._consumer_events()
+            # no more than the ranges hold: a fetch waits for as many records as it asks for, up to its timeout,
+            # and the last records of a read would wait out the whole second
+            left = sum(self.ranges[key].end - at for key, at in self.position.items())
+            fetched = self.fetch.fetch(min(options.records_per_batch, left), timeout_s=1.0)
             moved = False
-            for key, run in self._runs(msgs):
-                if isinstance(run, KafkaError):
-                    if (yield from self._failed(key, run)):
+            for event in fetched.events if fetched is not None else ():
+                key = (event.topic, event.partition)
+                if isinstance(event, FetchError):
+                    if (yield from self._failed(key, event.error)):
                         break  # read again from the positions
                     continue
                 if key not in self.position:  # fetched before its range ended
                     continue
                 before = self.position[key]
-                self.position[key] = after = self.columns[key].add(run, before, self.ranges[key].end)
+                self.position[key] = after = self.columns[key].add(fetched, event, before, self.ranges[key].end)
                 moved |= after > before
                 if key not in fetching:
                     fetching.add(key)
                     reached(Moment.FETCH, f"{key[0]}-{key[1]} at offset {before}")
                 if after >= self.ranges[key].end:
                     yield from self._finish(key)
-            if msgs:
+            if fetched is not None:
                 idle_since = time.monotonic()
             elif not moved:
                 for tp in self.consumer.position([TopicPartition(*key) for key in self.position]):
@@ -154,8 +161,7 @@ class RangeRead:
                     said = now
             if sum(map(len, self.columns.values())) >= options.records_per_batch:
                 for cols in self.columns.values():
-                    if len(cols):
-                        yield cols.take()
+                    yield from cols.take()
 
     def _failed(self, key: Key, err: KafkaError) -> Generator[pa.RecordBatch, None, bool]:
         """An error in place of records: out of range is data loss (read on from the log start, or fail; True:
@@ -174,37 +180,12 @@ class RangeRead:
         self._assign()
         return True
 
-    def _runs(self, msgs: list[Message]) -> Iterator[tuple[Key, list[Message] | KafkaError]]:
-        """The consume() result as runs of one partition's records, and the errors between them. With one
-        range left, the run is the whole result: no per-message work beyond the error scan."""
-        errors = _error_indexes(msgs)
-        i = 0
-        for j in [*errors, len(msgs)]:
-            if j > i:
-                yield from self._by_partition(msgs[i:j])
-            if j < len(msgs):
-                m = msgs[j]
-                yield (m.topic(), m.partition()), m.error()
-            i = j + 1
-
-    def _by_partition(self, msgs: list[Message]) -> Iterator[tuple[Key, list[Message]]]:
-        first, last = msgs[0], msgs[-1]
-        if len(self.position) == 1 and first.partition() == last.partition() and first.topic() == last.topic():
-            yield (first.topic(), first.partition()), msgs
-            return
-        keys = list(zip(map(Message.topic, msgs), map(Message.partition, msgs), strict=True))
-        start = 0
-        for k in range(1, len(keys) + 1):
-            if k == len(keys) or keys[k] != keys[start]:
-                yield keys[start], msgs[start:k]
-                start = k
-
-
-def _error_indexes(msgs: list[Message]) -> list[int]:
-    """Where the consume() result holds errors instead of records: almost always nowhere, which one pass
-    in C finds (the per-message work of this loop is the source's CPU, bench/README.md)."""
-    errors = list(map(Message.error, msgs))
-    # not errors.count(None): comparing a KafkaError with None raises inside list.count (a SystemError)
-    if not any(map(operator.is_not, errors, itertools.repeat(None))):
-        return []
-    return [k for k, e in enumerate(errors) if e is not None]
+    def _consumer_events(self) -> Iterator[pa.RecordBatch]:
+        """The consumer's own queue, where records no longer come: serving it runs librdkafka's log lines
+        through confluent-kafka's logger, and brings the errors that are not a partition's."""
+        while (event := self.consumer.poll(0)) is not None:
+            err = event.error()
+            if err is None:
+                raise RuntimeError(f"a record of {event.topic()}-{event.partition()} reached the consumer's queue, "
+                                   f"not the batch fetch")
+            yield from self._failed((event.topic(), event.partition()), err)

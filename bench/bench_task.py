@@ -1,0 +1,88 @@
+"""CPU-microseconds a record of one ingest task, without Spark: what a source task does with a partition.
+
+    python bench/bench_task.py [--records 2000000] [--keys 1000000] [--value-bytes 100] [--rounds 3]
+
+One topic of one partition is produced (bench_pipeline's record i: key i mod --keys), then read in this
+process, side by side in each round:
+- consume: a bare confluent-kafka consumer taking every record (``consume()``, nothing done with them),
+  what reading alone costs: the read limit's CPU;
+- read: the source's read of the partition into Arrow batches (streaming.spark.source.kafka_source);
+- ingest: that read appended to a partition log (streaming.job.append.append_partitions), the whole task.
+CPU is this process's (every thread, librdkafka's included), per record; the medians of the rounds print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from pipeline_sides import HOUR, produce
+from streaming.brokers.choice import acquire_broker
+from streaming.job.append import AppendTask, append_partitions
+from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.log import LogConfig
+from streaming.spark.source.kafka_source import read_partition
+from streaming.spark.source.options import KafkaSourceOptions
+
+
+def _cpu_us(work, records: int) -> float:
+    t = time.process_time()
+    work()
+    return (time.process_time() - t) * 1e6 / records
+
+
+def bare_consume(bootstrap: str, topic: str, records: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic_name("bench"),
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
+                         "max.partition.fetch.bytes": 8 << 20})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    while seen < records:
+        seen += len(consumer.consume(10_000, timeout=1.0))
+    consumer.close()
+
+
+def read(options: KafkaSourceOptions, topic: str, records: int) -> None:
+    assert sum(b.num_rows for b in read_partition(options, topic, 0, 0, records)) == records
+
+
+def ingest(options: KafkaSourceOptions, topic: str, records: int) -> None:
+    with tempfile.TemporaryDirectory() as state:
+        task = AppendTask(state, {topic: LogConfig()}, int(time.time() * 1000))
+        stats = next(append_partitions(read_partition(options, topic, 0, 0, records), task))
+        assert stats.column("appended")[0].as_py() == records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with acquire_broker() as broker:
+        bs = broker.bootstrap_servers
+        topic = create_topic(bs, unique_topic_name("bench-task"), 1, {"retention.ms": "-1"})
+        produce(bs, topic, args.records, args.keys, 1, int(time.time() * 1000) - 2 * HOUR,
+                value_bytes=args.value_bytes)
+        options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bs, "subscribe": topic})
+        sides = {"consume": lambda: bare_consume(bs, topic, args.records),
+                 "read": lambda: read(options, topic, args.records),
+                 "ingest": lambda: ingest(options, topic, args.records)}
+        ingest(options, topic, min(args.records, 100_000))  # warm-up: the log's compiled codec
+        figures: dict[str, list[float]] = {side: [] for side in sides}
+        for _ in range(args.rounds):
+            for side, work in sides.items():
+                figures[side].append(_cpu_us(work, args.records))
+    print(f"{args.records:,} records, {args.keys:,} keys, {args.value_bytes} B values, one partition; "
+          f"CPU-us a record, medians of {args.rounds} rounds")
+    for side, values in figures.items():
+        print(f"  {side:8s} {statistics.median(values):6.3f}   ({', '.join(f'{v:.3f}' for v in values)})")
+
+
+if __name__ == "__main__":
+    main()

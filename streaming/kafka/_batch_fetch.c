@@ -1,0 +1,428 @@
+/*
+ * A consumer's fetched records as column buffers, with no Python object per record.
+ *
+ * confluent-kafka's consume() makes a Message, and a bytes object for every key and value, for each record;
+ * the source then copies them again into Arrow columns. Here the partitions' fetch queues are forwarded to
+ * a queue of our own on the same librdkafka handle (rd_kafka_queue_forward marks the forward as the
+ * application's, so librdkafka's own fetch starts keep it), and each batch taken from it is copied once,
+ * straight into buffers laid out as Arrow's binary columns. The handle, its settings, logs and callbacks
+ * stay confluent-kafka's: only fetched records and partition errors reach this queue, so no callback of
+ * confluent-kafka's ever runs here.
+ *
+ * librdkafka's functions are looked up in the copy confluent-kafka loaded (bind()), not linked: the same
+ * library instance owns the handle, and no librdkafka headers are needed to build this. The few types used
+ * are librdkafka's public, stable ABI (rdkafka.h).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct rd_kafka_s rd_kafka_t;
+typedef struct rd_kafka_queue_s rd_kafka_queue_t;
+typedef struct rd_kafka_topic_s rd_kafka_topic_t;
+typedef struct rd_kafka_headers_s rd_kafka_headers_t;
+
+typedef struct rd_kafka_message_s {
+    int err;
+    rd_kafka_topic_t *rkt;
+    int32_t partition;
+    void *payload;
+    size_t len;
+    void *key;
+    size_t key_len;
+    int64_t offset;
+    void *_private;
+} rd_kafka_message_t;
+
+#define ERR_NOENT (-156) /* RD_KAFKA_RESP_ERR__NOENT */
+#define CONSUMER 1       /* RD_KAFKA_CONSUMER */
+
+static struct {
+    rd_kafka_queue_t *(*queue_new)(rd_kafka_t *);
+    rd_kafka_queue_t *(*queue_get_partition)(rd_kafka_t *, const char *, int32_t);
+    void (*queue_forward)(rd_kafka_queue_t *, rd_kafka_queue_t *);
+    void (*queue_destroy)(rd_kafka_queue_t *);
+    ssize_t (*consume_batch_queue)(rd_kafka_queue_t *, int, rd_kafka_message_t **, size_t);
+    void (*message_destroy)(rd_kafka_message_t *);
+    int64_t (*message_timestamp)(const rd_kafka_message_t *, int *);
+    int (*message_headers)(const rd_kafka_message_t *, rd_kafka_headers_t **);
+    int (*header_get_all)(const rd_kafka_headers_t *, size_t, const char **, const void **, size_t *);
+    const char *(*topic_name)(const rd_kafka_topic_t *);
+    const char *(*err2str)(int);
+    const char *(*name)(const rd_kafka_t *);
+    int (*type)(const rd_kafka_t *);
+} rd;
+
+static int bound = 0;
+
+static PyObject *bind(PyObject *self, PyObject *args) {
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path))
+        return NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == NULL) {
+        PyErr_Format(PyExc_ImportError, "librdkafka at %s is not loaded: %s", path, dlerror());
+        return NULL;
+    }
+#define FIND(field, symbol)                                                                  \
+    if ((*(void **)&rd.field = dlsym(lib, symbol)) == NULL) {                                \
+        PyErr_Format(PyExc_ImportError, "librdkafka at %s has no %s", path, symbol);        \
+        return NULL;                                                                         \
+    }
+    FIND(queue_new, "rd_kafka_queue_new")
+    FIND(queue_get_partition, "rd_kafka_queue_get_partition")
+    FIND(queue_forward, "rd_kafka_queue_forward")
+    FIND(queue_destroy, "rd_kafka_queue_destroy")
+    FIND(consume_batch_queue, "rd_kafka_consume_batch_queue")
+    FIND(message_destroy, "rd_kafka_message_destroy")
+    FIND(message_timestamp, "rd_kafka_message_timestamp")
+    FIND(message_headers, "rd_kafka_message_headers")
+    FIND(header_get_all, "rd_kafka_header_get_all")
+    FIND(topic_name, "rd_kafka_topic_name")
+    FIND(err2str, "rd_kafka_err2str")
+    FIND(name, "rd_kafka_name")
+    FIND(type, "rd_kafka_type")
+#undef FIND
+    bound = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_name(PyObject *self, PyObject *args) {
+    unsigned long long rk;
+    if (!PyArg_ParseTuple(args, "K", &rk))
+        return NULL;
+    if (!bound || rk == 0 || rd.type((rd_kafka_t *)rk) != CONSUMER)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(rd.name((rd_kafka_t *)rk));
+}
+
+typedef struct {
+    PyObject_HEAD
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *queue;
+    rd_kafka_message_t **msgs; /* taken from the queue, not yet handed over: msgs[next:have] */
+    size_t capacity, have, next;
+} Fetcher;
+
+static void release(Fetcher *f) {
+    for (size_t i = f->next; i < f->have; i++)
+        rd.message_destroy(f->msgs[i]);
+    f->next = f->have = 0;
+    if (f->queue != NULL) {
+        rd.queue_destroy(f->queue);
+        f->queue = NULL;
+    }
+}
+
+static int Fetcher_init(Fetcher *f, PyObject *args, PyObject *kwds) {
+    unsigned long long rk;
+    Py_ssize_t capacity;
+    if (!PyArg_ParseTuple(args, "Kn", &rk, &capacity))
+        return -1;
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() librdkafka first");
+        return -1;
+    }
+    if (capacity < 1) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+        return -1;
+    }
+    f->rk = (rd_kafka_t *)rk;
+    f->msgs = PyMem_Calloc((size_t)capacity, sizeof(*f->msgs));
+    if (f->msgs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    f->capacity = (size_t)capacity;
+    f->queue = rd.queue_new(f->rk);
+    return 0;
+}
+
+static void Fetcher_dealloc(Fetcher *f) {
+    release(f);
+    PyMem_Free(f->msgs);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static PyObject *Fetcher_forward(Fetcher *f, PyObject *args) {
+    const char *topic;
+    int partition;
+    if (!PyArg_ParseTuple(args, "si", &topic, &partition))
+        return NULL;
+    if (f->queue == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the fetcher is closed");
+        return NULL;
+    }
+    rd_kafka_queue_t *partq = rd.queue_get_partition(f->rk, topic, partition);
+    if (partq == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "no fetch queue for %s-%d", topic, partition);
+        return NULL;
+    }
+    rd.queue_forward(partq, f->queue);
+    rd.queue_destroy(partq);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Fetcher_close(Fetcher *f, PyObject *unused) {
+    release(f);
+    Py_RETURN_NONE;
+}
+
+/* A new bytes object of n bytes (contents unset), or NULL with an exception. */
+static PyObject *bytes_of(size_t n, char **data) {
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (b != NULL)
+        *data = PyBytes_AS_STRING(b);
+    return b;
+}
+
+/* A validity bitmap of n bits all set, to clear the nulls in; None (no nulls) when not wanted. */
+static PyObject *bitmap_of(int wanted, size_t n, uint8_t **bits) {
+    *bits = NULL;
+    if (!wanted)
+        Py_RETURN_NONE;
+    char *data;
+    PyObject *b = bytes_of((n + 7) / 8 + 1, &data);
+    if (b != NULL) {
+        memset(data, 0xff, (n + 7) / 8 + 1);
+        *bits = (uint8_t *)data;
+    }
+    return b;
+}
+
+static size_t header_count(rd_kafka_headers_t *hdrs, size_t *names, size_t *values, int *null_value) {
+    const char *name;
+    const void *value;
+    size_t size, idx = 0;
+    while (rd.header_get_all(hdrs, idx, &name, &value, &size) == 0) {
+        *names += strlen(name);
+        *values += value == NULL ? 0 : size;
+        *null_value |= value == NULL;
+        idx++;
+    }
+    return idx;
+}
+
+/*
+ * fetch(max_records, timeout_ms, max_bytes) -> None when nothing came within the timeout, else
+ * (count, events, columns): the next records, at most max_records and, past the first, no more than
+ * max_bytes of keys, values and headers (so 32-bit Arrow offsets always hold);
+ * events, in the order they came: (first index, topic, partition) where a stretch of one partition's records
+ * starts, (index the error came before, topic or None, partition, code, text) for an error;
+ * columns: (offsets int64, timestamps int64, timestamp types int8, key bitmap|None, key offsets int32,
+ *           key data, value bitmap|None, value offsets, value data, header list offsets int32|None,
+ *           header name offsets, header names, header value bitmap|None, header value offsets, header values).
+ */
+static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
+    Py_ssize_t max_records, max_bytes;
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "nin", &max_records, &timeout_ms, &max_bytes))
+        return NULL;
+    if (f->queue == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the fetcher is closed");
+        return NULL;
+    }
+    if (f->next == f->have) {
+        size_t want = max_records < 1 ? 1 : (size_t)max_records;
+        ssize_t got;
+        Py_BEGIN_ALLOW_THREADS
+        got = rd.consume_batch_queue(f->queue, timeout_ms, f->msgs, want < f->capacity ? want : f->capacity);
+        Py_END_ALLOW_THREADS
+        if (got < 0)
+            return PyErr_Format(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed (%zd)", got);
+        f->next = 0;
+        f->have = (size_t)got;
+        if (got == 0)
+            Py_RETURN_NONE;
+    }
+    /* what the next records need, up to the limits */
+    size_t first = f->next, stop = first, n = 0, key_bytes = 0, value_bytes = 0, hdr_total = 0, name_bytes = 0,
+           hval_bytes = 0;
+    int key_null = 0, value_null = 0, hval_null = 0, any_headers = 0;
+    for (; stop < f->have && n < (size_t)max_records; stop++) {
+        rd_kafka_message_t *m = f->msgs[stop];
+        if (m->err)
+            continue;
+        size_t names = 0, values = 0, count = 0;
+        rd_kafka_headers_t *hdrs;
+        if (rd.message_headers(m, &hdrs) == 0)
+            count = header_count(hdrs, &names, &values, &hval_null);
+        size_t bytes = m->key_len + m->len + names + values;
+        if (n > 0 && key_bytes + value_bytes + name_bytes + hval_bytes + bytes > (size_t)max_bytes)
+            break;
+        n++;
+        key_bytes += m->key ? m->key_len : 0;
+        value_bytes += m->payload ? m->len : 0;
+        key_null |= m->key == NULL;
+        value_null |= m->payload == NULL;
+        any_headers |= count > 0;
+        hdr_total += count;
+        name_bytes += names;
+        hval_bytes += values;
+    }
+    char *offsets, *stamps, *kinds, *key_offs, *key_data, *val_offs, *val_data, *hdr_offs = NULL, *name_offs,
+         *names, *hval_offs, *hvals;
+    uint8_t *key_bits, *val_bits, *hval_bits;
+    PyObject *cols = PyTuple_New(15), *events = PyList_New(0);
+    if (cols == NULL || events == NULL)
+        goto fail;
+#define SET(i, expr)                      \
+    {                                     \
+        PyObject *_o = (expr);            \
+        if (_o == NULL)                   \
+            goto fail;                    \
+        PyTuple_SET_ITEM(cols, i, _o);    \
+    }
+    SET(0, bytes_of(8 * n, &offsets))
+    SET(1, bytes_of(8 * n, &stamps))
+    SET(2, bytes_of(n, &kinds))
+    SET(3, bitmap_of(key_null, n, &key_bits))
+    SET(4, bytes_of(4 * (n + 1), &key_offs))
+    SET(5, bytes_of(key_bytes, &key_data))
+    SET(6, bitmap_of(value_null, n, &val_bits))
+    SET(7, bytes_of(4 * (n + 1), &val_offs))
+    SET(8, bytes_of(value_bytes, &val_data))
+    if (any_headers) {
+        SET(9, bytes_of(4 * (n + 1), &hdr_offs))
+    } else {
+        SET(9, Py_NewRef(Py_None))
+    }
+    SET(10, bytes_of(4 * (hdr_total + 1), &name_offs))
+    SET(11, bytes_of(name_bytes, &names))
+    SET(12, bitmap_of(hval_null, hdr_total, &hval_bits))
+    SET(13, bytes_of(4 * (hdr_total + 1), &hval_offs))
+    SET(14, bytes_of(hval_bytes, &hvals))
+#undef SET
+    int64_t *off64 = (int64_t *)offsets, *ts64 = (int64_t *)stamps;
+    int32_t *ko = (int32_t *)key_offs, *vo = (int32_t *)val_offs, *ho = (int32_t *)hdr_offs,
+            *no = (int32_t *)name_offs, *hvo = (int32_t *)hval_offs;
+    int32_t kpos = 0, vpos = 0, hpos = 0, npos = 0, hvpos = 0;
+    ko[0] = vo[0] = no[0] = hvo[0] = 0;
+    if (ho != NULL)
+        ho[0] = 0;
+    rd_kafka_topic_t *run_topic = NULL;
+    int32_t run_partition = -1;
+    size_t i = 0;
+    for (size_t k = first; k < stop; k++) {
+        rd_kafka_message_t *m = f->msgs[k];
+        if (m->err) {
+            const char *topic = m->rkt ? rd.topic_name(m->rkt) : NULL;
+            PyObject *text = m->payload ? PyUnicode_DecodeUTF8(m->payload, (Py_ssize_t)m->len, "replace")
+                                        : PyUnicode_FromString(rd.err2str(m->err));
+            PyObject *e = text == NULL ? NULL : Py_BuildValue("(nziiN)", (Py_ssize_t)i, topic, m->partition, m->err, text);
+            if (e == NULL || PyList_Append(events, e) < 0) {
+                Py_XDECREF(e);
+                goto fail;
+            }
+            Py_DECREF(e);
+            run_topic = NULL; /* the records after an error start a run of their own */
+            continue;
+        }
+        if (m->rkt != run_topic || m->partition != run_partition) {
+            run_topic = m->rkt;
+            run_partition = m->partition;
+            PyObject *r = Py_BuildValue("(nsi)", (Py_ssize_t)i, rd.topic_name(m->rkt), m->partition);
+            if (r == NULL || PyList_Append(events, r) < 0) {
+                Py_XDECREF(r);
+                goto fail;
+            }
+            Py_DECREF(r);
+        }
+        int kind = 0;
+        off64[i] = m->offset;
+        ts64[i] = rd.message_timestamp(m, &kind);
+        kinds[i] = (char)kind;
+        if (m->key != NULL) {
+            memcpy(key_data + kpos, m->key, m->key_len);
+            kpos += (int32_t)m->key_len;
+        } else if (key_bits != NULL) {
+            key_bits[i >> 3] &= (uint8_t)~(1u << (i & 7));
+        }
+        ko[i + 1] = kpos;
+        if (m->payload != NULL) {
+            memcpy(val_data + vpos, m->payload, m->len);
+            vpos += (int32_t)m->len;
+        } else if (val_bits != NULL) {
+            val_bits[i >> 3] &= (uint8_t)~(1u << (i & 7));
+        }
+        vo[i + 1] = vpos;
+        if (ho != NULL) {
+            rd_kafka_headers_t *hdrs;
+            if (rd.message_headers(m, &hdrs) == 0) {
+                const char *name;
+                const void *value;
+                size_t size, idx = 0;
+                while (rd.header_get_all(hdrs, idx++, &name, &value, &size) == 0) {
+                    size_t len = strlen(name);
+                    memcpy(names + npos, name, len);
+                    npos += (int32_t)len;
+                    no[hpos + 1] = npos;
+                    if (value != NULL) {
+                        memcpy(hvals + hvpos, value, size);
+                        hvpos += (int32_t)size;
+                    } else if (hval_bits != NULL) {
+                        hval_bits[hpos >> 3] &= (uint8_t)~(1u << (hpos & 7));
+                    }
+                    hvo[hpos + 1] = hvpos;
+                    hpos++;
+                }
+            }
+            ho[i + 1] = hpos;
+        }
+        i++;
+    }
+    for (size_t k = first; k < stop; k++)
+        rd.message_destroy(f->msgs[k]);
+    f->next = stop;
+    return Py_BuildValue("(nNN)", (Py_ssize_t)n, events, cols);
+fail:
+    Py_XDECREF(cols);
+    Py_XDECREF(events);
+    return NULL;
+}
+
+static PyMethodDef Fetcher_methods[] = {
+    {"forward", (PyCFunction)Fetcher_forward, METH_VARARGS,
+     "forward(topic, partition): the partition's fetched records come to this fetcher's queue."},
+    {"fetch", (PyCFunction)Fetcher_fetch, METH_VARARGS, "fetch(max_records, timeout_ms, max_bytes): see the source."},
+    {"close", (PyCFunction)Fetcher_close, METH_NOARGS, "Drop what is held and the queue, before the consumer closes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FetcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streaming.kafka._batch_fetch.Fetcher",
+    .tp_basicsize = sizeof(Fetcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Fetcher(rd_kafka_t address, capacity): a queue of fetched records read as column buffers.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Fetcher_init,
+    .tp_dealloc = (destructor)Fetcher_dealloc,
+    .tp_methods = Fetcher_methods,
+};
+
+static PyMethodDef module_methods[] = {
+    {"bind", bind, METH_VARARGS, "bind(path): look librdkafka's functions up in the loaded library at path."},
+    {"handle_name", handle_name, METH_VARARGS,
+     "handle_name(rd_kafka_t address): the consumer handle's name (rd_kafka_name), None if not a consumer."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_batch_fetch", NULL, -1, module_methods};
+
+PyMODINIT_FUNC PyInit__batch_fetch(void) {
+    if (PyType_Ready(&FetcherType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&FetcherType);
+    if (PyModule_AddObject(m, "Fetcher", (PyObject *)&FetcherType) < 0) {
+        Py_DECREF(&FetcherType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
