@@ -1,8 +1,8 @@
-"""The source's batch fetch (streaming.kafka.batch_fetch) is a C extension, built at install with the C compiler
-scripts/bootstrap.sh makes sure of; it needs neither librdkafka's headers nor linking against it. Everything
-else about the package is in pyproject.toml."""
+"""Records between librdkafka and column buffers (the source's batch fetch, the emitter's batch produce) are a C
+extension, built at install with the C compiler scripts/bootstrap.sh makes sure of; it needs neither
+librdkafka's headers nor linking against it. Everything else about the package is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("streaming.kafka._batch_fetch", ["streaming/kafka/_batch_fetch.c"],
+setup(ext_modules=[Extension("streaming.kafka._rdkafka_columns", ["streaming/kafka/_rdkafka_columns.c"],
                              extra_compile_args=["-O2", "-Wall"])])

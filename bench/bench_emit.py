@@ -26,9 +26,10 @@ from confluent_kafka import Producer
 
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
+from streaming.kafka.batch_produce import Columns
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.emitter import OFFSET_HEADER, TRANSACTION_RECORDS, PartitionEmitter
-from streaming.log import LogConfig, PartitionLog, batch_from_records, columns, make_record
+from streaming.log import LogConfig, PartitionLog, batch_from_records, make_record
 
 
 def fill_log(directory: str, records: int, value_bytes: int, headers: int, distinct: bool) -> PartitionLog:
@@ -95,8 +96,11 @@ def main() -> None:
         log = fill_log(os.path.join(work, "log"), args.records, args.value_bytes, args.headers,
                        args.distinct_headers)
         t = time.perf_counter()
-        rows = [row for batch in log.read_batches() for row in columns.rows(batch)]
+        for batch in log.read_batches():  # what the emitter reads, by column (streaming.kafka.batch_produce)
+            Columns.of(batch)
         read_s = time.perf_counter() - t
+        rows = [(r["offset"], r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+                for r in log.read()]
         sides: dict[tuple[str, int], list[float]] = {(n, size): [] for n in ("bare", "emitter") for size in sizes}
         with acquire_broker() as broker:
             bs = broker.bootstrap_servers

@@ -1,22 +1,24 @@
 """The offset map: key hash -> winning (offset, version), in a fixed memory budget.
 
 Like Kafka's SkimpyOffsetMap: an open-addressing table with linear probing over one preallocated numpy
-array, each slot holding a 128-bit MD5 of the key (two 64-bit words) and the winner's offset: 24 bytes a key,
+array, each slot holding a 128-bit hash of the key (two 64-bit words) and the winner's offset: 24 bytes a key,
 plus 8 for the version under a version strategy. A slot's words sit side by side, as in Kafka's byte buffer,
 so a probe costs one cache miss, not one per word. The budget is fixed at construction: when the map holds
 the budget's load factor of keys, the pass stops mapping and cleans only what it mapped.
 
-Unlike Kafka's buffer, the table is not all allocated up front: each pass says how many records it can map
-at most, and the table grows to that (never past the budget) and stays. Spark starts Python workers afresh,
-and filling the whole budget's pages was most of a small partition's first pass there (bench/README.md).
+Unlike Kafka's buffer, the table is not all allocated up front: it starts small and doubles as keys come,
+up to what the pass says it can map and never past the budget, and stays for the next pass. Spark starts
+Python workers afresh, and a page touched for the first time costs more here than the probes that use it:
+a pass of many updates to few keys sized its table by its records, not its keys, and filling it took
+longer than mapping (bench/README.md). Below the budget the table grows at half full, so probes stay short.
 
 All operations take whole chunks of keys; probing, inserting and ranking run in compiled loops (numba),
-as is the MD5 of the keys: no Python call per record.
+as is the hash of the keys (keyed SipHash, where Kafka uses MD5): no Python call per record.
 """
 
 from __future__ import annotations
 
-import math
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -30,78 +32,77 @@ VERSION_BYTES = 8
 EMPTY = -1
 
 
-_MASK = np.uint64(0xFFFFFFFF)
-_SINES = np.array([int(abs(math.sin(i + 1)) * 2**32) & 0xFFFFFFFF for i in range(64)], dtype=np.uint64)
+# The process's SipHash key: the map and the hash memo live within one pass of one process, so no key
+# hash ever crosses processes, and nobody who writes keys to a topic can know it.
+_KEY = np.frombuffer(os.urandom(16), dtype="<u8").copy()
 
 
 @njit(inline="always")
-def _step(a, b, f, sine, word, shift):
-    """One MD5 step: b + ((a + f + sine + word) <<< shift), in 32 bits."""
-    x = (a + f + sine + word) & _MASK
-    return (b + (((x << np.uint64(shift)) | (x >> np.uint64(32 - shift))) & _MASK)) & _MASK
+def _rotl(x, b):
+    return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
+
+
+@njit(inline="always")
+def _rounds(v0, v1, v2, v3, n):
+    for _ in range(n):
+        v0 += v1
+        v1 = _rotl(v1, 13) ^ v0
+        v0 = _rotl(v0, 32)
+        v2 += v3
+        v3 = _rotl(v3, 16) ^ v2
+        v0 += v3
+        v3 = _rotl(v3, 21) ^ v0
+        v2 += v1
+        v1 = _rotl(v1, 17) ^ v2
+        v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
 
 
 @njit(cache=True, nogil=True)
-def _md5(data, offsets, sines):
-    """RFC 1321 MD5 of each data[offsets[i]:offsets[i + 1]], as the digest's two little-endian uint64 words.
-    hashlib costs a Python call per key, which was most of a cleaning pass; each round's four steps are
-    written out so the compiled loop carries no per-step branch or table of shifts."""
+def _siphash128(data, offsets, key):
+    """SipHash-2-4 with its 128-bit output (Aumasson and Bernstein's reference, siphash.c) of each
+    data[offsets[i]:offsets[i + 1]], as two uint64 words. Kafka's map hashes keys with MD5; this costs a
+    fraction of it, and unlike MD5, whose collisions anyone can make, two keys that collide cannot be
+    made without the secret key: a collision would drop a record."""
     n = offsets.shape[0] - 1
     h1 = np.empty(n, dtype=np.uint64)
     h2 = np.empty(n, dtype=np.uint64)
-    block = np.zeros(64, dtype=np.uint8)
-    w = np.zeros(16, dtype=np.uint64)
-    m = _MASK
+    k0, k1 = key[0], key[1]
     for i in range(n):
         start = offsets[i]
         length = offsets[i + 1] - start
-        padded = ((length + 8) // 64 + 1) * 64
-        a0, b0, c0, d0 = np.uint64(0x67452301), np.uint64(0xEFCDAB89), np.uint64(0x98BADCFE), np.uint64(0x10325476)
-        for at in range(0, padded, 64):
-            take = min(64, max(0, length - at))
-            block[:take] = data[start + at: start + at + take]
-            block[take:] = 0
-            if take < 64 and at <= length:
-                block[length - at] = 0x80
-            if at + 64 == padded:
-                bits = np.uint64(length) * np.uint64(8)
-                for j in range(8):
-                    block[56 + j] = (bits >> np.uint64(8 * j)) & np.uint64(0xFF)
-            for j in range(16):
-                w[j] = (np.uint64(block[4 * j]) | (np.uint64(block[4 * j + 1]) << np.uint64(8))
-                        | (np.uint64(block[4 * j + 2]) << np.uint64(16)) | (np.uint64(block[4 * j + 3]) << np.uint64(24)))
-            a, b, c, d = a0, b0, c0, d0
-            for r in range(0, 16, 4):
-                a = _step(a, b, (b & c) | (~b & d & m), sines[r], w[r], 7)
-                d = _step(d, a, (a & b) | (~a & c & m), sines[r + 1], w[r + 1], 12)
-                c = _step(c, d, (d & a) | (~d & b & m), sines[r + 2], w[r + 2], 17)
-                b = _step(b, c, (c & d) | (~c & a & m), sines[r + 3], w[r + 3], 22)
-            for r in range(16, 32, 4):
-                a = _step(a, b, (b & d) | (c & ~d & m), sines[r], w[(5 * r + 1) % 16], 5)
-                d = _step(d, a, (a & c) | (b & ~c & m), sines[r + 1], w[(5 * r + 6) % 16], 9)
-                c = _step(c, d, (d & b) | (a & ~b & m), sines[r + 2], w[(5 * r + 11) % 16], 14)
-                b = _step(b, c, (c & a) | (d & ~a & m), sines[r + 3], w[(5 * r + 16) % 16], 20)
-            for r in range(32, 48, 4):
-                a = _step(a, b, b ^ c ^ d, sines[r], w[(3 * r + 5) % 16], 4)
-                d = _step(d, a, a ^ b ^ c, sines[r + 1], w[(3 * r + 8) % 16], 11)
-                c = _step(c, d, d ^ a ^ b, sines[r + 2], w[(3 * r + 11) % 16], 16)
-                b = _step(b, c, c ^ d ^ a, sines[r + 3], w[(3 * r + 14) % 16], 23)
-            for r in range(48, 64, 4):
-                a = _step(a, b, c ^ (b | (~d & m)), sines[r], w[(7 * r) % 16], 6)
-                d = _step(d, a, b ^ (a | (~c & m)), sines[r + 1], w[(7 * r + 7) % 16], 10)
-                c = _step(c, d, a ^ (d | (~b & m)), sines[r + 2], w[(7 * r + 14) % 16], 15)
-                b = _step(b, c, d ^ (c | (~a & m)), sines[r + 3], w[(7 * r + 21) % 16], 21)
-            a0, b0, c0, d0 = (a0 + a) & m, (b0 + b) & m, (c0 + c) & m, (d0 + d) & m
-        h1[i] = a0 | (b0 << np.uint64(32))
-        h2[i] = c0 | (d0 << np.uint64(32))
+        v0 = k0 ^ np.uint64(0x736F6D6570736575)
+        v1 = k1 ^ np.uint64(0x646F72616E646F6D) ^ np.uint64(0xEE)
+        v2 = k0 ^ np.uint64(0x6C7967656E657261)
+        v3 = k1 ^ np.uint64(0x7465646279746573)
+        whole = length - length % 8
+        for at in range(start, start + whole, 8):
+            m = np.uint64(0)
+            for j in range(8):
+                m |= np.uint64(data[at + j]) << np.uint64(8 * j)
+            v3 ^= m
+            v0, v1, v2, v3 = _rounds(v0, v1, v2, v3, 2)
+            v0 ^= m
+        last = np.uint64(length & 0xFF) << np.uint64(56)
+        for j in range(length - whole):
+            last |= np.uint64(data[start + whole + j]) << np.uint64(8 * j)
+        v3 ^= last
+        v0, v1, v2, v3 = _rounds(v0, v1, v2, v3, 2)
+        v0 ^= last
+        v2 ^= np.uint64(0xEE)
+        v0, v1, v2, v3 = _rounds(v0, v1, v2, v3, 4)
+        h1[i] = v0 ^ v1 ^ v2 ^ v3
+        v1 ^= np.uint64(0xDD)
+        v0, v1, v2, v3 = _rounds(v0, v1, v2, v3, 4)
+        h2[i] = v0 ^ v1 ^ v2 ^ v3
     return h1, h2
 
 
-def hash_keys(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """MD5 of each key (a binary array without nulls) as two uint64 arrays: the digest's first and last
-    8 bytes, little-endian."""
+def hash_keys(keys: pa.Array, key: np.ndarray = _KEY) -> tuple[np.ndarray, np.ndarray]:
+    """The 128-bit SipHash of each key (a binary array without nulls) as two uint64 arrays; ``key``: the
+    SipHash key as two little-endian uint64 words (the process's own unless given)."""
     offsets, data, _ = binary_parts(keys)
-    return _md5(data, offsets, _SINES)
+    return _siphash128(data, offsets, key)
 
 
 def rank_greater(v1: np.ndarray | None, o1: np.ndarray, v2: np.ndarray | None, o2: np.ndarray) -> np.ndarray:
@@ -112,6 +113,8 @@ def rank_greater(v1: np.ndarray | None, o1: np.ndarray, v2: np.ndarray | None, o
 
 
 H1, H2, OFF, VER = 0, 1, 2, 3  # the words of a slot
+FIRST_SLOTS = 1 << 12  # a new map's table, at most (the budget may be smaller)
+GROW_LOAD = 0.5  # a table that may still grow does so at this load
 
 
 @njit(cache=True, nogil=True)
@@ -150,6 +153,16 @@ def _insert(table, versioned, size, max_entries, h1, h2, off, ver):
 
 
 @njit(cache=True, nogil=True)
+def _rehash(old, new):
+    """Every mapped slot of ``old`` into ``new`` (empty, larger)."""
+    for s in range(old.shape[0]):
+        if old[s, OFF] != EMPTY:
+            t = _probe(new, old[s, H1], old[s, H2])
+            for w in range(old.shape[1]):
+                new[t, w] = old[s, w]
+
+
+@njit(cache=True, nogil=True)
 def _lookup(table, h1, h2):
     found = np.empty(h1.shape[0], dtype=np.int64)
     for i in range(h1.shape[0]):
@@ -161,14 +174,14 @@ def _lookup(table, h1, h2):
 class OffsetMap:
     def __init__(self, memory_bytes: int, versioned: bool, load_factor: float = 0.9,
                  records: int | None = None) -> None:
-        """Room for ``records`` records at first (None: the whole budget); clear() grows it."""
+        """A map for passes of at most ``records`` records at first (None: as many as the budget takes)."""
         self.versioned = versioned
         self.load_factor = load_factor
         self.bytes_per_entry = HASH_BYTES + OFFSET_BYTES + (VERSION_BYTES if versioned else 0)
         self.slots = max(2, memory_bytes // self.bytes_per_entry)  # the budget's
         self.max_entries = self._entries(self.slots)
-        self._allocate(self._slots_for(records))
-        self.clear()
+        self._allocate(min(self.slots, FIRST_SLOTS))
+        self.clear(records)
 
     def _entries(self, slots: int) -> int:
         """Keys a table of ``slots`` takes at the load factor (one slot stays empty, so probes end)."""
@@ -182,6 +195,17 @@ class OffsetMap:
         self.table = np.empty((slots, self.bytes_per_entry // 8), dtype=np.int64)
         self.off = self.table[:, OFF]
         self.ver = self.table[:, VER] if self.versioned else None
+        self.off.fill(EMPTY)
+
+    def _grow(self) -> None:
+        old = self.table
+        self._allocate(min(self.cap, 2 * old.shape[0]))
+        _rehash(old, self.table)
+
+    def _limit(self) -> int:
+        """Keys the table takes before it grows, or, where it can grow no more, before the pass stops."""
+        slots = self.table.shape[0]
+        return max(1, int(slots * GROW_LOAD)) if slots < self.cap else self._entries(slots)
 
     @property
     def nbytes(self) -> int:
@@ -194,12 +218,9 @@ class OffsetMap:
         return self.size / self.slots
 
     def clear(self, records: int | None = None) -> None:
-        """Empty the map for a pass that maps at most ``records`` records: the table grows to hold that many
-        keys at the load factor (doubling, so passes of slowly growing ranges do not reallocate each time),
-        never past the budget. None keeps the table as it is."""
-        needed = self._slots_for(records or 0)
-        if needed > self.table.shape[0]:
-            self._allocate(min(self.slots, max(needed, 2 * self.table.shape[0])))
+        """Empty the map for a pass that maps at most ``records`` records (None: as many as the budget
+        takes): the table may grow to hold that many keys at the load factor, never past the budget."""
+        self.cap = max(self.table.shape[0], self._slots_for(records))
         self.off.fill(EMPTY)
         self.size = 0
 
@@ -222,6 +243,13 @@ class OffsetMap:
         whose key is new while the map is at its load factor (the budget's, or the table's when the pass
         brings more records than it said); returns how many records were mapped."""
         none = np.zeros(1, dtype=np.int64)
-        mapped, self.size = _insert(self.table, self.ver is not None, self.size, self._entries(self.table.shape[0]),
-                                    h1.view(np.int64), h2.view(np.int64), off, none if ver is None else ver)
-        return int(mapped)
+        h1, h2 = h1.view(np.int64), h2.view(np.int64)
+        ver = none if ver is None else ver
+        done = 0
+        while True:
+            mapped, self.size = _insert(self.table, self.ver is not None, self.size, self._limit(), h1[done:],
+                                        h2[done:], off[done:], ver if ver is none else ver[done:])
+            done += int(mapped)
+            if done == len(off) or self.table.shape[0] >= self.cap:
+                return done
+            self._grow()

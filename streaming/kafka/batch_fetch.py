@@ -1,7 +1,7 @@
 """A consumer's records in batches of Arrow columns, with no Python object per record.
 
 confluent-kafka hands out a ``Message`` (and a bytes object for each key and value) per record, which cost
-more CPU than librdkafka's whole fetch (bench/bench_task.py). The C extension ``_batch_fetch`` takes the
+more CPU than librdkafka's whole fetch (bench/bench_task.py). The C extension ``_rdkafka_columns`` takes the
 fetched records off the same librdkafka handle and copies them once into column buffers, which become
 Arrow arrays here without another copy. The consumer itself stays confluent-kafka's: its settings, its log,
 assign, pause, positions and offset lookups are all as before.
@@ -9,7 +9,6 @@ assign, pause, positions and offset lookups are all as before.
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -17,29 +16,13 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError
 
-from streaming.kafka import _batch_fetch, librdkafka_build
+from streaming.kafka import librdkafka_build
 from streaming.table.kafka_columns import HEADERS_TYPE
 
 # Keys, values and headers of one fetched batch stay under this, so its Arrow binary columns keep 32-bit
 # offsets (Spark's binary type); the records past it come in the next batch.
 MAX_BATCH_BYTES = 1 << 30
-DEFAULT_CLIENT_ID = "rdkafka"  # librdkafka's client.id, the start of its handle's name
 _HEADER_ITEM = HEADERS_TYPE.value_type
-_HANDLE_OFFSET = object.__basicsize__  # confluent-kafka's Handle: PyObject_HEAD, then its rd_kafka_t *
-
-
-class HandleNotFound(RuntimeError):
-    """This confluent-kafka's Consumer does not keep its librdkafka handle where kcompact looks for it."""
-
-
-def _bind() -> None:
-    path = librdkafka_build.library_path()
-    if path is None:
-        raise HandleNotFound("the librdkafka confluent-kafka loaded cannot be found")
-    _batch_fetch.bind(path)
-
-
-_bind()
 
 
 @dataclass(frozen=True)
@@ -113,13 +96,9 @@ class BatchFetch:
     the consumer."""
 
     def __init__(self, consumer: Consumer, client_id: str, capacity: int) -> None:
-        address = ctypes.c_void_p.from_address(id(consumer) + _HANDLE_OFFSET).value or 0
-        name = _batch_fetch.handle_name(address)
-        if name is None or not name.startswith(f"{client_id}#consumer-"):
-            raise HandleNotFound("this confluent-kafka's Consumer does not keep its librdkafka handle where kcompact "
-                                 "reads it; install a confluent-kafka of the versions pyproject.toml names")
+        address = librdkafka_build.handle(consumer, librdkafka_build.CONSUMER, client_id)
         self._consumer = consumer  # the handle lives as long as the consumer object
-        self._fetcher = _batch_fetch.Fetcher(address, capacity)
+        self._fetcher = librdkafka_build.columns().Fetcher(address, capacity)
 
     def forward(self, topic: str, partition: int) -> None:
         """The partition's records come here, not to ``consume()``. Call it before assign(): once assigned, the

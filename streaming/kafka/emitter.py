@@ -28,14 +28,17 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, TypeVar
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
 from streaming.configuration.settings import SETTINGS
+from streaming.kafka.batch_produce import BatchProduce, Columns
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.clients import PartitionReader
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
-from streaming.log.columns import rows
+from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID
+from streaming.log.columns import header_pairs
 from streaming.log.record import LogRecord
 from streaming.runtime.moments import Moment, reached
 
@@ -50,7 +53,7 @@ ABORT_HEADER = "kcompact.abort"           # on the one record of the abort that 
 TRANSACTION_RECORDS: int = SETTINGS["emit.transaction.records"].default
 QUEUE_FULL_WAIT_S = 0.05  # a producer queue full (a slow link): deliveries are served for this long, then again
 # Delivery reports are served now and then while producing and all at once by the flush before each commit;
-# a poll after every record cost about a tenth of the emission (bench/README.md).
+# a poll after every record cost about a tenth of the emission (bench/README.md). Runs of records end there.
 POLL_EVERY = 1_000
 TIMEOUT_S = 60.0
 SETTLE_S = 10.0  # how long a progress below the job's note, or a transaction left open, is read again
@@ -169,6 +172,8 @@ class PartitionEmitter:
 
     def _new_producer(self) -> Producer:
         producer = Producer(client_settings(self.producer_config))
+        self.batch = BatchProduce(producer, str(self.producer_config.get("client.id", DEFAULT_CLIENT_ID)), self.topic,
+                                  self.partition, OFFSET_HEADER)
         reached(Moment.INIT_TRANSACTIONS, f"{self.topic}-{self.partition}")
         _waiting(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
                  f"the transaction coordinator of {self.producer_config['transactional.id']}", producer, self.topic)
@@ -230,32 +235,34 @@ class PartitionEmitter:
 
     def emit(self, batches: Iterable[pa.RecordBatch]) -> int:
         """Produce the records (LOG_BATCH_SCHEMA batches, in offset order) above the progress offset, in
-        transactions; return how many. Read by column, not as a dict per record: the per-record work here is
-        what sets emission's pace beside the producer's own."""
+        transactions; return how many. Runs of records go to librdkafka in one call each, straight from the
+        columns (streaming.kafka.batch_produce); a tombstone goes alone, with a delivery report for the
+        erase audit. Deliveries are served every POLL_EVERY records."""
         before = self.committed_records
         in_txn = 0
-        produce, topic, partition, most = self.producer.produce, self.topic, self.partition, self.transaction_records
+        most = self.transaction_records
         try:
             for batch in batches:
-                for offset, timestamp, key, value, headers in rows(batch):
-                    if offset <= self.emitted_up_to:
-                        continue
+                cols = Columns.of(batch)
+                tombstones = cols.tombstones()
+                i, n = int(np.searchsorted(cols.offsets, self.emitted_up_to, side="right")), len(cols.offsets)
+                while i < n:
                     if in_txn == 0:
                         self.producer.begin_transaction()
                         self._sent = []
-                    headers = [*headers, (OFFSET_HEADER, b"%d" % offset)]
-                    # a tombstone's sink offset goes to the erase audit
-                    reported = (functools.partial(self._on_tombstone, offset, timestamp)
-                                if value is None and key is not None else None)
-                    try:
-                        produce(topic, value, key, partition, timestamp=timestamp, headers=headers,
-                                on_delivery=reported)
-                    except BufferError:
-                        self._produce_when_queued(value, key, timestamp, headers, reported)
-                    in_txn += 1
-                    if in_txn % POLL_EVERY == 0:
+                    t = tombstones[np.searchsorted(tombstones, i):][:1]
+                    if t.size and t[0] == i:
+                        self._produce_tombstone(batch, i)
+                        went = 1
+                    else:
+                        stop = min(n, i + most - in_txn, i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist())
+                        self.batch.produce_all(cols, i, stop, QUEUE_FULL_WAIT_S)
+                        went = stop - i
+                    if (in_txn + went) // POLL_EVERY > in_txn // POLL_EVERY:
                         self.producer.poll(0)
-                    last = offset
+                    in_txn += went
+                    i += went
+                    last = int(cols.offsets[i - 1])
                     if in_txn >= most:
                         self._commit(last, in_txn)
                         in_txn = 0
@@ -278,18 +285,19 @@ class PartitionEmitter:
             raise
         return self.committed_records - before
 
-    def _produce_when_queued(self, value: bytes | None, key: bytes | None, timestamp: int, headers: list,
-                             reported: Callable | None) -> None:
-        """The producer's queue is full (a slow link holds many records unacknowledged): deliveries are
-        served until it takes the record."""
+    def _produce_tombstone(self, batch: pa.RecordBatch, i: int) -> None:
+        """The tombstone at row i, through produce(): its delivery report gives its sink offset."""
+        offset, timestamp = batch.column("offset")[i].as_py(), batch.column("timestamp")[i].as_py()
+        key = batch.column("key")[i].as_py()
+        headers = [*header_pairs(batch.column("headers")[i].as_py()), (OFFSET_HEADER, b"%d" % offset)]
+        reported = functools.partial(self._on_tombstone, offset, timestamp)
         while True:
-            self.producer.poll(QUEUE_FULL_WAIT_S)
             try:
-                self.producer.produce(self.topic, value, key, self.partition, timestamp=timestamp, headers=headers,
+                self.producer.produce(self.topic, None, key, self.partition, timestamp=timestamp, headers=headers,
                                       on_delivery=reported)
                 return
-            except BufferError:
-                continue
+            except BufferError:  # the producer's queue is full (a slow link): deliveries are served, then again
+                self.producer.poll(QUEUE_FULL_WAIT_S)
 
     def _on_tombstone(self, source: int, timestamp: int, err, msg) -> None:
         if err is None:

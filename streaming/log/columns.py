@@ -8,7 +8,7 @@ become Python dicts only at the edges (tests, dump, emission). Headers are kept 
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -137,22 +137,6 @@ def records_from_batch(batch: pa.RecordBatch) -> list[LogRecord]:
     return [{"offset": o, "timestamp": t, "timestamp_type": tt, "key": k, "value": v,
              "headers": [] if h == NO_HEADERS else decode_headers(h), "delete_horizon_ms": d}
             for o, t, tt, k, v, h, d in zip(*cols, strict=True)]
-
-
-Row = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
-
-
-def rows(batch: pa.RecordBatch) -> Iterator[Row]:
-    """(offset, timestamp, key, value, headers as pairs) per record, each column read once: what a producer
-    takes, without a dict per record (emission's form; a dict costs more than producing the record). Records
-    with the same headers share one list: read it, never change it."""
-    encoded = batch.column("headers")
-    if pc.all(pc.equal(encoded, NO_HEADERS)).as_py():
-        headers: list[list] = [[]] * batch.num_rows  # one empty list, shared: the emitter makes its own
-    else:
-        headers = header_lists(encoded)
-    return zip(batch.column("offset").to_pylist(), batch.column("timestamp").to_pylist(),
-               batch.column("key").to_pylist(), batch.column("value").to_pylist(), headers, strict=True)
 
 
 def header_lists(encoded: pa.Array) -> list[list[tuple[str, bytes | None]]]:

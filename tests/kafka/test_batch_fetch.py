@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streaming.kafka import batch_fetch
-from streaming.kafka.batch_fetch import BatchFetch, HandleNotFound, Run
+from streaming.kafka.batch_fetch import BatchFetch, Run
+from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID, HandleNotFound
 from tests.kafka_helpers import Sent, produce
 
 
@@ -56,7 +57,7 @@ def test_every_record_comes_once_with_its_columns(bootstrap_servers, new_topic, 
     topic = new_topic(partitions=3)
     sent = produce(bootstrap_servers, topic, _sent(3, 600))
     consumer = _consumer(bootstrap_servers)
-    fetch = BatchFetch(consumer, batch_fetch.DEFAULT_CLIENT_ID, 64)
+    fetch = BatchFetch(consumer, DEFAULT_CLIENT_ID, 64)
     try:
         for p in range(3):
             fetch.forward(topic, p)
@@ -78,7 +79,7 @@ def test_an_offset_out_of_range_comes_as_the_partitions_error(bootstrap_servers,
     topic = new_topic()
     produce(bootstrap_servers, topic, _sent(1, 5))
     consumer = _consumer(bootstrap_servers, **{"auto.offset.reset": "error"})
-    fetch = BatchFetch(consumer, batch_fetch.DEFAULT_CLIENT_ID, 64)
+    fetch = BatchFetch(consumer, DEFAULT_CLIENT_ID, 64)
     try:
         fetch.forward(topic, 0)
         consumer.assign([TopicPartition(topic, 0, 50)])

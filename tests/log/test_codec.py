@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from streaming.log import batch_from_records, decode_headers, encode_headers, make_record, records_from_batch
-from streaming.log.columns import rows
+from streaming.log import batch_from_records, decode_headers, encode_headers, records_from_batch
 from streaming.log.columns import DecodeError, decode_batch, encode_batch
 from streaming.log.record import parsed_schema
 from streaming.log.segment import container_header, object_body
@@ -94,13 +93,3 @@ def test_damaged_framing_is_named(damage: str, message: str) -> None:
         body += b"\x00"
     with pytest.raises(DecodeError, match=message):
         decode_batch(np.frombuffer(bytes(body), dtype=np.uint8), 0, len(body), sync)
-
-
-def test_rows_hold_what_the_records_hold_with_headers_as_pairs() -> None:
-    records = [make_record(i, None if i % 3 == 0 else b"k%d" % i, None if i % 4 == 0 else b"v%d" % i, 1_000 + i,
-                           [("h", b"x"), ("n", None)] if i % 2 else []) for i in range(12)]
-    for batch in (batch_from_records(records), batch_from_records([r for r in records if not r["headers"]])):
-        got = list(rows(batch))
-        want = [(r["offset"], r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
-                for r in records_from_batch(batch)]
-        assert got == want

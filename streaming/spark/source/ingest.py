@@ -15,13 +15,15 @@ the job), not as source options, which are fixed when the query starts.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
 
 from streaming.job.append_counts import STATS_DDL
-from streaming.spark.source.kafka_source import KafkaDataSource, KafkaInputPartition, KafkaStreamReader
+from streaming.job.task import prepare_task
+from streaming.spark.source.kafka_source import KafkaDataSource, KafkaInputPartition, KafkaStreamReader, read_ranges
 from streaming.spark.source.options import KafkaSourceOptions
 
 INGEST_SOURCE_NAME = "kcompact-ingest"
@@ -36,13 +38,16 @@ class KafkaIngestReader(KafkaStreamReader):
     def read(self, partition: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
         # In the task only: Spark's planning process, started for every query, loads this module too, and the
         # appender brings the whole log (numba, fastavro) with it, most of that process's own import time.
-        from streaming.job.append import AppendTask, append_partitions  # noqa: PLC0415
+        from streaming.job.append import APPEND_ROWS, AppendTask, append_partitions  # noqa: PLC0415
 
         text = TaskContext.get().getLocalProperty(APPEND_TASK_PROPERTY)
         if text is None:
             raise MissingAppendTask(f"the {INGEST_SOURCE_NAME} source appends what it reads: read it with "
                                     f"the local property {APPEND_TASK_PROPERTY} set (SparkMicroBatch.append)")
-        yield from append_partitions(super().read(partition), AppendTask.from_json(text))
+        # read in batches of what an append takes: they reach no Spark, and the appender need not join them
+        options = dataclasses.replace(self.options, records_per_batch=APPEND_ROWS)
+        prepare_task([options.client_config])
+        yield from append_partitions(read_ranges(options, partition.ranges), AppendTask.from_json(text))
 
 
 class KafkaIngestSource(KafkaDataSource):

@@ -25,7 +25,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.job.balance import spread
 from streaming.kafka.admin import watermarks
-from streaming.kafka.batch_fetch import DEFAULT_CLIENT_ID, BatchFetch
+from streaming.kafka.batch_fetch import BatchFetch
+from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, retrying
 from streaming.configuration.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern

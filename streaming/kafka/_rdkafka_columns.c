@@ -1,6 +1,8 @@
 /*
- * A consumer's fetched records as column buffers, with no Python object per record.
+ * Records between librdkafka and column buffers, with no Python object per record: a consumer's fetched
+ * records into Arrow-layout buffers (Fetcher), and a producer's records out of them (produce_rows).
  *
+ * Fetching:
  * confluent-kafka's consume() makes a Message, and a bytes object for every key and value, for each record;
  * the source then copies them again into Arrow columns. Here the partitions' fetch queues are forwarded to
  * a queue of our own on the same librdkafka handle (rd_kafka_queue_forward marks the forward as the
@@ -8,6 +10,12 @@
  * straight into buffers laid out as Arrow's binary columns. The handle, its settings, logs and callbacks
  * stay confluent-kafka's: only fetched records and partition errors reach this queue, so no callback of
  * confluent-kafka's ever runs here.
+ *
+ * Producing: confluent-kafka's produce() takes one record per call, as Python objects, and its
+ * produce_batch() takes no headers, while every record the compactor emits carries kcompact.offset. Here a
+ * run of records goes to rd_kafka_producev in one call from Python, on confluent-kafka's producer handle,
+ * with no delivery callback (confluent-kafka's own skips a message that has no state of its own), so its
+ * transactions, flushes and polls stay confluent-kafka's.
  *
  * librdkafka's functions are looked up in the copy confluent-kafka loaded (bind()), not linked: the same
  * library instance owns the handle, and no librdkafka headers are needed to build this. The few types used
@@ -36,8 +44,10 @@ typedef struct rd_kafka_message_s {
     void *_private;
 } rd_kafka_message_t;
 
-#define ERR_NOENT (-156) /* RD_KAFKA_RESP_ERR__NOENT */
-#define CONSUMER 1       /* RD_KAFKA_CONSUMER */
+#define ERR_NOENT (-156)   /* RD_KAFKA_RESP_ERR__NOENT */
+#define ERR_BAD_MSG (-199) /* RD_KAFKA_RESP_ERR__BAD_MSG */
+#define MSG_F_COPY 0x2     /* RD_KAFKA_MSG_F_COPY */
+enum { V_END, V_TOPIC, V_RKT, V_PARTITION, V_VALUE, V_KEY, V_OPAQUE, V_MSGFLAGS, V_TIMESTAMP, V_HEADER, V_HEADERS };
 
 static struct {
     rd_kafka_queue_t *(*queue_new)(rd_kafka_t *);
@@ -53,6 +63,13 @@ static struct {
     const char *(*err2str)(int);
     const char *(*name)(const rd_kafka_t *);
     int (*type)(const rd_kafka_t *);
+    rd_kafka_topic_t *(*topic_new)(rd_kafka_t *, const char *, void *);
+    void (*topic_destroy)(rd_kafka_topic_t *);
+    int (*producev)(rd_kafka_t *, ...);
+    rd_kafka_headers_t *(*headers_new)(size_t);
+    void (*headers_destroy)(rd_kafka_headers_t *);
+    int (*header_add)(rd_kafka_headers_t *, const char *, ssize_t, const void *, ssize_t);
+    int (*fatal_error)(rd_kafka_t *, char *, size_t);
 } rd;
 
 static int bound = 0;
@@ -84,6 +101,13 @@ static PyObject *bind(PyObject *self, PyObject *args) {
     FIND(err2str, "rd_kafka_err2str")
     FIND(name, "rd_kafka_name")
     FIND(type, "rd_kafka_type")
+    FIND(topic_new, "rd_kafka_topic_new")
+    FIND(topic_destroy, "rd_kafka_topic_destroy")
+    FIND(producev, "rd_kafka_producev")
+    FIND(headers_new, "rd_kafka_headers_new")
+    FIND(headers_destroy, "rd_kafka_headers_destroy")
+    FIND(header_add, "rd_kafka_header_add")
+    FIND(fatal_error, "rd_kafka_fatal_error")
 #undef FIND
     bound = 1;
     Py_RETURN_NONE;
@@ -91,9 +115,10 @@ static PyObject *bind(PyObject *self, PyObject *args) {
 
 static PyObject *handle_name(PyObject *self, PyObject *args) {
     unsigned long long rk;
-    if (!PyArg_ParseTuple(args, "K", &rk))
+    int type;
+    if (!PyArg_ParseTuple(args, "Ki", &rk, &type))
         return NULL;
-    if (!bound || rk == 0 || rd.type((rd_kafka_t *)rk) != CONSUMER)
+    if (!bound || rk == 0 || rd.type((rd_kafka_t *)rk) != type)
         Py_RETURN_NONE;
     return PyUnicode_FromString(rd.name((rd_kafka_t *)rk));
 }
@@ -383,6 +408,145 @@ fail:
     return NULL;
 }
 
+/* Avro's zigzag varint at *pos (below end); 0 when it runs past end. */
+static int read_varint(const uint8_t *buf, size_t *pos, size_t end, int64_t *out) {
+    uint64_t z = 0;
+    for (int shift = 0; shift < 64 && *pos < end; shift += 7) {
+        uint8_t b = buf[(*pos)++];
+        z |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *out = (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The log's Avro encoding of a record's headers (array of {key: string, value: null|bytes}) added to hdrs;
+ * 0 when the bytes are not such an array. */
+static int add_headers(rd_kafka_headers_t *hdrs, const uint8_t *buf, size_t pos, size_t end) {
+    int64_t count, skip, len, branch;
+    while (pos < end) {
+        if (!read_varint(buf, &pos, end, &count))
+            return 0;
+        if (count == 0)
+            return pos == end;
+        if (count < 0) { /* a block with its byte size */
+            count = -count;
+            if (!read_varint(buf, &pos, end, &skip))
+                return 0;
+        }
+        for (int64_t k = 0; k < count; k++) {
+            if (!read_varint(buf, &pos, end, &len) || len < 0 || (size_t)len > end - pos)
+                return 0;
+            const char *name = (const char *)buf + pos;
+            ssize_t name_len = (ssize_t)len;
+            pos += (size_t)len;
+            if (!read_varint(buf, &pos, end, &branch))
+                return 0;
+            if (branch == 0) {
+                rd.header_add(hdrs, name, name_len, NULL, 0);
+                continue;
+            }
+            if (branch != 1 || !read_varint(buf, &pos, end, &len) || len < 0 || (size_t)len > end - pos)
+                return 0;
+            rd.header_add(hdrs, name, name_len, buf + pos, (ssize_t)len);
+            pos += (size_t)len;
+        }
+    }
+    return 0;
+}
+
+#define VALID(bits, i) ((bits).buf == NULL || ((const uint8_t *)(bits).buf)[i])
+
+/*
+ * produce_rows(producer address, topic, partition, offset header name, offsets int64, timestamps int64,
+ *              key valid bool|None, key offsets int64, key data, value valid|None, value offsets, value data,
+ *              header offsets int64, header data, start, stop) -> (records produced, error code)
+ * Records [start, stop), each with its own headers and then the offset header, in order; stops at the
+ * first record librdkafka refuses (error code non-zero, e.g. its queue is full) and says how many went.
+ */
+static PyObject *produce_rows(PyObject *self, PyObject *args) {
+    unsigned long long rk_address;
+    const char *topic, *offset_name;
+    int partition;
+    Py_ssize_t start, stop;
+    Py_buffer offsets, stamps, kvalid = {0}, koffs, kdata, vvalid = {0}, voffs, vdata, hoffs, hdata;
+    PyObject *kvalid_obj, *vvalid_obj;
+    if (!PyArg_ParseTuple(args, "Ksisy*y*Oy*y*Oy*y*y*y*nn", &rk_address, &topic, &partition, &offset_name, &offsets,
+                          &stamps, &kvalid_obj, &koffs, &kdata, &vvalid_obj, &voffs, &vdata, &hoffs, &hdata, &start,
+                          &stop))
+        return NULL;
+    PyObject *result = NULL;
+    if (kvalid_obj != Py_None && PyObject_GetBuffer(kvalid_obj, &kvalid, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (vvalid_obj != Py_None && PyObject_GetBuffer(vvalid_obj, &vvalid, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() librdkafka first");
+        goto done;
+    }
+    rd_kafka_t *rk = (rd_kafka_t *)rk_address;
+    const int64_t *off = offsets.buf, *ts = stamps.buf, *ko = koffs.buf, *vo = voffs.buf, *ho = hoffs.buf;
+    const uint8_t *keys = kdata.buf, *values = vdata.buf, *headers = hdata.buf;
+    rd_kafka_topic_t *rkt = rd.topic_new(rk, topic, NULL);
+    if (rkt == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "no topic handle for %s", topic);
+        goto done;
+    }
+    Py_ssize_t i = start;
+    int err = 0;
+    char number[24];
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < stop; i++) {
+        rd_kafka_headers_t *hdrs = rd.headers_new(4);
+        if (!add_headers(hdrs, headers, (size_t)ho[i], (size_t)ho[i + 1])) {
+            rd.headers_destroy(hdrs);
+            err = ERR_BAD_MSG;
+            break;
+        }
+        int digits = snprintf(number, sizeof(number), "%lld", (long long)off[i]);
+        rd.header_add(hdrs, offset_name, -1, number, digits);
+        const void *key = VALID(kvalid, i) ? keys + ko[i] : NULL;
+        const void *value = VALID(vvalid, i) ? values + vo[i] : NULL;
+        err = rd.producev(rk, V_RKT, rkt, V_PARTITION, (int32_t)partition, V_VALUE, value,
+                          (size_t)(value ? vo[i + 1] - vo[i] : 0), V_KEY, key, (size_t)(key ? ko[i + 1] - ko[i] : 0),
+                          V_TIMESTAMP, (int64_t)ts[i], V_HEADERS, hdrs, V_MSGFLAGS, MSG_F_COPY, V_END);
+        if (err) {
+            rd.headers_destroy(hdrs); /* producev takes the headers only when it takes the record */
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    rd.topic_destroy(rkt);
+    result = Py_BuildValue("(ni)", i - start, err);
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&stamps);
+    if (kvalid.obj != NULL)
+        PyBuffer_Release(&kvalid);
+    PyBuffer_Release(&koffs);
+    PyBuffer_Release(&kdata);
+    if (vvalid.obj != NULL)
+        PyBuffer_Release(&vvalid);
+    PyBuffer_Release(&voffs);
+    PyBuffer_Release(&vdata);
+    PyBuffer_Release(&hoffs);
+    PyBuffer_Release(&hdata);
+    return result;
+}
+
+static PyObject *fatal_error(PyObject *self, PyObject *args) {
+    unsigned long long rk;
+    char text[512];
+    if (!PyArg_ParseTuple(args, "K", &rk))
+        return NULL;
+    int err = rd.fatal_error((rd_kafka_t *)rk, text, sizeof(text));
+    if (err == 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(is)", err, text);
+}
+
 static PyMethodDef Fetcher_methods[] = {
     {"forward", (PyCFunction)Fetcher_forward, METH_VARARGS,
      "forward(topic, partition): the partition's fetched records come to this fetcher's queue."},
@@ -393,7 +557,7 @@ static PyMethodDef Fetcher_methods[] = {
 
 static PyTypeObject FetcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "streaming.kafka._batch_fetch.Fetcher",
+    .tp_name = "streaming.kafka._rdkafka_columns.Fetcher",
     .tp_basicsize = sizeof(Fetcher),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Fetcher(rd_kafka_t address, capacity): a queue of fetched records read as column buffers.",
@@ -406,13 +570,17 @@ static PyTypeObject FetcherType = {
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS, "bind(path): look librdkafka's functions up in the loaded library at path."},
     {"handle_name", handle_name, METH_VARARGS,
-     "handle_name(rd_kafka_t address): the consumer handle's name (rd_kafka_name), None if not a consumer."},
+     "handle_name(rd_kafka_t address, type): the handle's name (rd_kafka_name), None if not of that type "
+     "(0 producer, 1 consumer)."},
+    {"produce_rows", produce_rows, METH_VARARGS, "produce_rows(...): see the source."},
+    {"fatal_error", fatal_error, METH_VARARGS,
+     "fatal_error(rd_kafka_t address): (code, text) of the client's fatal error (rd_kafka_fatal_error), or None."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_batch_fetch", NULL, -1, module_methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rdkafka_columns", NULL, -1, module_methods};
 
-PyMODINIT_FUNC PyInit__batch_fetch(void) {
+PyMODINIT_FUNC PyInit__rdkafka_columns(void) {
     if (PyType_Ready(&FetcherType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
