@@ -17,12 +17,10 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError
 
 from streaming.kafka import librdkafka_build
-from streaming.table.kafka_columns import HEADERS_TYPE
 
 # Keys, values and headers of one fetched batch stay under this, so its Arrow binary columns keep 32-bit
 # offsets (Spark's binary type); the records past it come in the next batch.
 MAX_BATCH_BYTES = 1 << 30
-_HEADER_ITEM = HEADERS_TYPE.value_type
 
 
 @dataclass(frozen=True)
@@ -45,6 +43,15 @@ class FetchError:
 
 
 @dataclass(frozen=True)
+class Headers:
+    """A fetched batch's headers, flat: record i's are names[lists[i]:lists[i + 1]] and values likewise."""
+
+    lists: pa.Buffer  # int32 offsets, one more than the records
+    names: pa.Array  # string
+    values: pa.Array  # binary, null where a header has no value
+
+
+@dataclass(frozen=True)
 class Fetched:
     """One fetched batch: its records' columns, and runs and errors in the order they came."""
 
@@ -54,7 +61,7 @@ class Fetched:
     timestamp_types: np.ndarray  # librdkafka's rd_kafka_timestamp_type_t: 0 none, 1 create, 2 log append
     keys: pa.Array
     values: pa.Array
-    headers: pa.Array | None  # list<struct<key, value>>; None when no record of the batch has any
+    headers: Headers | None  # None when no record of the batch has any
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -65,15 +72,13 @@ def _binary(kind: pa.DataType, n: int, bitmap: bytes | None, offsets: bytes, dat
                                            pa.py_buffer(data)])
 
 
-def _headers(n: int, lists: bytes | None, name_offsets: bytes, names: bytes, bitmap: bytes | None,
-             value_offsets: bytes, values: bytes) -> pa.Array | None:
+def _headers(lists: bytes | None, name_offsets: bytes, names: bytes, bitmap: bytes | None, value_offsets: bytes,
+             values: bytes) -> Headers | None:
     if lists is None:
         return None
     count = len(name_offsets) // 4 - 1
-    items = pa.StructArray.from_arrays([_binary(pa.string(), count, None, name_offsets, names),
-                                        _binary(pa.binary(), count, bitmap, value_offsets, values)],
-                                       fields=list(_HEADER_ITEM))
-    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(lists)], children=[items])
+    return Headers(pa.py_buffer(lists), _binary(pa.string(), count, None, name_offsets, names),
+                   _binary(pa.binary(), count, bitmap, value_offsets, values))
 
 
 def _events(count: int, found: list[tuple]) -> Iterator[Run | FetchError]:
@@ -115,7 +120,7 @@ class BatchFetch:
         return Fetched(tuple(_events(n, events)), np.frombuffer(offsets, np.int64),
                        np.frombuffer(stamps, np.int64), np.frombuffer(kinds, np.int8),
                        _binary(pa.binary(), n, key_bits, key_offsets, keys),
-                       _binary(pa.binary(), n, value_bits, value_offsets, values), _headers(n, *headers))
+                       _binary(pa.binary(), n, value_bits, value_offsets, values), _headers(*headers))
 
     def close(self) -> None:
         self._fetcher.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -29,6 +30,15 @@ def _sent(partitions: int, count: int) -> list[Sent]:
     return out
 
 
+def _headers(fetched: batch_fetch.Fetched) -> list[list[tuple[str, bytes | None]]]:
+    h = fetched.headers
+    if h is None:
+        return [[]] * len(fetched)
+    lists = np.frombuffer(h.lists, np.int32)
+    names, values = h.names.to_pylist(), h.values.to_pylist()
+    return [list(zip(names[a:b], values[a:b], strict=True)) for a, b in zip(lists[:-1], lists[1:], strict=True)]
+
+
 def _read_all(fetch: BatchFetch, expected: int, max_records: int) -> dict[tuple[str, int], list[tuple]]:
     got: dict[tuple[str, int], list[tuple]] = {}
     seen = 0
@@ -36,14 +46,14 @@ def _read_all(fetch: BatchFetch, expected: int, max_records: int) -> dict[tuple[
         fetched = fetch.fetch(max_records, timeout_s=5.0)
         assert fetched is not None, f"only {seen} of {expected} records came"
         assert len(fetched) <= max_records
-        headers = fetched.headers.to_pylist() if fetched.headers is not None else [[]] * len(fetched)
+        headers = _headers(fetched)
         for event in fetched.events:
             assert isinstance(event, Run), event
             for i in range(event.start, event.stop):
                 got.setdefault((event.topic, event.partition), []).append(
                     (int(fetched.offsets[i]), fetched.keys[i].as_py(), fetched.values[i].as_py(),
                      int(fetched.timestamps[i]), int(fetched.timestamp_types[i]),
-                     [(h["key"], h["value"]) for h in headers[i]]))
+                     headers[i]))
         seen += len(fetched)
     return got
 

@@ -19,6 +19,13 @@ ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic"
 _TIMESTAMP_TYPE_IDS = np.array([-1, 0, 1], dtype=np.int32)
 
 
+def _header_lists(fetched: Fetched) -> pa.Array:
+    """The fetched batch's headers as Spark's headers column, over the fetched buffers (no copy)."""
+    h = fetched.headers
+    items = pa.StructArray.from_arrays([h.names, h.values], fields=list(HEADERS_TYPE.value_type))
+    return pa.Array.from_buffers(HEADERS_TYPE, len(fetched), [None, h.lists], children=[items])
+
+
 class Columns:
     """One partition's records as Arrow batches of Spark's Kafka columns: each fetched run, cut to the range
     being read, becomes a batch of slices of the fetched columns (no copy)."""
@@ -51,7 +58,7 @@ class Columns:
     def _batch(self, fetched: Fetched, first: int, stop: int) -> pa.RecordBatch:
         n = stop - first
         millis = fetched.timestamps[first:stop]
-        headers = no_headers(n) if fetched.headers is None else fetched.headers.slice(first, n)
+        headers = no_headers(n) if fetched.headers is None else _header_lists(fetched).slice(first, n)
         return pa.RecordBatch.from_arrays([
             fetched.keys.slice(first, n), fetched.values.slice(first, n), pa.repeat(self._topic, n),
             pa.array(np.full(n, self.partition, dtype=np.int32)), pa.array(fetched.offsets[first:stop]),
