@@ -44,7 +44,6 @@ typedef struct rd_kafka_message_s {
     void *_private;
 } rd_kafka_message_t;
 
-#define ERR_NOENT (-156)   /* RD_KAFKA_RESP_ERR__NOENT */
 #define ERR_BAD_MSG (-199) /* RD_KAFKA_RESP_ERR__BAD_MSG */
 #define MSG_F_COPY 0x2     /* RD_KAFKA_MSG_F_COPY */
 enum { V_END, V_TOPIC, V_RKT, V_PARTITION, V_VALUE, V_KEY, V_OPAQUE, V_MSGFLAGS, V_TIMESTAMP, V_HEADER, V_HEADERS };
@@ -217,6 +216,20 @@ static PyObject *bitmap_of(int wanted, size_t n, uint8_t **bits) {
     return b;
 }
 
+/* Append a new reference (NULL: the exception already set) to list; 0, with an exception, on failure. */
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL)
+        return 0;
+    int ok = PyList_Append(list, item) == 0;
+    Py_DECREF(item);
+    return ok;
+}
+
+/* Mark item i of a validity bitmap as null. */
+static inline void clear_bit(uint8_t *bits, size_t i) {
+    bits[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+
 static size_t header_count(rd_kafka_headers_t *hdrs, size_t *names, size_t *values, int *null_value) {
     const char *name;
     const void *value;
@@ -336,24 +349,17 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
             const char *topic = m->rkt ? rd.topic_name(m->rkt) : NULL;
             PyObject *text = m->payload ? PyUnicode_DecodeUTF8(m->payload, (Py_ssize_t)m->len, "replace")
                                         : PyUnicode_FromString(rd.err2str(m->err));
-            PyObject *e = text == NULL ? NULL : Py_BuildValue("(nziiN)", (Py_ssize_t)i, topic, m->partition, m->err, text);
-            if (e == NULL || PyList_Append(events, e) < 0) {
-                Py_XDECREF(e);
+            if (text == NULL ||
+                !append_new(events, Py_BuildValue("(nziiN)", (Py_ssize_t)i, topic, m->partition, m->err, text)))
                 goto fail;
-            }
-            Py_DECREF(e);
             run_topic = NULL; /* the records after an error start a run of their own */
             continue;
         }
         if (m->rkt != run_topic || m->partition != run_partition) {
             run_topic = m->rkt;
             run_partition = m->partition;
-            PyObject *r = Py_BuildValue("(nsi)", (Py_ssize_t)i, rd.topic_name(m->rkt), m->partition);
-            if (r == NULL || PyList_Append(events, r) < 0) {
-                Py_XDECREF(r);
+            if (!append_new(events, Py_BuildValue("(nsi)", (Py_ssize_t)i, rd.topic_name(m->rkt), m->partition)))
                 goto fail;
-            }
-            Py_DECREF(r);
         }
         int kind = 0;
         off64[i] = m->offset;
@@ -363,14 +369,14 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
             memcpy(key_data + kpos, m->key, m->key_len);
             kpos += (int32_t)m->key_len;
         } else if (key_bits != NULL) {
-            key_bits[i >> 3] &= (uint8_t)~(1u << (i & 7));
+            clear_bit(key_bits, i);
         }
         ko[i + 1] = kpos;
         if (m->payload != NULL) {
             memcpy(val_data + vpos, m->payload, m->len);
             vpos += (int32_t)m->len;
         } else if (val_bits != NULL) {
-            val_bits[i >> 3] &= (uint8_t)~(1u << (i & 7));
+            clear_bit(val_bits, i);
         }
         vo[i + 1] = vpos;
         if (ho != NULL) {
@@ -388,7 +394,7 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
                         memcpy(hvals + hvpos, value, size);
                         hvpos += (int32_t)size;
                     } else if (hval_bits != NULL) {
-                        hval_bits[hpos >> 3] &= (uint8_t)~(1u << (hpos & 7));
+                        clear_bit(hval_bits, hpos);
                     }
                     hvo[hpos + 1] = hvpos;
                     hpos++;

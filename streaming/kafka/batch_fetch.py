@@ -111,7 +111,8 @@ class BatchFetch:
         self._fetcher.forward(topic, partition)
 
     def fetch(self, max_records: int, timeout_s: float) -> Fetched | None:
-        """The next records (at most max_records), waiting up to timeout_s for the first; None if none came."""
+        """The next records: librdkafka waits until max_records have come or timeout_s has passed; None if
+        none came."""
         got = self._fetcher.fetch(max_records, int(timeout_s * 1000), MAX_BATCH_BYTES)
         if got is None:
             return None

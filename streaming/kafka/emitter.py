@@ -171,8 +171,9 @@ class PartitionEmitter:
         self.emitted_up_to = self._resume_point(noted)
 
     def _new_producer(self) -> Producer:
-        producer = Producer(client_settings(self.producer_config))
-        self.batch = BatchProduce(producer, str(self.producer_config.get("client.id", DEFAULT_CLIENT_ID)), self.topic,
+        settings = client_settings(self.producer_config)  # a client.id given by reference, resolved
+        producer = Producer(settings)
+        self.batch = BatchProduce(producer, str(settings.get("client.id", DEFAULT_CLIENT_ID)), self.topic,
                                   self.partition, OFFSET_HEADER)
         reached(Moment.INIT_TRANSACTIONS, f"{self.topic}-{self.partition}")
         _waiting(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
