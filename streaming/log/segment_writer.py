@@ -71,8 +71,14 @@ def with_object(storage: Storage, directory: str, seg: SegmentMeta, batch: pa.Re
 
 def _blocks_of(storage: Storage, directory: str, chunk: Chunk) -> bytes | None:
     """An object's blocks (after its header), checked against the manifest; None when damaged, so
-    damage is never copied into a new object with a fresh checksum."""
-    data = storage.get(posixpath.join(objects_dir(directory), chunk.name))
+    damage is never copied into a new object with a fresh checksum. None too when it is gone: a writer
+    fenced long ago may name an object its successors folded and collected, and its commit is what
+    refuses it."""
+    try:
+        data = storage.get(posixpath.join(objects_dir(directory), chunk.name))
+    except FileNotFoundError:
+        log.error("%s: object %s is missing; later appends go to new objects", directory, chunk.name)
+        return None
     if len(data) != chunk.bytes or zlib.crc32(data) != chunk.crc32:
         log.error("%s: object %s does not match the manifest; later appends go to new objects",
                   directory, chunk.name)

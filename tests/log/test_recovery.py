@@ -152,6 +152,23 @@ def test_a_zombie_writer_is_refused_and_changes_nothing(tmp_path) -> None:
     assert [(r["offset"], r["value"]) for r in _log(tmp_path).read(8)] == [(8, b"live")]
 
 
+def test_a_zombie_whose_active_object_was_folded_and_collected_is_refused_as_fenced(tmp_path) -> None:
+    """Found by the model test: the zombie's append would fold the active segment's last object, which the
+    live writer has since folded into a new one and collected; the zombie is refused at its commit."""
+    config = LogConfig(fsync=False, file_delete_delay_ms=0)
+    live = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    live.append([make_record(0, b"k", b"v", 0)])
+    zombie = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    live.append([make_record(1, b"k", b"live", 0)])  # folds offset 0's object into a new one
+    for _ in range(KEEP_MANIFESTS):  # until no kept manifest names the folded object
+        live.set_cleaner_checkpoint((live.cleaner_checkpoint or 0) + 1)
+    live.collect_garbage(grace_ms=0)
+    assert not (tmp_path / OBJECTS / zombie.active.chunks[-1].name).exists()
+    with pytest.raises(LogFencedError, match="fenced"):
+        zombie.append([make_record(1, b"k", b"zombie", 0)])
+    assert [(r["offset"], r["value"]) for r in _log(tmp_path).read()] == [(0, b"v"), (1, b"live")]
+
+
 def test_many_small_appends_keep_few_objects(tmp_path) -> None:
     log = _log(tmp_path)
     for o in range(1000):
