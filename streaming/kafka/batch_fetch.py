@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streaming.kafka import librdkafka_build
 
@@ -104,19 +104,32 @@ class BatchFetch:
         address = librdkafka_build.handle(consumer, librdkafka_build.CONSUMER, client_id)
         self._consumer = consumer  # the handle lives as long as the consumer object
         self._fetcher = librdkafka_build.columns().Fetcher(address, capacity)
+        self._restarting: set[tuple[str, int]] = set()
 
     def forward(self, topic: str, partition: int) -> None:
         """The partition's records come here, not to ``consume()``. Call it before assign(): once assigned, the
         partition's first records may already be on their way to the consumer's queue."""
         self._fetcher.forward(topic, partition)
 
+    def restart(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch the partition again from ``offset``, after librdkafka stopped its fetch (an offset out of
+        range with auto.offset.reset=error), which seek() refuses. Re-assigning it stops and starts its
+        fetch, and librdkafka drops a partition's forward when it stops it, on its own thread, so before
+        or after this call: the forward is made again at each fetch until the partition is heard from."""
+        self._consumer.incremental_unassign([TopicPartition(topic, partition)])
+        self._consumer.incremental_assign([TopicPartition(topic, partition, offset)])
+        self._restarting.add((topic, partition))
+
     def fetch(self, max_records: int, timeout_s: float) -> Fetched | None:
         """The next records: librdkafka waits until max_records have come or timeout_s has passed; None if
         none came."""
+        for topic, partition in self._restarting:
+            self._fetcher.forward(topic, partition)
         got = self._fetcher.fetch(max_records, int(timeout_s * 1000), MAX_BATCH_BYTES)
         if got is None:
             return None
         n, events, cols = got
+        self._restarting.difference_update((event[1], event[2]) for event in events)
         (offsets, stamps, kinds, key_bits, key_offsets, keys, value_bits, value_offsets, values, *headers) = cols
         return Fetched(tuple(_events(n, events)), np.frombuffer(offsets, np.int64),
                        np.frombuffer(stamps, np.int64), np.frombuffer(kinds, np.int8),

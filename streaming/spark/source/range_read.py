@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Generator, Iterator, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 EARLIEST_TIMESTAMP = -2  # ListOffsets' "earliest": offsets_for_times with it gives log starts, one request per leader
+# A position the leader no longer holds: with auto.offset.reset=error, librdkafka reports it as its own
+# _AUTO_OFFSET_RESET ("Offset out of range"), not as the broker's OFFSET_OUT_OF_RANGE.
+OUT_OF_RANGE = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})  # noqa: SLF001 (librdkafka names its own codes so)
 
 
 class OffsetRange(NamedTuple):
@@ -122,8 +125,7 @@ class RangeRead:
             for event in fetched.events if fetched is not None else ():
                 key = (event.topic, event.partition)
                 if isinstance(event, FetchError):
-                    if (yield from self._failed(key, event.error)):
-                        break  # read again from the positions
+                    yield from self._failed(key, event.error)
                     continue
                 if key not in self.position:  # fetched before its range ended
                     continue
@@ -163,22 +165,21 @@ class RangeRead:
                 for cols in self.columns.values():
                     yield from cols.take()
 
-    def _failed(self, key: Key, err: KafkaError) -> Generator[pa.RecordBatch, None, bool]:
-        """An error in place of records: out of range is data loss (read on from the log start, or fail; True:
-        the rest of the consume() result is dropped); anything else fails the task, and the job reads the
-        batch again."""
+    def _failed(self, key: Key, err: KafkaError) -> Iterator[pa.RecordBatch]:
+        """An error in place of records: out of range is data loss (read on from the log start, or fail);
+        anything else fails the task, and the job reads the batch again."""
         if err.code() == UNUSED_GROUP_REFUSED:
             log.debug("partition %s-%d: %s (this consumer uses no group)", *key, err)
-            return False
-        if err.code() != KafkaError.OFFSET_OUT_OF_RANGE or key not in self.position:
+            return
+        if err.code() not in OUT_OF_RANGE or key not in self.position:
             raise KafkaException(err)
         data_loss(f"partition {key[0]}-{key[1]}: offset {self.position[key]} is out of range",
                   self.options.fail_on_data_loss)
         self.position[key] = max(self.position[key], self.log_starts([key])[key])
         if self.position[key] >= self.ranges[key].end:
             yield from self._finish(key)
-        self._assign()
-        return True
+        else:
+            self.fetch.restart(*key, self.position[key])
 
     def _consumer_events(self) -> Iterator[pa.RecordBatch]:
         """The consumer's own queue, where records no longer come: serving it runs librdkafka's log lines

@@ -9,8 +9,11 @@ import logging
 
 import pytest
 
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
 from streaming.spark.source import kafka_source, range_read
-from streaming.spark.source.range_read import OffsetRange
+from streaming.spark.source.range_read import DataLossError, OffsetRange
 from streaming.spark.source.options import KafkaSourceOptions
 from tests.kafka_helpers import Sent, produce
 
@@ -60,3 +63,37 @@ def test_one_consumer_reads_many_partitions_ranges_together_each_exactly(bootstr
         for t, p, o in zip(*(batch.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True):
             got.setdefault((t, p), []).append(o)
     assert got == {(r.topic, r.partition): list(range(r.start, r.end)) for r in ranges if r.end > r.start}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fail", [True, False])
+def test_records_deleted_between_the_log_start_lookup_and_the_fetch_are_data_loss_per_fail_on_data_loss(
+        bootstrap_servers, new_topic, monkeypatch, fail: bool) -> None:
+    """Retention racing a read: the log starts were looked up, then the leader dropped one range's first
+    records before they were fetched. That is data loss, as when they were gone before the lookup, not a task
+    failure; the task's other range reads on, whatever its fetches brought beside the error."""
+    topic = new_topic(partitions=2)
+    produce(bootstrap_servers, topic, [Sent(i % 2, b"k%d" % i, b"v", 1_000 + i) for i in range(40)])
+    assign = range_read.RangeRead._assign
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    deleted: set[str] = set()
+
+    def deleting_first(self) -> None:
+        if topic not in deleted:
+            deleted.add(topic)
+            admin.delete_records([TopicPartition(topic, 0, 8)])[TopicPartition(topic, 0, 8)].result(30)
+        assign(self)
+
+    monkeypatch.setattr(range_read.RangeRead, "_assign", deleting_first)
+    options = dataclasses.replace(KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                                            "subscribe": topic}), fail_on_data_loss=fail)
+    ranges = [OffsetRange(topic, 0, 2, 20), OffsetRange(topic, 1, 0, 20)]
+    if fail:
+        with pytest.raises(DataLossError, match=rf"partition {topic}-0: offset 2 is out of range.*failOnDataLoss"):
+            list(kafka_source.read_ranges(options, ranges))
+        return
+    got: dict[int, list[int]] = {0: [], 1: []}
+    for batch in kafka_source.read_ranges(options, ranges):
+        for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True):
+            got[p].append(o)
+    assert got == {0: list(range(8, 20)), 1: list(range(20))}
