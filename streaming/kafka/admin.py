@@ -21,6 +21,7 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
 from streaming.errors import JobError
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
+from streaming.utc import utc_text
 from streaming.kafka.client_settings import client_settings, refused_because
 from streaming.kafka.failures import (LEADERLESS, as_kafka, is_transient, kafka_error, refusal_hint, refusal_keys, refuses,
                                       retrying)
@@ -87,7 +88,7 @@ class Cluster:
     def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
         """All-topic metadata (naming one topic makes auto-creating brokers create it)."""
         timeout_s = self.connect_timeout_s if timeout_s is None else timeout_s
-        started = time.monotonic()
+        started, since_ms = time.monotonic(), int(time.time() * 1000)
         deadline, said = started + timeout_s, False
         while True:
             try:
@@ -106,8 +107,8 @@ class Cluster:
                                    f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc
                 if not said and time.monotonic() - started > WAITING_NOTICE_S:
                     said = True
-                    log.warning("waiting for the %s cluster at %s to answer (up to %.0fs): %s", self.role,
-                                self.bootstrap_servers, timeout_s, exc.args[0].str())
+                    log.warning("waiting for the %s cluster at %s to answer (up to %.0fs): %s; since %s UTC", self.role,
+                                self.bootstrap_servers, timeout_s, exc.args[0].str(), utc_text(since_ms))
 
     def cluster_id(self) -> str:
         """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree."""

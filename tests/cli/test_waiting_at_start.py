@@ -3,6 +3,7 @@ ends: one WARNING line naming it, then the one error line when the wait runs out
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ def test_a_sink_cluster_that_is_down_at_start_is_said_to_be_awaited_after_5s(boo
     err = lines(out.stderr)
     assert out.returncode == 2 and len(err) == 2, out.stderr
     assert f" WARNING streaming.kafka.admin: waiting for the sink cluster at {down} to answer (up to 8s)" in err[0]
+    assert re.search(r"; since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", err[0]), "since when, as every wait says"
     assert err[1].startswith(f"kcompact: error: the sink cluster at {down} did not answer within 8s")
     assert 8 <= took < 30, took
     assert not (tmp_path / "state").exists()
