@@ -28,10 +28,13 @@ from confluent_kafka import Producer
 
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.batch_produce import BatchProduce, Columns
+from streaming.kafka import offset_header
+from streaming.kafka.batch_produce import BatchProduce
 from streaming.kafka.client_log import with_client_log
-from streaming.kafka.emitter import OFFSET_HEADER, TRANSACTION_RECORDS, PartitionEmitter
-from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID
+from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter
+from streaming.kafka.native import DEFAULT_CLIENT_ID
+from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.record_produce import Columns
 from streaming.log import LogConfig, PartitionLog, batch_from_records, make_record
 
 
@@ -63,7 +66,7 @@ def bare(bootstrap: str, topic: str, rows: list[tuple], per_transaction: int) ->
             while True:
                 try:
                     produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
-                            headers=[*own, (OFFSET_HEADER, b"%d" % offset)])
+                            headers=[*own, (OFFSET_HEADER, offset_header.encode(offset))])
                     break
                 except BufferError:  # a transaction beyond the queue's 100k records: wait for room, as the emitter does
                     producer.poll(0.05)
@@ -80,7 +83,7 @@ def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: i
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
                                          "enable.idempotence": True, "linger.ms": 5}))
     producer.init_transactions(30)
-    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, OFFSET_HEADER)
+    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0)
     t = time.perf_counter()
     cols = [Columns.of(batch) for batch in log.read_batches(0, log.log_end_offset)]
     for part in cols:

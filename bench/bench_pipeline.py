@@ -91,7 +91,7 @@ SHAPES = {
     "wan": Shape(4_000_000, 200_000, wan=True),
     "wan-distinct": Shape(1_000_000, 1_000_000, wan=True),
 }
-SIDES = ("pipeline", "consume", "mirror", "mm2", "mm2-tuned")
+SIDES = ("pipeline", "pipeline-plain", "consume", "mirror", "mm2", "mm2-tuned")  # plain: --kafka-native off
 SHAPE_SIDES = "pipeline,consume,mm2-tuned"
 
 
@@ -140,11 +140,11 @@ def _measure(spark, ends: Ends, args: argparse.Namespace, name: str, shape: Shap
     for i in range(args.rounds):
         for side in sides[i % len(sides):] + sides[:i % len(sides)]:
             cpu, crossed = ends.broker_cpu(), ends.link_bytes()
-            if side == "pipeline":
+            if side in ("pipeline", "pipeline-plain"):
                 state_dir = os.path.join(work, f"measured-{name}-{i}")
                 sinks = new_sinks(ends.pipeline_sink, shape.partitions, shape.topics)
                 seconds, job = run_job(spark, bs, source, sinks[0] if shape.topics == 1 else sinks, state_dir,
-                                       sink_bootstrap=ends.pipeline_sink)
+                                       sink_bootstrap=ends.pipeline_sink, kafka_native=side == "pipeline")
                 expected = (shape.records, min(shape.keys, shape.records))
                 assert (job.totals.ingested, job.totals.emitted) == expected, job.totals.to_doc()
                 shutil.rmtree(state_dir, ignore_errors=True)
@@ -181,7 +181,7 @@ def _table(results: dict[str, dict[str, float]], shapes: dict[str, Shape], sides
     """One row per shape: each side's median seconds, the pipeline's speed over MirrorMaker 2 tuned's and
     over the bare consume's (its fraction of the read limit)."""
     head = ["shape", "records", "keys", "partitions", "value B", *(f"{s} s" for s in sides)]
-    ratios = [r for r in ("mm2-tuned", "mm2", "mirror", "consume") if r in sides and "pipeline" in sides]
+    ratios = [r for r in ("mm2-tuned", "mm2", "mirror", "consume", "pipeline-plain") if r in sides and "pipeline" in sides]
     head += [f"pipeline speed / {r}" for r in ratios]
     lines = [f"medians of {rounds} round(s)", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, median in results.items():
@@ -198,7 +198,8 @@ def _wan_table(link_results: dict[str, dict[str, tuple[float, float]]], sides: l
     lines = [f"across the WAN link ({WAN_LINK.describe()}), medians:",
              "| shape | side | runs near | s | MB across | MB/s across | share of the link's bandwidth |",
              "|---|---|---|---|---|---|---|"]
-    near = {"pipeline": "the source", "consume": "the target", "mm2-tuned": "the target", "mm2": "the target"}
+    near = {"pipeline": "the source", "pipeline-plain": "the source", "consume": "the target", "mm2-tuned": "the target",
+            "mm2": "the target"}
     for name, per_side in link_results.items():
         for side in sides:
             seconds, crossed = per_side[side]

@@ -7,7 +7,8 @@ process, side by side in each round:
 - consume: a bare confluent-kafka consumer taking every record (``consume()``, nothing done with them),
   what reading alone costs: the read limit's CPU;
 - read: the source's read of the partition into Arrow batches (streaming.spark.source.kafka_source);
-- ingest: that read appended to a partition log (streaming.job.append.append_partitions), the whole task.
+- ingest: that read appended to a partition log (streaming.job.append.append_partitions), the whole task;
+- read-plain, ingest-plain: the same on the plain path (--kafka-native off: consume(), a Message per record).
 CPU is this process's (every thread, librdkafka's included), per record; the medians of the rounds print.
 """
 
@@ -75,9 +76,12 @@ def main() -> None:
         produce(bs, topic, args.records, args.keys, 1, int(time.time() * 1000) - 2 * HOUR,
                 value_bytes=args.value_bytes)
         options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bs, "subscribe": topic})
+        plain = dataclasses.replace(options, kafka_native=False)
         sides = {"consume": lambda _: bare_consume(bs, topic, args.records),
                  "read": lambda _: read(options, topic, args.records),
-                 "ingest": lambda state: ingest(options, topic, args.records, state)}
+                 "ingest": lambda state: ingest(options, topic, args.records, state),
+                 "read-plain": lambda _: read(plain, topic, args.records),
+                 "ingest-plain": lambda state: ingest(plain, topic, args.records, state)}
         _cpu_us(lambda state: ingest(options, topic, min(args.records, 100_000), state), 1)  # warm-up: the codec
         figures: dict[str, list[float]] = {side: [] for side in sides}
         for _ in range(args.rounds):
@@ -86,7 +90,7 @@ def main() -> None:
     print(f"{args.records:,} records, {args.keys:,} keys, {args.value_bytes} B values, one partition; "
           f"CPU-us a record, medians of {args.rounds} rounds")
     for side, values in figures.items():
-        print(f"  {side:8s} {statistics.median(values):6.3f}   ({', '.join(f'{v:.3f}' for v in values)})")
+        print(f"  {side:12s} {statistics.median(values):6.3f}   ({', '.join(f'{v:.3f}' for v in values)})")
 
 
 if __name__ == "__main__":

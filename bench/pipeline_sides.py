@@ -221,9 +221,10 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 
 def run_job(spark, bootstrap: str, source: str | list[str], sink: str | list[str], state_dir: str,
-            audit: AuditKeys = AuditKeys.HASH, sink_bootstrap: str | None = None) -> tuple[float, CompactorJob]:
+            audit: AuditKeys = AuditKeys.HASH, sink_bootstrap: str | None = None,
+            kafka_native: bool = True) -> tuple[float, CompactorJob]:
     """``source`` and ``sink``: a topic each, or topics in pairs; the sink on ``sink_bootstrap`` (the source's
-    cluster if None)."""
+    cluster if None); ``kafka_native`` False: the plain path (--kafka-native off)."""
     sources, sinks = ([source], [sink]) if isinstance(source, str) else (source, sink)
     mapping = JobMapping(bootstrap, Subscribe(tuple(sources)), sink_bootstrap or bootstrap,
                          sinks[0] if len(sinks) == 1 else "{topic}.s")
@@ -231,7 +232,7 @@ def run_job(spark, bootstrap: str, source: str | list[str], sink: str | list[str
     settings = JobSettings(erase_audit_keys=audit)
     config = settings.over(CompactionConfig(max_compaction_lag_ms=60_000))
     plans = {t: TopicPlan(t, s, config, counts[t]) for t, s in zip(sources, sinks, strict=True)}
-    spec = JobSpec(mapping, state_dir, plans, settings=settings)
+    spec = JobSpec(mapping, state_dir, plans, settings=settings, kafka_native=kafka_native)
     job = CompactorJob(SparkEngine(spark), spec, RunOptions(once=True))
     t = time.perf_counter()
     assert job.run() == 0

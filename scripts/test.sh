@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command (2): set everything up, then run the whole test suite.
 # --fast: only the tests that need neither a broker nor a cluster (unit, property and command-line tests),
-# a few minutes; docs/architecture.md says which lane to run when.
+# a few minutes; --asan: only the native path's tests, with its C extension built under AddressSanitizer
+# (tests/asan_lane.py), which the whole run also runs first; docs/architecture.md says which lane to run when.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$KCOMPACT_ROOT"
@@ -9,7 +10,11 @@ python -m ruff check --quiet .  # the lint pyproject.toml configures; a finding 
 if [[ "${1:-}" == "--fast" ]]; then
     shift
     set -- -m "not slow and not integration" "$@"
+elif [[ "${1:-}" == "--asan" ]]; then
+    shift
+    exec python -m tests.asan_lane "$@"
 else
+    python -m tests.asan_lane  # the native path under AddressSanitizer: a finding fails the run
     python -m tests.toxiproxy >&2  # the network-fault tests' proxy, built once into ~/.cache/kcompact with Go
     ensure_postgres                # the CDC tests' database (Debian's postgresql-15)
     ensure_maven

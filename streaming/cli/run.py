@@ -112,6 +112,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
     from streaming.cli.security import spark_settings, warn_if_readable_by_others  # noqa: PLC0415
+    from streaming.kafka import native  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.permissions import AccessCheck, JobAccess  # noqa: PLC0415
     from streaming.spark.driver import SparkEngine  # noqa: PLC0415
@@ -162,8 +163,10 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
         with private_files():
             spec = JobSpec(mapping, options.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
                            settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
-                           trigger_interval_ms=round(options.trigger_interval * 1000))
+                           trigger_interval_ms=round(options.trigger_interval * 1000),
+                           kafka_native=options.native_asked)
             _print_plans(spec, source_kafka, sink_kafka)
+            native.announce(spec.kafka_native)
             if not options.once:
                 _warn_of_late_first_emission(spec)
             spec.save(state)

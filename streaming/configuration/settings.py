@@ -278,6 +278,10 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
     Setting("allow.data.loss", Type.BOOLEAN, False, Scope.RUN,
             "go on from the log start when source records were deleted (retention) before the job read them "
             "(false: stop, naming the partition and the lost offsets)"),
+    Setting("kafka.native", Type.STRING, "on", Scope.RUN,
+            "records move between librdkafka and the job's columns in kcompact's C extension, where this "
+            "confluent-kafka is a version it was tested with (else the plain path, said in one WARNING); off: "
+            "confluent-kafka's own per-record calls, slower", choices=("on", "off")),
     Setting("metrics.port", Type.LONG, None, Scope.RUN,
             "serve Prometheus metrics on this port (none: no endpoint; metrics.json is always written)",
             between(1, 65535)),

@@ -26,6 +26,7 @@ from streaming.job.task_error import ErrorKind, TaskError
 from streaming.log import PartitionLog
 from streaming.state.locks import partition_lock
 from streaming.kafka.emitter import HangingTransaction, PartitionEmitter, TransactionInterrupted, read_progress
+from streaming.kafka.native import NativePathError
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import StateDir, open_state_dir
@@ -242,9 +243,10 @@ def _roll_clean_emit(plog: PartitionLog, log_dir: LogDir, spec: JobSpec, now_ms:
         return report
     try:
         emitter = PartitionEmitter(spec.sink_bootstrap, plan.sink, partition, spec.sink_kafka, source_topic=topic,
-                                   noted=noted, transaction_records=config.emit_transaction_records)
-    except HangingTransaction as exc:  # the operator must end it: emitting over it would commit it
-        report.error = TaskError.of(exc)
+                                   noted=noted, transaction_records=config.emit_transaction_records,
+                                   kafka_native=spec.kafka_native)
+    except (HangingTransaction, NativePathError) as exc:  # the operator must end it: emitting over it would commit
+        report.error = TaskError.of(exc)  # it; or kcompact's own defect: neither is the sink away
         return report
     except Exception as exc:  # noqa: BLE001 (sink unreachable: nothing is cleaned unseen; the next trigger tries again)
         report.error = TaskError.of(exc, ErrorKind.SINK_UNREACHABLE)

@@ -30,6 +30,7 @@ class SourceRead:
     max_offsets_per_trigger: int | None = None
     max_read_tasks: int | None = None  # None: a task per partition with records
     kafka: Mapping[str, str] = field(default_factory=dict, repr=False)  # librdkafka settings; may hold secrets
+    kafka_native: bool = True  # records fetched by the native path where it can run (--kafka-native)
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,7 @@ class Engine(Protocol):
 
     def tasks_done(self) -> tuple[int, int] | None:
         """(tasks done, tasks) of the stages running now; None when none runs."""
+
+    def stop_begun(self) -> None:
+        """The job's stop has begun: what the engine's processes say as they are hung up on from now is the
+        stop's doing, not a failure."""

@@ -41,6 +41,9 @@ def explain_failure(exc: BaseException, state_dir: str) -> JobError | None:
         return JobError(f"Spark has no filesystem for {missing[1] or missing[2]}:// to keep its checkpoint in: "
                         f"add the store's Hadoop connector with --spark-conf spark.jars.packages=... (s3a: "
                         f"org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>) or give --checkpoint-location")
+    native = re.search(r"(?:NativePathError|HandleNotFound): ([^\n]*)", text)
+    if native:
+        return JobError(f"kcompact's native Kafka path failed: {native[1]}")
     lost = re.search(r"DataLossError: (partition \S+: [^.\n]*)", text)
     if lost:
         return JobError(f"source {lost[1]}: those records were deleted from the source (retention) before "

@@ -40,6 +40,7 @@ class RunOptions:
     max_offsets_per_trigger: int | None = _option("max.offsets.per.trigger")
     starting_offsets: str = _option("starting.offsets")
     allow_data_loss: bool = _option("allow.data.loss")
+    kafka_native: str = _option("kafka.native")
     metrics_port: int | None = _option("metrics.port")
     metrics_host: str = _option("metrics.host")
     retry_timeout: float = _option("retry.timeout")  # seconds a cluster that is away is waited for
@@ -89,6 +90,11 @@ class RunOptions:
     def values(self) -> dict[str, Any]:
         """Typed values by option name: what --print-config renders."""
         return {f.metadata["setting"]: getattr(self, f.name) for f in fields(self) if "setting" in f.metadata}
+
+    @property
+    def native_asked(self) -> bool:
+        """--kafka-native on: records take the native path where it can run (streaming.kafka.native)."""
+        return self.kafka_native == "on"
 
     def starting(self, subscription: Subscription) -> StartingOffsets:
         return StartingOffsets.parse(self.starting_offsets, subscription)

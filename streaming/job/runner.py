@@ -243,7 +243,7 @@ class CompactorJob:
     def _query(self) -> RunningQuery:
         read = SourceRead(self.spec.source_bootstrap, self.spec.mapping.subscription, self.starting_offsets,
                           not self.options.allow_data_loss, self.options.max_offsets_per_trigger,
-                          self.engine.slots() * TASKS_PER_SLOT, self.spec.source_kafka)
+                          self.engine.slots() * TASKS_PER_SLOT, self.spec.source_kafka, self.spec.kafka_native)
         return self.engine.start_query(QueryPlan(read, self.checkpoint_location, self.options.once, self.trigger_interval_s),
                                        self.on_batch)
 
@@ -253,11 +253,11 @@ class CompactorJob:
         if self._stop.is_set() and signum == signal.SIGINT:
             _stop_at_once("stopped at once")
         self._stop_signal = signum
+        self.engine.stop_begun()
         if signum == signal.SIGINT:
             print("kcompact: stopping after the current batch (Ctrl-C again stops at once)", file=sys.stderr,
                   flush=True)
-            # A batch in flight can wait on a cluster in the middle of a failover: a person at the terminal is
-            # not kept waiting for it
+            # A batch in flight can wait on a cluster mid-failover: a person at the terminal is not kept waiting
             grace = threading.Timer(STOP_GRACE_S, _stop_at_once,
                                     (f"the batch in flight did not end within {STOP_GRACE_S:.0f}s: stopped at once",))
             grace.daemon = True
@@ -310,8 +310,7 @@ class CompactorJob:
     def collect_garbage(self) -> None:
         """At the end of every run, each log keeps only what its newest manifest needs (PartitionLog.collect_at_end):
         a --once run over a backlog would otherwise leave every object its passes replaced."""
-        state = self.state
-        for log_dir in list_log_dirs(state):
+        for log_dir in list_log_dirs(state := self.state):
             plan = self.spec.topics.get(log_dir.pid.topic)
             if plan is None:
                 continue
@@ -334,9 +333,10 @@ class CompactorJob:
             finally:
                 with self.lock:  # the batch or stage in flight ends first
                     self._closing = True
+                if self._stop.is_set() or not query.is_active and query.exception() is None:
+                    self.engine.stop_begun()  # the run ends here (not a failed query, to start again)
                 query.stop()
-            exc = query.exception()
-            if exc is None or self._stop.is_set():
+            if (exc := query.exception()) is None or self._stop.is_set():
                 return
             if not is_transient(exc):
                 raise exc

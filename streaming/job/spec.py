@@ -81,6 +81,7 @@ class JobSpec:
     dead_letter_topic: str | None = None
     max_passes_per_trigger: int = 16
     trigger_interval_ms: int = 5000  # a tombstone's erasure is due max.compaction.lag.ms plus one trigger after it
+    kafka_native: bool = True  # records take the native path where it can run (--kafka-native)
 
     @property
     def source_bootstrap(self) -> str:

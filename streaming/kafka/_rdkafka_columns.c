@@ -19,7 +19,12 @@
  *
  * librdkafka's functions are looked up in the copy confluent-kafka loaded (bind()), not linked: the same
  * library instance owns the handle, and no librdkafka headers are needed to build this. The few types used
- * are librdkafka's public, stable ABI (rdkafka.h).
+ * are librdkafka's public, stable ABI (rdkafka.h). A client's rd_kafka_t is read from its confluent-kafka
+ * object, right after PyObject_HEAD, at every call (a closed client holds NULL there): streaming.kafka.native
+ * lets no client reach here whose version was not tested to keep it there.
+ *
+ * Every entry point checks what it is given before it touches memory (lengths, offsets, alignment, validity
+ * bitmaps, a bound library, an open client) and raises a Python exception naming the argument at fault.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -112,73 +117,119 @@ static PyObject *bind(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static int check_bound(void) {
+    if (!bound)
+        PyErr_SetString(PyExc_RuntimeError, "bind() librdkafka first");
+    return bound;
+}
+
+/* The rd_kafka_t a confluent-kafka client object holds (its Handle's first field), or NULL with an exception
+ * when the client is closed. */
+static rd_kafka_t *rk_of(PyObject *client, const char *what) {
+    rd_kafka_t *rk = *(rd_kafka_t **)((char *)client + sizeof(PyObject));
+    if (rk == NULL)
+        PyErr_Format(PyExc_RuntimeError, "the %s is closed", what);
+    return rk;
+}
+
 static PyObject *handle_name(PyObject *self, PyObject *args) {
-    unsigned long long rk;
+    PyObject *client;
     int type;
-    if (!PyArg_ParseTuple(args, "Ki", &rk, &type))
+    if (!PyArg_ParseTuple(args, "Oi", &client, &type) || !check_bound())
         return NULL;
-    if (!bound || rk == 0 || rd.type((rd_kafka_t *)rk) != type)
+    rd_kafka_t *rk = *(rd_kafka_t **)((char *)client + sizeof(PyObject));
+    if (rk == NULL || rd.type(rk) != type)
         Py_RETURN_NONE;
-    return PyUnicode_FromString(rd.name((rd_kafka_t *)rk));
+    return PyUnicode_FromString(rd.name(rk));
 }
 
 typedef struct {
     PyObject_HEAD
+    PyObject *consumer; /* held, so its handle outlives the queue */
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue;
     rd_kafka_message_t **msgs; /* taken from the queue, not yet handed over: msgs[next:have] */
     size_t capacity, have, next;
+    int busy; /* a fetch waits in librdkafka with the GIL released: close() and a second fetch are refused */
 } Fetcher;
 
+/* The consumer still holds the handle the queue was made on: a consumer closed first has freed it. */
+static int handle_alive(Fetcher *f) {
+    return f->consumer != NULL && *(rd_kafka_t **)((char *)f->consumer + sizeof(PyObject)) == f->rk;
+}
+
 static void release(Fetcher *f) {
-    for (size_t i = f->next; i < f->have; i++)
-        rd.message_destroy(f->msgs[i]);
-    f->next = f->have = 0;
-    if (f->queue != NULL) {
+    if (f->queue != NULL && handle_alive(f)) {
+        for (size_t i = f->next; i < f->have; i++)
+            rd.message_destroy(f->msgs[i]);
         rd.queue_destroy(f->queue);
-        f->queue = NULL;
-    }
+    } /* else the handle is gone, and with it the messages and the queue: nothing is left to free */
+    f->next = f->have = 0;
+    f->queue = NULL;
+    PyMem_Free(f->msgs);
+    f->msgs = NULL;
+    Py_CLEAR(f->consumer);
+}
+
+/* The fetcher can be used now: open, its consumer open, no fetch running. */
+static int usable(Fetcher *f) {
+    if (f->busy)
+        PyErr_SetString(PyExc_RuntimeError, "a fetch of this fetcher is running in another thread");
+    else if (f->queue == NULL)
+        PyErr_SetString(PyExc_RuntimeError, "the fetcher is closed");
+    else if (!handle_alive(f))
+        PyErr_SetString(PyExc_RuntimeError, "the consumer was closed before its fetcher");
+    else
+        return 1;
+    return 0;
 }
 
 static int Fetcher_init(Fetcher *f, PyObject *args, PyObject *kwds) {
-    unsigned long long rk;
+    PyObject *consumer;
     Py_ssize_t capacity;
-    if (!PyArg_ParseTuple(args, "Kn", &rk, &capacity))
+    if (!PyArg_ParseTuple(args, "On", &consumer, &capacity) || !check_bound())
         return -1;
-    if (!bound) {
-        PyErr_SetString(PyExc_RuntimeError, "bind() librdkafka first");
-        return -1;
-    }
-    if (capacity < 1) {
-        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+    if (f->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "a fetch of this fetcher is running in another thread");
         return -1;
     }
-    f->rk = (rd_kafka_t *)rk;
+    if (capacity < 1 || (size_t)capacity > SIZE_MAX / sizeof(*f->msgs)) {
+        PyErr_Format(PyExc_ValueError, "capacity must be at least 1, got %zd", capacity);
+        return -1;
+    }
+    rd_kafka_t *rk = rk_of(consumer, "consumer");
+    if (rk == NULL)
+        return -1;
+    release(f); /* __init__ called again: what the first made goes first */
     f->msgs = PyMem_Calloc((size_t)capacity, sizeof(*f->msgs));
     if (f->msgs == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     f->capacity = (size_t)capacity;
-    f->queue = rd.queue_new(f->rk);
+    f->rk = rk;
+    f->consumer = Py_NewRef(consumer);
+    f->queue = rd.queue_new(rk);
+    if (f->queue == NULL) {
+        release(f);
+        PyErr_SetString(PyExc_RuntimeError, "librdkafka made no queue");
+        return -1;
+    }
     return 0;
 }
 
 static void Fetcher_dealloc(Fetcher *f) {
     release(f);
-    PyMem_Free(f->msgs);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
 static PyObject *Fetcher_forward(Fetcher *f, PyObject *args) {
     const char *topic;
     int partition;
-    if (!PyArg_ParseTuple(args, "si", &topic, &partition))
+    if (!PyArg_ParseTuple(args, "si", &topic, &partition) || !usable(f))
         return NULL;
-    if (f->queue == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the fetcher is closed");
-        return NULL;
-    }
+    if (partition < 0)
+        return PyErr_Format(PyExc_ValueError, "partition must be >= 0, got %d", partition);
     rd_kafka_queue_t *partq = rd.queue_get_partition(f->rk, topic, partition);
     if (partq == NULL) {
         PyErr_Format(PyExc_RuntimeError, "no fetch queue for %s-%d", topic, partition);
@@ -190,6 +241,10 @@ static PyObject *Fetcher_forward(Fetcher *f, PyObject *args) {
 }
 
 static PyObject *Fetcher_close(Fetcher *f, PyObject *unused) {
+    if (f->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "close() while a fetch of this fetcher runs in another thread");
+        return NULL;
+    }
     release(f);
     Py_RETURN_NONE;
 }
@@ -256,18 +311,23 @@ static size_t header_count(rd_kafka_headers_t *hdrs, size_t *names, size_t *valu
 static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
     Py_ssize_t max_records, max_bytes;
     int timeout_ms;
-    if (!PyArg_ParseTuple(args, "nin", &max_records, &timeout_ms, &max_bytes))
+    if (!PyArg_ParseTuple(args, "nin", &max_records, &timeout_ms, &max_bytes) || !usable(f))
         return NULL;
-    if (f->queue == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the fetcher is closed");
-        return NULL;
-    }
+    if (max_records < 1)
+        return PyErr_Format(PyExc_ValueError, "max_records must be at least 1, got %zd", max_records);
+    if (timeout_ms < 0)
+        return PyErr_Format(PyExc_ValueError, "timeout_ms must be >= 0, got %d", timeout_ms);
+    if (max_bytes < 0 || max_bytes > INT32_MAX)
+        return PyErr_Format(PyExc_ValueError, "max_bytes must be within [0, %d] (32-bit Arrow offsets), got %zd",
+                            INT32_MAX, max_bytes);
     if (f->next == f->have) {
-        size_t want = max_records < 1 ? 1 : (size_t)max_records;
+        size_t want = (size_t)max_records;
         ssize_t got;
+        f->busy = 1;
         Py_BEGIN_ALLOW_THREADS
         got = rd.consume_batch_queue(f->queue, timeout_ms, f->msgs, want < f->capacity ? want : f->capacity);
         Py_END_ALLOW_THREADS
+        f->busy = 0;
         if (got < 0)
             return PyErr_Format(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed (%zd)", got);
         f->next = 0;
@@ -287,9 +347,13 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
         rd_kafka_headers_t *hdrs;
         if (rd.message_headers(m, &hdrs) == 0)
             count = header_count(hdrs, &names, &values, &hval_null);
-        size_t bytes = m->key_len + m->len + names + values;
+        size_t bytes = (m->key ? m->key_len : 0) + (m->payload ? m->len : 0) + names + values;
         if (n > 0 && key_bytes + value_bytes + name_bytes + hval_bytes + bytes > (size_t)max_bytes)
             break;
+        if (bytes > INT32_MAX) /* alone in its batch, it would still overflow 32-bit offsets */
+            return PyErr_Format(PyExc_ValueError, "the record of %s-%d at offset %lld holds %zu bytes, more than "
+                                "an Arrow binary column takes", rd.topic_name(m->rkt), (int)m->partition,
+                                (long long)m->offset, bytes);
         n++;
         key_bytes += m->key ? m->key_len : 0;
         value_bytes += m->payload ? m->len : 0;
@@ -463,36 +527,97 @@ static int add_headers(rd_kafka_headers_t *hdrs, const uint8_t *buf, size_t pos,
     return 0;
 }
 
+/* A buffer argument of int64 items, aligned for them; their count, or -1 with an exception naming it. */
+static Py_ssize_t int64s(const Py_buffer *b, const char *name) {
+    if (b->len % (Py_ssize_t)sizeof(int64_t) != 0 || (uintptr_t)b->buf % _Alignof(int64_t) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be aligned int64 items, got %zd bytes at %p", name, b->len, b->buf);
+        return -1;
+    }
+    return b->len / (Py_ssize_t)sizeof(int64_t);
+}
+
+/* A binary column's offsets: n + 1 of them, aligned, and over records [start, stop) each within
+ * [0, data_len] and none below the one before; 0 with an exception naming the argument otherwise. */
+static int offsets_within(const Py_buffer *offsets, const char *name, Py_ssize_t n, Py_ssize_t start, Py_ssize_t stop,
+                          Py_ssize_t data_len) {
+    Py_ssize_t count = int64s(offsets, name);
+    if (count < 0)
+        return 0;
+    if (count != n + 1) {
+        PyErr_Format(PyExc_ValueError, "%s holds %zd offsets for %zd records, not %zd", name, count, n, n + 1);
+        return 0;
+    }
+    const int64_t *o = offsets->buf;
+    for (Py_ssize_t i = start; i <= stop; i++) {
+        if (o[i] < 0 || o[i] > data_len || (i > start && o[i] < o[i - 1])) {
+            PyErr_Format(PyExc_ValueError, "%s[%zd] = %lld is not within [%lld, %zd]", name, i, (long long)o[i],
+                         (long long)(i > start ? o[i - 1] : 0), data_len);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A validity argument: None (all valid), or one byte a record. */
+static int validity_of(PyObject *obj, Py_buffer *view, const char *name, Py_ssize_t n) {
+    if (obj == Py_None)
+        return 1;
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return 0;
+    if (view->len != n) {
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes for %zd records", name, view->len, n);
+        return 0;
+    }
+    return 1;
+}
+
 #define VALID(bits, i) ((bits).buf == NULL || ((const uint8_t *)(bits).buf)[i])
 
 /*
- * produce_rows(producer address, topic, partition, offset header name, offsets int64, timestamps int64,
+ * produce_rows(producer, topic, partition, offset header name, offsets int64, timestamps int64,
  *              key valid bool|None, key offsets int64, key data, value valid|None, value offsets, value data,
  *              header offsets int64, header data, start, stop) -> (records produced, error code)
  * Records [start, stop), each with its own headers and then the offset header, in order; stops at the
  * first record librdkafka refuses (error code non-zero, e.g. its queue is full) and says how many went.
  */
 static PyObject *produce_rows(PyObject *self, PyObject *args) {
-    unsigned long long rk_address;
+    PyObject *producer;
     const char *topic, *offset_name;
     int partition;
     Py_ssize_t start, stop;
     Py_buffer offsets, stamps, kvalid = {0}, koffs, kdata, vvalid = {0}, voffs, vdata, hoffs, hdata;
     PyObject *kvalid_obj, *vvalid_obj;
-    if (!PyArg_ParseTuple(args, "Ksisy*y*Oy*y*Oy*y*y*y*nn", &rk_address, &topic, &partition, &offset_name, &offsets,
+    if (!PyArg_ParseTuple(args, "Osisy*y*Oy*y*Oy*y*y*y*nn", &producer, &topic, &partition, &offset_name, &offsets,
                           &stamps, &kvalid_obj, &koffs, &kdata, &vvalid_obj, &voffs, &vdata, &hoffs, &hdata, &start,
                           &stop))
         return NULL;
     PyObject *result = NULL;
-    if (kvalid_obj != Py_None && PyObject_GetBuffer(kvalid_obj, &kvalid, PyBUF_SIMPLE) < 0)
+    rd_kafka_t *rk;
+    Py_ssize_t n = int64s(&offsets, "offsets");
+    if (n < 0 || !check_bound() || (rk = rk_of(producer, "producer")) == NULL)
         goto done;
-    if (vvalid_obj != Py_None && PyObject_GetBuffer(vvalid_obj, &vvalid, PyBUF_SIMPLE) < 0)
-        goto done;
-    if (!bound) {
-        PyErr_SetString(PyExc_RuntimeError, "bind() librdkafka first");
+    if (partition < 0) {
+        PyErr_Format(PyExc_ValueError, "partition must be >= 0, got %d", partition);
         goto done;
     }
-    rd_kafka_t *rk = (rd_kafka_t *)rk_address;
+    if (offset_name[0] == '\0') {
+        PyErr_SetString(PyExc_ValueError, "the offset header has no name");
+        goto done;
+    }
+    if (start < 0 || start > stop || stop > n) {
+        PyErr_Format(PyExc_ValueError, "records [%zd, %zd) are not within the %zd given", start, stop, n);
+        goto done;
+    }
+    if (int64s(&stamps, "timestamps") != n) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "timestamps holds %zd items for %zd records", stamps.len / 8, n);
+        goto done;
+    }
+    if (!validity_of(kvalid_obj, &kvalid, "key valid", n) || !validity_of(vvalid_obj, &vvalid, "value valid", n) ||
+        !offsets_within(&koffs, "key offsets", n, start, stop, kdata.len) ||
+        !offsets_within(&voffs, "value offsets", n, start, stop, vdata.len) ||
+        !offsets_within(&hoffs, "header offsets", n, start, stop, hdata.len))
+        goto done;
     const int64_t *off = offsets.buf, *ts = stamps.buf, *ko = koffs.buf, *vo = voffs.buf, *ho = hoffs.buf;
     const uint8_t *keys = kdata.buf, *values = vdata.buf, *headers = hdata.buf;
     rd_kafka_topic_t *rkt = rd.topic_new(rk, topic, NULL);
@@ -543,11 +668,12 @@ done:
 }
 
 static PyObject *fatal_error(PyObject *self, PyObject *args) {
-    unsigned long long rk;
+    PyObject *client;
     char text[512];
-    if (!PyArg_ParseTuple(args, "K", &rk))
+    rd_kafka_t *rk;
+    if (!PyArg_ParseTuple(args, "O", &client) || !check_bound() || (rk = rk_of(client, "client")) == NULL)
         return NULL;
-    int err = rd.fatal_error((rd_kafka_t *)rk, text, sizeof(text));
+    int err = rd.fatal_error(rk, text, sizeof(text));
     if (err == 0)
         Py_RETURN_NONE;
     return Py_BuildValue("(is)", err, text);
@@ -566,7 +692,7 @@ static PyTypeObject FetcherType = {
     .tp_name = "streaming.kafka._rdkafka_columns.Fetcher",
     .tp_basicsize = sizeof(Fetcher),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Fetcher(rd_kafka_t address, capacity): a queue of fetched records read as column buffers.",
+    .tp_doc = "Fetcher(consumer, capacity): a queue of fetched records read as column buffers.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Fetcher_init,
     .tp_dealloc = (destructor)Fetcher_dealloc,
@@ -576,11 +702,11 @@ static PyTypeObject FetcherType = {
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS, "bind(path): look librdkafka's functions up in the loaded library at path."},
     {"handle_name", handle_name, METH_VARARGS,
-     "handle_name(rd_kafka_t address, type): the handle's name (rd_kafka_name), None if not of that type "
-     "(0 producer, 1 consumer)."},
+     "handle_name(client, type): the name (rd_kafka_name) of the handle a confluent-kafka client holds, None if "
+     "not of that type (0 producer, 1 consumer) or closed."},
     {"produce_rows", produce_rows, METH_VARARGS, "produce_rows(...): see the source."},
     {"fatal_error", fatal_error, METH_VARARGS,
-     "fatal_error(rd_kafka_t address): (code, text) of the client's fatal error (rd_kafka_fatal_error), or None."},
+     "fatal_error(client): (code, text) of the client's fatal error (rd_kafka_fatal_error), or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,11 +33,14 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
 from streaming.configuration.settings import SETTINGS
-from streaming.kafka.batch_produce import BatchProduce, Columns
+from streaming.kafka import native, offset_header
+from streaming.kafka.batch_produce import BatchProduce
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.clients import PartitionReader
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
-from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID
+from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.plain_produce import PlainProduce
+from streaming.kafka.record_produce import Columns, RecordProduce
 from streaming.log.columns import header_pairs
 from streaming.log.record import LogRecord
 from streaming.runtime.moments import Moment, reached
@@ -46,7 +49,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-OFFSET_HEADER = "kcompact.offset"
 TOPIC_HEADER = "kcompact.topic"          # on dead letters: where the record came from
 PARTITION_HEADER = "kcompact.partition"
 ABORT_HEADER = "kcompact.abort"           # on the one record of the abort that ends a transaction left open
@@ -67,15 +69,8 @@ def transactional_id(sink_topic: str, partition: int) -> str:
     return f"{TRANSACTIONAL_PREFIX}{sink_topic}-{partition}"
 
 
-def source_offset(headers: list[tuple[str, bytes | None]] | None) -> int | None:
-    for key, value in reversed(headers or []):
-        if key == OFFSET_HEADER and value is not None:
-            return int(value.decode("ascii"))
-    return None
-
-
 def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
-    return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, str(r["offset"]).encode("ascii"))]
+    return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, offset_header.encode(r["offset"]))]
 
 
 @dataclass(frozen=True)
@@ -154,9 +149,9 @@ class PartitionEmitter:
     def __init__(self, bootstrap_servers: str, topic: str, partition: int,
                  client_config: Mapping[str, str] | None = None,
                  source_topic: str | None = None, noted: int | None = None,
-                 transaction_records: int = TRANSACTION_RECORDS) -> None:
+                 transaction_records: int = TRANSACTION_RECORDS, kafka_native: bool = True) -> None:
         """``noted``: how far the job's own note says the sink committed (None: no note), the check of the
-        sink's word."""
+        sink's word. ``kafka_native``: runs of records go through the native path where it can run."""
         self.topic = topic
         self.transaction_records = transaction_records
         self.source_topic = source_topic or topic
@@ -164,6 +159,7 @@ class PartitionEmitter:
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
         self.producer_config = {"linger.ms": 5, "transaction.timeout.ms": 60_000, **self.client_config,  # the user's win
                                 "transactional.id": transactional_id(topic, partition), "enable.idempotence": True}
+        self.kafka_native = kafka_native
         self.committed_records = 0
         self.tombstones: list[Delivered] = []  # committed since the emitter was made
         self._sent: list[tuple[int, int, int]] = []  # (source offset, timestamp, sink offset): the open transaction's
@@ -173,8 +169,11 @@ class PartitionEmitter:
     def _new_producer(self) -> Producer:
         settings = client_settings(self.producer_config)  # a client.id given by reference, resolved
         producer = Producer(settings)
-        self.batch = BatchProduce(producer, str(settings.get("client.id", DEFAULT_CLIENT_ID)), self.topic,
-                                  self.partition, OFFSET_HEADER)
+        self.runs: RecordProduce = (
+            BatchProduce(producer, str(settings.get("client.id", native.DEFAULT_CLIENT_ID)), self.topic, self.partition)
+            if native.enabled(self.kafka_native) else PlainProduce(producer, self.topic, self.partition))
+        log.debug("%s-%d: records produced through the %s path", self.topic, self.partition,
+                  "native" if isinstance(self.runs, BatchProduce) else "plain")
         reached(Moment.INIT_TRANSACTIONS, f"{self.topic}-{self.partition}")
         _waiting(lambda: producer.init_transactions(TRY_S),  # a timed-out init_transactions resumes when called again
                  f"the transaction coordinator of {self.producer_config['transactional.id']}", producer, self.topic)
@@ -237,7 +236,7 @@ class PartitionEmitter:
     def emit(self, batches: Iterable[pa.RecordBatch]) -> int:
         """Produce the records (LOG_BATCH_SCHEMA batches, in offset order) above the progress offset, in
         transactions; return how many. Runs of records go to librdkafka in one call each, straight from the
-        columns (streaming.kafka.batch_produce); a tombstone goes alone, with a delivery report for the
+        columns (the native path's batch produce, or the plain path's); a tombstone goes alone, with a delivery report for the
         erase audit. Deliveries are served every POLL_EVERY records."""
         before = self.committed_records
         in_txn = 0
@@ -257,7 +256,7 @@ class PartitionEmitter:
                         went = 1
                     else:
                         stop = min(n, i + most - in_txn, i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist())
-                        self.batch.produce_all(cols, i, stop, QUEUE_FULL_WAIT_S)
+                        self.runs.produce_all(cols, i, stop, QUEUE_FULL_WAIT_S)
                         went = stop - i
                     if (in_txn + went) // POLL_EVERY > in_txn // POLL_EVERY:
                         self.producer.poll(0)
@@ -290,7 +289,7 @@ class PartitionEmitter:
         """The tombstone at row i, through produce(): its delivery report gives its sink offset."""
         offset, timestamp = batch.column("offset")[i].as_py(), batch.column("timestamp")[i].as_py()
         key = batch.column("key")[i].as_py()
-        headers = [*header_pairs(batch.column("headers")[i].as_py()), (OFFSET_HEADER, b"%d" % offset)]
+        headers = [*header_pairs(batch.column("headers")[i].as_py()), (OFFSET_HEADER, offset_header.encode(offset))]
         reported = functools.partial(self._on_tombstone, offset, timestamp)
         while True:
             try:

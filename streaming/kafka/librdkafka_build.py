@@ -1,5 +1,5 @@
-"""What the librdkafka that confluent-kafka loaded knows: its configuration properties and its features; and
-the C extension that moves records between that library and column buffers, bound to it.
+"""What the librdkafka that confluent-kafka loaded knows: where it is, its configuration properties and its
+features.
 
 A refused setting is easier to fix with the nearest real name ("did you mean security.protocol?") and, for
 SASL, the mechanisms this build has. Both are read from the library itself through its C API
@@ -16,20 +16,14 @@ import glob
 import os
 import re
 import tempfile
-from types import ModuleType
 
 import confluent_kafka
-
-from streaming.kafka import _rdkafka_columns
 
 # librdkafka's feature flags -> the sasl.mechanism values they provide.
 MECHANISMS = {"sasl_gssapi": ("GSSAPI",), "sasl_plain": ("PLAIN",),
               "sasl_scram": ("SCRAM-SHA-256", "SCRAM-SHA-512"), "sasl_oauthbearer": ("OAUTHBEARER",)}
 _PROPERTY_ROW = re.compile(r"^([a-z][\w.-]*)\s+\|", re.M)
 
-
-PRODUCER, CONSUMER = 0, 1  # librdkafka's rd_kafka_type_t
-DEFAULT_CLIENT_ID = "rdkafka"  # librdkafka's client.id, the start of its handles' names
 SYSTEM_LIBRARY = "librdkafka.so.1"  # a confluent-kafka built against the system's librdkafka
 
 
@@ -46,37 +40,6 @@ def library_path() -> str | None:
     except OSError:
         return None
     return SYSTEM_LIBRARY
-
-
-class LibraryNotFound(RuntimeError):
-    """The librdkafka confluent-kafka loaded is not where this platform's wheels put it."""
-
-
-class HandleNotFound(RuntimeError):
-    """This confluent-kafka's clients do not keep their librdkafka handle where kcompact reads it."""
-
-
-@functools.lru_cache(maxsize=1)
-def columns() -> ModuleType:
-    """The C extension that moves records between librdkafka and column buffers, bound to this library."""
-    path = library_path()
-    if path is None:
-        raise LibraryNotFound("the librdkafka confluent-kafka loaded cannot be found")
-    _rdkafka_columns.bind(path)
-    return _rdkafka_columns
-
-
-def handle(client: object, kind: int, client_id: str) -> int:
-    """The address of a confluent-kafka client's rd_kafka_t, which its Handle holds right after PyObject_HEAD;
-    checked to be the handle of a librdkafka client of ``kind`` (PRODUCER, CONSUMER) named after ``client_id``,
-    as librdkafka names its handles ("client.id#consumer-1")."""
-    address = ctypes.c_void_p.from_address(id(client) + object.__basicsize__).value or 0
-    name = columns().handle_name(address, kind)
-    role = "producer" if kind == PRODUCER else "consumer"
-    if name is None or not name.startswith(f"{client_id}#{role}-"):
-        raise HandleNotFound(f"this confluent-kafka's {type(client).__name__} does not keep its librdkafka handle "
-                             f"where kcompact reads it; install a confluent-kafka of the versions pyproject.toml names")
-    return address
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from streaming.kafka.clients import PartitionReader
-from streaming.kafka.emitter import source_offset
+from streaming.kafka.offset_header import source_offset
 
 TIMEOUT_S = 30.0
 

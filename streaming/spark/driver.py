@@ -19,6 +19,7 @@ from streaming.job.append_counts import PartitionAppended
 from streaming.job.engine import MicroBatch, QueryPlan
 from streaming.log.storage import Storage
 from streaming.partition_id import PartitionId
+from streaming.spark import jvm_log
 from streaming.spark.checkpoint import committed_offsets
 from streaming.spark.source.ingest import APPEND_TASK_PROPERTY, INGEST_SOURCE_NAME
 from streaming.spark.source.options import spark_options
@@ -102,3 +103,6 @@ class SparkEngine:
         if not stages:
             return None
         return sum(s.numCompletedTasks for s in stages), sum(s.numTasks for s in stages)
+
+    def stop_begun(self) -> None:
+        jvm_log.STOP_BEGUN.set()

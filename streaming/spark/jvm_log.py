@@ -18,7 +18,7 @@ import re
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from streaming.runtime import logging_setup
 
@@ -76,14 +76,20 @@ def _pass_on(line: str, out: int) -> None:
         logging.getLogger("spark.stderr").debug("%s", line)
 
 
+# Set once the job's stop has begun (the engine says so: streaming.spark.driver), in this process
+STOP_BEGUN = threading.Event()
+
+
 class PeerClosedTracebacks:
     """Spark's Python processes (the streaming source's runner, a worker) read from a socket to the JVM; when
     a query or the session stops, the JVM closes it and the process prints a traceback ending in EOFError
-    (or a reset or broken connection) as it goes. That is a stop, not a failure: such a traceback is folded
-    into one DEBUG line naming where it was. Any other traceback passes whole, at DEBUG as before."""
+    (or a reset or broken connection) as it goes. Once the job's stop has begun (``stopping``) that is the
+    stop, not a failure: such a traceback is folded into one DEBUG line naming where it was. Before, the same
+    traceback is a connection lost mid-run and passes whole, as any other traceback does (at DEBUG)."""
 
-    def __init__(self, emit) -> None:
+    def __init__(self, emit, stopping: Callable[[], bool] = STOP_BEGUN.is_set) -> None:
         self.emit = emit
+        self.stopping = stopping
         self.block: list[str] = []
 
     def feed(self, line: str) -> None:
@@ -101,7 +107,7 @@ class PeerClosedTracebacks:
         # a block cut short (the process or the JVM gone, another process's line between) is judged by the
         # exceptions it got to
         exceptions = [line for line in block if not line[:1].isspace() and not line.startswith(CHAIN_LINES)]
-        if exceptions and all(e.startswith(PEER_CLOSED) for e in exceptions):
+        if exceptions and all(e.startswith(PEER_CLOSED) for e in exceptions) and self.stopping():
             where = next((m[1] for line in block if (m := SPARK_FILE.search(line))), "a Python process of Spark's")
             logging.getLogger("spark.stderr").debug("%s ended as the JVM closed its connection (%s): a query or the "
                                                     "session stopped", where, exceptions[-1].split(":")[0])

@@ -124,7 +124,7 @@ def run_submitted(plan: SubmitPlan) -> int:
     # does; this process waits for it. SIGTERM, sent to this process alone, is passed on to the driver:
     # spark-submit's JVM would end at once and take the driver with it, mid-batch.
     previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: _terminate_driver(child, plan.application)),
-                signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
+                signal.SIGINT: signal.signal(signal.SIGINT, lambda *_: jvm_log.STOP_BEGUN.set())}
     pumps = [threading.Thread(target=jvm_log.pump, args=(os.dup(child.stderr.fileno()), 2), daemon=True),
              threading.Thread(target=jvm_log.pump_driver_output, args=(os.dup(child.stdout.fileno()), 1, 2),
                               daemon=True)]
@@ -142,7 +142,8 @@ def run_submitted(plan: SubmitPlan) -> int:
 
 def _terminate_driver(child: subprocess.Popen, application: str) -> None:
     """SIGTERM to the Python driver spark-submit started (its child running ``application``), else to
-    spark-submit itself."""
+    spark-submit itself: the job's stop begins."""
+    jvm_log.STOP_BEGUN.set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the command: state, ppid, ...

@@ -15,7 +15,7 @@ from streaming.job.spec import resolve_compaction_config
 from streaming.partition_id import PartitionId
 from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import scan
-from streaming.kafka.emitter import source_offset
+from streaming.kafka.offset_header import source_offset
 from streaming.kafka.failures import said_in_one_line
 from streaming.verify.oracle import PartitionVerdict, PendingWinners, SinkLatest, SinkRecord, SourceWinners, judge
 

@@ -16,7 +16,7 @@ from streaming.state.locks import StateDirLock
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 from streaming.log.manifest import load_newest, manifest_dir, objects_dir
-from streaming.kafka.emitter import OFFSET_HEADER
+from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.admin import unique_topic_name
 from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
 from tests.kafka_helpers import Sent, produce

@@ -11,8 +11,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from streaming.kafka import batch_fetch
-from streaming.kafka.batch_fetch import BatchFetch, Run
-from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID, HandleNotFound
+from streaming.kafka.batch_fetch import BatchFetch
+from streaming.kafka.fetched import FetchError, Fetched, Run
+from streaming.kafka.native import DEFAULT_CLIENT_ID, HandleNotFound
 from tests.kafka_helpers import Sent, produce
 
 
@@ -30,7 +31,7 @@ def _sent(partitions: int, count: int) -> list[Sent]:
     return out
 
 
-def _headers(fetched: batch_fetch.Fetched) -> list[list[tuple[str, bytes | None]]]:
+def _headers(fetched: Fetched) -> list[list[tuple[str, bytes | None]]]:
     h = fetched.headers
     if h is None:
         return [[]] * len(fetched)
@@ -99,7 +100,7 @@ def test_an_offset_out_of_range_comes_as_the_partitions_error(bootstrap_servers,
         consumer.close()
     assert fetched is not None and len(fetched) == 0
     [event] = fetched.events
-    assert isinstance(event, batch_fetch.FetchError) and (event.topic, event.partition) == (topic, 0)
+    assert isinstance(event, FetchError) and (event.topic, event.partition) == (topic, 0)
     # what librdkafka reports when auto.offset.reset=error, as confluent-kafka's consume() gives it
     assert event.error.code() == KafkaError._AUTO_OFFSET_RESET and "Offset out of range" in event.error.str()
 
@@ -112,3 +113,32 @@ def test_a_handle_that_is_not_the_named_consumers_is_refused() -> None:
         BatchFetch(consumer, "mine", 8).close()
     finally:
         consumer.close()
+
+
+@pytest.mark.integration
+def test_records_that_reached_the_consumers_queue_before_the_forward_come_first_each_once(bootstrap_servers,
+                                                                                          new_topic) -> None:
+    """The race after restart(): librdkafka started the partition's fetch before its forward was made again, so
+    its first records went to the consumer's own queue. Forced here: the partition is assigned unforwarded and
+    one record consumed, which leaves the rest of that fetch on the consumer's queue; then the forward is made.
+    Those records come first, then the ones fetched since, each once, in order."""
+    topic = new_topic()
+    produce(bootstrap_servers, topic, _sent(1, 10))
+    consumer = _consumer(bootstrap_servers, **{"auto.offset.reset": "error"})
+    fetch = BatchFetch(consumer, DEFAULT_CLIENT_ID, 64)
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        [first] = consumer.consume(1, timeout=10)
+        assert first.offset() == 0
+        fetch.forward(topic, 0)
+        produce(bootstrap_servers, topic, _sent(1, 10))
+        offsets: list[int] = []
+        while len(offsets) < 19:
+            fetched = fetch.fetch(64, timeout_s=5.0)
+            assert fetched is not None, f"only {offsets} came"
+            assert all(isinstance(event, Run) for event in fetched.events)
+            offsets += fetched.offsets.tolist()
+    finally:
+        fetch.close()
+        consumer.close()
+    assert offsets == list(range(1, 20))

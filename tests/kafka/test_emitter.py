@@ -16,7 +16,8 @@ from streaming.kafka import emitter as emitter_module
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.client_settings import SPARSE_CONNECTIONS
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.emitter import OFFSET_HEADER, PartitionEmitter, read_progress, sink_headers, source_offset
+from streaming.kafka.emitter import PartitionEmitter, read_progress, sink_headers
+from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.log import batch_from_records, make_record
 
 pytestmark = pytest.mark.integration
@@ -31,12 +32,6 @@ def _records(offsets, value: bytes = b"v") -> list[dict]:
 def _batches(offsets, value: bytes = b"v") -> list[pa.RecordBatch]:
     """The records as the log hands them to the emitter."""
     return [batch_from_records(_records(offsets, value))]
-
-
-def test_source_offset_is_the_last_offset_header() -> None:
-    assert source_offset(sink_headers(_records([41])[0])) == 41
-    assert source_offset([(OFFSET_HEADER, b"3"), ("h", None), (OFFSET_HEADER, b"7")]) == 7
-    assert source_offset([("h", b"1")]) is None and source_offset(None) is None
 
 
 def test_emitted_records_carry_their_source_offset_and_keep_key_value_headers(bootstrap_servers, new_topic) -> None:

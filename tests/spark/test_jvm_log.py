@@ -1,6 +1,6 @@
 """The JVM's stderr through logging: a Python process of Spark's that the JVM hangs up on when a query stops
-prints a traceback ending in EOFError; that is a stop, said in one DEBUG line, while any other traceback
-passes whole."""
+prints a traceback ending in EOFError; once the job's stop has begun that is the stop, said in one DEBUG line,
+while before it, and any other traceback at any time, passes whole."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ Traceback (most recent call last):
 BrokenPipeError: [Errno 32] Broken pipe""".splitlines()
 
 
-def _fed(lines: list[str]) -> list[str]:
+def _fed(lines: list[str], stopping: bool = True) -> list[str]:
     passed: list[str] = []
-    folded = PeerClosedTracebacks(passed.append)
+    folded = PeerClosedTracebacks(passed.append, lambda: stopping)
     for line in lines:
         folded.feed(line)
     folded.flush()
@@ -52,3 +52,24 @@ def test_any_other_traceback_passes_whole() -> None:
     failure = [*AT_STOP[:6], "ValueError: a task's own failure"]
     assert _fed([*failure, "next"]) == [*failure, "next"]
     assert _fed(AT_STOP[:4]) == AT_STOP[:4], "one cut short by the JVM's exit passes as it came"
+
+
+def test_the_same_traceback_before_the_stop_began_passes_whole(caplog) -> None:
+    """A worker whose connection broke mid-run is a failure, whatever its exception, and the drills' checks for
+    "Traceback" must see it."""
+    with caplog.at_level(logging.DEBUG, logger="spark.stderr"):
+        passed = _fed(["before", *AT_STOP, "after"], stopping=False)
+    assert passed == ["before", *AT_STOP, "after"] and not caplog.records
+
+
+def test_the_job_says_when_its_stop_begins() -> None:
+    from streaming.spark import jvm_log
+    from streaming.spark.driver import SparkEngine
+
+    jvm_log.STOP_BEGUN.clear()
+    try:
+        assert not PeerClosedTracebacks(print).stopping()
+        SparkEngine(lambda: None).stop_begun()
+        assert PeerClosedTracebacks(print).stopping()
+    finally:
+        jvm_log.STOP_BEGUN.clear()

@@ -25,8 +25,10 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.job.balance import spread
 from streaming.kafka.admin import watermarks
+from streaming.kafka import native
 from streaming.kafka.batch_fetch import BatchFetch
-from streaming.kafka.librdkafka_build import DEFAULT_CLIENT_ID
+from streaming.kafka.fetched import RecordFetch
+from streaming.kafka.plain_fetch import PlainFetch
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, retrying
 from streaming.configuration.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
@@ -221,15 +223,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_ranges(self.options, partition.ranges)
 
 
+def _record_fetch(consumer: Consumer, config: dict, options: KafkaSourceOptions) -> RecordFetch:
+    if native.enabled(options.kafka_native):
+        log.debug("records fetched through the native path")
+        return BatchFetch(consumer, str(config.get("client.id", native.DEFAULT_CLIENT_ID)), options.records_per_batch)
+    log.debug("records fetched through the plain path (consume())")
+    return PlainFetch(consumer)
+
+
 def read_ranges(options: KafkaSourceOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
     """The ranges' records as Arrow batches, with a consumer of their own."""
     config = client_settings(consumer_config(options))
     consumer = Consumer(config)
-    fetch = BatchFetch(consumer, str(config.get("client.id", DEFAULT_CLIENT_ID)), options.records_per_batch)
     try:
-        yield from RangeRead(consumer, fetch, options, ranges)
+        fetch = _record_fetch(consumer, config, options)
+        try:
+            yield from RangeRead(consumer, fetch, options, ranges)
+        finally:
+            fetch.close()
     finally:
-        fetch.close()
         consumer.close()
 
 

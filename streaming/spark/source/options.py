@@ -33,6 +33,9 @@ class KafkaSourceOptions:
     # At most this many tasks read a micro-batch, the small ranges of many partitions sharing one (None: a task
     # per partition with records, as Spark's Kafka source does); the job sets it from its cores.
     max_read_tasks: int | None = None
+    # Records fetched by the native path where it can run (streaming.kafka.native); false: confluent-kafka's
+    # consume(), a Message per record
+    kafka_native: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -73,10 +76,11 @@ class KafkaSourceOptions:
         max_offsets_value = positive_option("maxOffsetsPerTrigger", get("maxOffsetsPerTrigger"))
         max_read_tasks = positive_option("maxReadTasks", get("maxReadTasks"))
         fail = boolean_option("failOnDataLoss", get("failOnDataLoss"), True)
+        kafka_native = boolean_option("kafkaNative", get("kafkaNative"), True)
         poll = get("kafkaConsumer.pollTimeoutMs")
         return cls(subscription=subscription, client_config=client, starting_offsets=starting,
                    max_offsets_per_trigger=max_offsets_value, fail_on_data_loss=fail, max_read_tasks=max_read_tasks,
-                   poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS)
+                   poll_timeout_ms=int(poll) if poll else DEFAULT_POLL_TIMEOUT_MS, kafka_native=kafka_native)
 
 
 def positive_option(name: str, value: str | None) -> int | None:
@@ -107,6 +111,7 @@ def spark_options(read: SourceRead) -> dict[str, str]:
                **({"subscribePattern": subscription.pattern} if isinstance(subscription, SubscribePattern)
                   else {"subscribe": ",".join(subscription.names)}),
                "startingOffsets": read.starting_offsets.to_text(), "failOnDataLoss": str(read.fail_on_data_loss).lower(),
+               "kafkaNative": str(read.kafka_native).lower(),
                **{f"{KAFKA_PREFIX}{k}": v for k, v in read.kafka.items()}}
     if read.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(read.max_offsets_per_trigger)

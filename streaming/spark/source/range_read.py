@@ -17,7 +17,7 @@ from typing import Iterator, NamedTuple, Sequence
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from streaming.kafka.batch_fetch import BatchFetch, FetchError
+from streaming.kafka.fetched import FetchError, RecordFetch
 from streaming.kafka.failures import SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata, retrying
 from streaming.runtime.moments import Moment, reached
 from streaming.spark.source.columns import Columns
@@ -26,7 +26,8 @@ from streaming.spark.source.options import KafkaSourceOptions
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
-EARLIEST_TIMESTAMP = -2  # ListOffsets' "earliest": offsets_for_times with it gives log starts, one request per leader
+# ListOffsets' "earliest" and "latest": offsets_for_times with them gives log starts and ends, one request per leader
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 # A position the leader no longer holds: with auto.offset.reset=error, librdkafka reports it as its own
 # _AUTO_OFFSET_RESET ("Offset out of range"), not as the broker's OFFSET_OUT_OF_RANGE.
 OUT_OF_RANGE = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})  # noqa: SLF001 (librdkafka names its own codes so)
@@ -54,9 +55,10 @@ def data_loss(message: str, fail: bool) -> None:
 
 
 class RangeRead:
-    """``fetch`` reads the records of ``consumer``'s partitions, once assigned (streaming.kafka.batch_fetch)."""
+    """``fetch`` reads the records of ``consumer``'s partitions, once assigned (the native path's batch fetch, or
+    the plain path's consume())."""
 
-    def __init__(self, consumer: Consumer, fetch: BatchFetch, options: KafkaSourceOptions,
+    def __init__(self, consumer: Consumer, fetch: RecordFetch, options: KafkaSourceOptions,
                  ranges: Sequence[OffsetRange]) -> None:
         self.consumer, self.fetch, self.options = consumer, fetch, options
         self.ranges = {(r.topic, r.partition): r for r in ranges}
@@ -66,19 +68,21 @@ class RangeRead:
         self.topic = next(iter(topics)) if len(topics) == 1 else None  # whose metadata a wait refreshes
 
     def log_starts(self, keys: Sequence[Key]) -> dict[Key, int]:
+        return self._list_offsets(keys, EARLIEST_TIMESTAMP, "log start")
+
+    def _list_offsets(self, keys: Sequence[Key], timestamp: int, what: str) -> dict[Key, int]:
         def ask() -> dict[Key, int]:
-            found = self.consumer.offsets_for_times([TopicPartition(t, p, EARLIEST_TIMESTAMP) for t, p in keys],
-                                                   timeout=TRY_S)
+            found = self.consumer.offsets_for_times([TopicPartition(t, p, timestamp) for t, p in keys], timeout=TRY_S)
             for tp in found:
                 if tp.error is not None:
                     raise KafkaException(tp.error)
                 if tp.offset < 0:  # a leader moving answers with no offset: the retry asks the new one
-                    raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no log start for "
+                    raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no {what} for "
                                                     f"{tp.topic}-{tp.partition}", retriable=True))
             return {(tp.topic, tp.partition): tp.offset for tp in found}
 
         where = f"{keys[0][0]}-{keys[0][1]}" if len(keys) == 1 else f"{len(keys)} partitions"
-        return retrying(ask, f"log start of {where}", self.options.poll_timeout_ms / 1000, side="source",
+        return retrying(ask, f"{what} of {where}", self.options.poll_timeout_ms / 1000, side="source",
                         client=self.consumer, topic=self.topic)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -116,7 +120,6 @@ class RangeRead:
         idle_since = said = refreshed = time.monotonic()
         fetching: set[Key] = set()
         while self.position:
-            yield from self._consumer_events()
             # no more than the ranges hold: a fetch waits for as many records as it asks for, up to its timeout,
             # and the last records of a read would wait out the whole second
             left = sum(self.ranges[key].end - at for key, at in self.position.items())
@@ -137,7 +140,7 @@ class RangeRead:
                     reached(Moment.FETCH, f"{key[0]}-{key[1]} at offset {before}")
                 if after >= self.ranges[key].end:
                     yield from self._finish(key)
-            if fetched is not None:
+            if fetched is not None and len(fetched):  # errors alone are no progress: they end at pollTimeoutMs
                 idle_since = time.monotonic()
             elif not moved:
                 for tp in self.consumer.position([TopicPartition(*key) for key in self.position]):
@@ -166,27 +169,25 @@ class RangeRead:
                     yield from cols.take()
 
     def _failed(self, key: Key, err: KafkaError) -> Iterator[pa.RecordBatch]:
-        """An error in place of records: out of range is data loss (read on from the log start, or fail);
-        anything else fails the task, and the job reads the batch again."""
+        """An error in place of records: out of range is data loss, as in Spark's own source: below the log start
+        the read goes on from there, past the log end (the topic deleted and re-created) the rest of the range
+        is skipped; or, with failOnDataLoss, the task fails. Anything else fails the task, and the job reads the
+        batch again."""
         if err.code() == UNUSED_GROUP_REFUSED:
             log.debug("partition %s-%d: %s (this consumer uses no group)", *key, err)
             return
         if err.code() not in OUT_OF_RANGE or key not in self.position:
             raise KafkaException(err)
-        data_loss(f"partition {key[0]}-{key[1]}: offset {self.position[key]} is out of range",
-                  self.options.fail_on_data_loss)
-        self.position[key] = max(self.position[key], self.log_starts([key])[key])
-        if self.position[key] >= self.ranges[key].end:
+        position, end = self.position[key], self.ranges[key].end
+        log_end = self._list_offsets([key], LATEST_TIMESTAMP, "log end")[key]
+        if position > log_end:
+            data_loss(f"partition {key[0]}-{key[1]}: offset {position} is past the log end {log_end} (the topic "
+                      f"deleted and re-created?): offsets [{position}, {end}) are gone", self.options.fail_on_data_loss)
+            yield from self._finish(key)
+            return
+        data_loss(f"partition {key[0]}-{key[1]}: offset {position} is out of range", self.options.fail_on_data_loss)
+        self.position[key] = max(position, self.log_starts([key])[key])
+        if self.position[key] >= end:
             yield from self._finish(key)
         else:
             self.fetch.restart(*key, self.position[key])
-
-    def _consumer_events(self) -> Iterator[pa.RecordBatch]:
-        """The consumer's own queue, where records no longer come: serving it runs librdkafka's log lines
-        through confluent-kafka's logger, and brings the errors that are not a partition's."""
-        while (event := self.consumer.poll(0)) is not None:
-            err = event.error()
-            if err is None:
-                raise RuntimeError(f"a record of {event.topic()}-{event.partition()} reached the consumer's queue, "
-                                   f"not the batch fetch")
-            yield from self._failed((event.topic(), event.partition()), err)

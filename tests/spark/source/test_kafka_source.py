@@ -15,6 +15,8 @@ from confluent_kafka.admin import AdminClient
 from streaming.spark.source import kafka_source, range_read
 from streaming.spark.source.range_read import DataLossError, OffsetRange
 from streaming.spark.source.options import KafkaSourceOptions
+from streaming.kafka.admin import create_topic
+from tests.e2e.helpers import wait_for
 from tests.kafka_helpers import Sent, produce
 
 
@@ -97,3 +99,46 @@ def test_records_deleted_between_the_log_start_lookup_and_the_fetch_are_data_los
         for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True):
             got[p].append(o)
     assert got == {0: list(range(8, 20)), 1: list(range(20))}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_topic_deleted_and_recreated_after_planning_skips_the_range_per_fail_on_data_loss(
+        bootstrap_servers, new_topic, monkeypatch, caplog, fail: bool) -> None:
+    """The range was planned on the old topic; the new one ends below where the read starts. As Spark's own
+    source does, the rest of the range is skipped (a WARNING) or the task fails, never a read that restarts the
+    partition at the same offset again and again."""
+    topic = new_topic()
+    produce(bootstrap_servers, topic, [Sent(0, b"k%d" % i, b"v", 1_000 + i) for i in range(20)])
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    assign = range_read.RangeRead._assign
+
+    def recreating_first(self) -> None:
+        admin.delete_topics([topic])[topic].result(30)
+        wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 30, "the topic gone")
+        wait_for(lambda: _created(bootstrap_servers, topic), 30, "the topic made again")
+        produce(bootstrap_servers, topic, [Sent(0, b"n%d" % i, b"v", 1_000 + i) for i in range(3)])
+        assign(self)
+
+    monkeypatch.setattr(range_read.RangeRead, "_assign", recreating_first)
+    options = dataclasses.replace(KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap_servers,
+                                                            "subscribe": topic}), fail_on_data_loss=fail,
+                                  poll_timeout_ms=30_000)
+    caplog.set_level(logging.WARNING, logger=range_read.__name__)
+    if fail:
+        with pytest.raises(DataLossError, match=rf"partition {topic}-0: offset 10 is past the log end 3 .*failOnDataLoss"):
+            list(kafka_source.read_partition(options, topic, 0, 10, 20))
+        return
+    assert list(kafka_source.read_partition(options, topic, 0, 10, 20)) == []
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "offset 10 is past the log end 3 (the topic deleted and re-created?): offsets [10, 20) " \
+        "are gone" in said[0] and "failOnDataLoss=false: going on" in said[0], said
+
+
+def _created(bootstrap_servers: str, topic: str) -> bool:
+    """A topic of that name made again: refused while the broker still deletes the old one."""
+    try:
+        create_topic(bootstrap_servers, topic, 1, {"retention.ms": "-1"})
+    except Exception:  # noqa: BLE001 (TOPIC_ALREADY_EXISTS until the deletion is done)
+        return False
+    return True
