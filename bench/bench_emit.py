@@ -10,7 +10,7 @@ them in memory as Python lists already (reading them is not timed) and produces 
 --transaction-records, every side runs at each size (emit.transaction.records), side by side. The librdkafka
 side hands each transaction's records to rd_kafka_producev in one C loop (streaming.kafka.batch_produce), its
 log read included: what the producer costs without a Python call per record. The emitter
-side is PartitionEmitter.emit fed from the log, as the compaction stage feeds it (reading and decoding the
+side is TaskEmitter.emit fed from the log, as the compaction stage feeds it (reading and decoding the
 log's objects included); the log's read alone is timed too, so the emitter's own share shows. Each side
 writes into a topic made just before it; rounds alternate which side goes first.
 """
@@ -31,11 +31,12 @@ from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka import offset_header
 from streaming.kafka.batch_produce import BatchProduce
 from streaming.kafka.client_log import with_client_log
-from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter
+from streaming.kafka.task_emitter import TRANSACTION_RECORDS, SinkPartition, TaskEmitter
 from streaming.kafka.native import DEFAULT_CLIENT_ID
 from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.record_produce import Columns
 from streaming.log import LogConfig, PartitionLog, batch_from_records, make_record
+from streaming.partition_id import PartitionId
 
 
 def fill_log(directory: str, records: int, value_bytes: int, headers: int, distinct: bool) -> PartitionLog:
@@ -98,9 +99,9 @@ def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: i
 
 
 def emitter(bootstrap: str, topic: str, log: PartitionLog, per_transaction: int) -> float:
-    sink = PartitionEmitter(bootstrap, topic, 0, transaction_records=per_transaction)
+    sink = TaskEmitter(bootstrap, f"bench-{topic}", transaction_records=per_transaction)
     t = time.perf_counter()
-    sink.emit(log.read_batches(0, log.log_end_offset))
+    sink.emit([(SinkPartition(PartitionId(topic, 0), -1), log.read_batches(0, log.log_end_offset))])
     seconds = time.perf_counter() - t
     sink.close()
     return seconds

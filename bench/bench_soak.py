@@ -244,7 +244,8 @@ class MemoryLog:
     def _objects_path(self) -> Path:
         return self.path.with_name("objects.csv")
 
-    def take(self, minute: float, job_pid: int, brokers: dict[int, int], state: Path) -> None:
+    def take(self, minute: float, job_pid: int, brokers: dict[int, int], state: Path) -> list[Process]:
+        """A sample of every process; the processes sampled."""
         processes, rss = job_processes(job_pid, brokers)
         new = [Sample(minute, p.name, rss[p.pid] / 2**20,
                       heap_after_full_gc_mb(p.pid) if p.role == "driver JVM" else None) for p in processes]
@@ -256,6 +257,7 @@ class MemoryLog:
             self.objects.append((minute, *state_objects(state)))
             with open(self._objects_path, "a", newline="") as f:
                 csv.writer(f).writerow(self.objects[-1])
+        return processes
 
     @classmethod
     def read(cls, path: Path) -> "MemoryLog":
@@ -465,18 +467,22 @@ def soak(broker: Broker, minutes: float, rate: int = 400, partitions: int = 4, k
     node, restarts, killed = 1, 0, 0
     memory = MemoryLog(work / "memory.csv")
     next_sample = started + min(sample_every_s, duration / 4)  # the first after the job's start-up
-    while time.monotonic() - started < duration:
+    workers_seen = False  # a sample of each started job's Python workers, once they exist: a job restarted
+    while time.monotonic() - started < duration:  # just before a timed sample has none yet
         now = time.monotonic()
-        if now >= next_sample:
-            memory.take((now - started) / 60, job.pid, {n.node_id: n.pid for n in cluster.nodes}, state)
-            next_sample += sample_every_s
+        nodes = {n.node_id: n.pid for n in cluster.nodes}
+        timed = now >= next_sample
+        if timed or not workers_seen and any(p.role == "python worker" for p in job_processes(job.pid, nodes)[0]):
+            taken = memory.take((now - started) / 60, job.pid, nodes, state)
+            workers_seen = workers_seen or any(p.role == "python worker" for p in taken)
+            next_sample += sample_every_s if timed else 0
         if job.poll() is not None:
             raise RuntimeError(f"the compactor exited with {job.returncode}; see {work / 'job.log'}")
         if kill_at and now >= kill_at[0]:
             kill_at.pop(0)
             job.kill()
             job.wait()
-            job, killed = start_job(), killed + 1
+            job, killed, workers_seen = start_job(), killed + 1, False
         if now >= next_restart:
             cluster.terminate(node)
             cluster.restart(node)

@@ -57,7 +57,7 @@ from streaming.brokers.local.cluster import NODES, LocalCluster  # noqa: E402
 from streaming.brokers.local.server import die_with_parent  # noqa: E402
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name  # noqa: E402
 from streaming.kafka.client_log import with_client_log  # noqa: E402
-from streaming.kafka.emitter import read_progress  # noqa: E402
+from streaming.kafka.sink_progress import committed_progress  # noqa: E402
 from streaming.kafka.offset_header import source_offset  # noqa: E402
 from streaming.partition_id import PartitionId  # noqa: E402
 from tests.e2e.cluster import isr_full  # noqa: E402
@@ -271,7 +271,8 @@ def _caught_up(site: Site, sink: str, ends: dict[int, int]) -> bool:
     """The sink's progress has reached the last record the source held at the heal, in every partition."""
     config = {"bootstrap.servers": site.sink.server.direct_bootstrap_servers}
     try:
-        return all(end == 0 or read_progress(config, sink, p) >= end - 1 for p, end in ends.items())
+        progress = committed_progress(config, [PartitionId(sink, p) for p in ends])
+        return all(end == 0 or progress[PartitionId(sink, p)] >= end - 1 for p, end in ends.items())
     except Exception:  # noqa: BLE001 (a sink whose topic the job has not made yet, a leader moving)
         return False
 

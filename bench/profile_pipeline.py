@@ -37,7 +37,7 @@ from streaming.spark.session import build_session
 
 PY_SPY = os.path.join(os.path.dirname(sys.executable), "py-spy")
 PROCESS = re.compile(r'^process (\d+):"')
-STAGES = {"compact_partition": "compaction", "append_partitions": "ingest"}  # a stage's task entry point
+STAGES = {"compact_partitions": "compaction", "append_partitions": "ingest"}  # a stage's task entry point
 
 
 @dataclass

@@ -14,8 +14,8 @@ def utc_text(ms: int, millis: bool = False) -> str:
 class Outage:
     """Since when something the job needs has kept failing: the first failure after the last success."""
 
-    def __init__(self) -> None:
-        self.since_ms: int | None = None
+    def __init__(self, since_ms: int | None = None) -> None:
+        self.since_ms = since_ms
 
     def failed(self, now_ms: int, began_ms: int | None = None) -> str:
         """``since <time> UTC (<seconds>s)``, for the line that says the job waits; ``began_ms``: when the

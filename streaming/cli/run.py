@@ -109,7 +109,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
     from streaming.job.options import Schedules  # noqa: PLC0415
     from streaming.job.runner import CompactorJob  # noqa: PLC0415
-    from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping  # noqa: PLC0415
+    from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping, job_id_of  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
     from streaming.cli.security import spark_settings, warn_if_readable_by_others  # noqa: PLC0415
     from streaming.kafka import native  # noqa: PLC0415
@@ -164,7 +164,8 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
             spec = JobSpec(mapping, options.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
                            settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
                            trigger_interval_ms=round(options.trigger_interval * 1000),
-                           kafka_native=options.native_asked)
+                           kafka_native=options.native_asked,
+                           job_id=job_id_of(state))
             _print_plans(spec, source_kafka, sink_kafka)
             native.announce(spec.kafka_native)
             if not options.once:

@@ -14,6 +14,7 @@ from streaming.cli.readable import number_text
 from streaming.names import names_text
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, log_to_clean,
                                next_clean)
+from streaming.job.held_sinks import read_held
 from streaming.job.spec import JobMapping, TopicPlan, load_saved
 from streaming.partition_id import PartitionId
 from streaming.log.manifest import load_newest, objects_dir
@@ -22,10 +23,11 @@ from streaming.job.metrics import emit_lag, ingest_lag, read_doc
 from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
-from streaming.utc import utc_or_dash
+from streaming.utc import utc_or_dash, utc_text
 
 
 NOT_INGESTED = "not ingested yet"
+HELD = "HELD"  # another writer's transaction is open on its sink partition: nothing is emitted to it
 
 
 @dataclass
@@ -36,7 +38,7 @@ class PartitionStatus:
     topic: str
     partition: int
     sink_topic: str
-    state: str  # ok, UNCLEANABLE or NOT_INGESTED
+    state: str  # ok, UNCLEANABLE, HELD (a transaction left open on its sink) or NOT_INGESTED
     source_end_offset: int | None = None
     uncleanable: bool = False
     uncleanable_error: str | None = None
@@ -61,6 +63,7 @@ class PartitionStatus:
     emit_lag: int | None = None
     keyless_records: int | None = None
     tombstones_removed: int | None = None
+    held_by: str | None = None  # another writer's transaction open on its sink partition: its start and since when
 
 
 @dataclass
@@ -91,6 +94,7 @@ def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = N
     storage = state.storage
     last = read_doc(state)
     source_ends = {p.pid: p.source_end_offset for p in last.partitions} if last else {}
+    held = read_held(state)
     partitions = []
     figures = []
     for log_dir in list_log_dirs(state):
@@ -109,8 +113,12 @@ def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = N
         emitted_up_to = (read_json(storage, emitted_file(log_dir.directory)) or {}).get("emitted_up_to")
         log_end = segments[-1].next_offset
         source_end = source_ends.get(log_dir.pid)
+        tx = held.get(PartitionId(plans[topic].sink, partition))
+        held_by = None if tx is None else f"another writer's transaction open at sink offset {tx.start} since " \
+                                          f"{utc_text(tx.since_ms)} UTC"
         partitions.append(PartitionStatus(
-            topic, partition, plans[topic].sink, "UNCLEANABLE" if uncleanable else "ok", source_end, uncleanable,
+            topic, partition, plans[topic].sink, "UNCLEANABLE" if uncleanable else HELD if tx else "ok", source_end,
+            uncleanable,
             cleaner.uncleanable_error, damaged, log_start_offset=target.log_start_offset, log_end_offset=log_end,
             segments=len(segments), records=sum(s.record_count for s in segments),
             clean_bytes=target.clean_bytes, dirty_bytes=target.cleanable_bytes,
@@ -120,7 +128,7 @@ def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = N
             passes=cleaner.passes, next_clean_ms=waiting.earliest_ms if waiting else None,
             next_clean_latest_ms=waiting.latest_ms if waiting else None, emitted_up_to=emitted_up_to,
             ingest_lag=ingest_lag(source_end, log_end), emit_lag=emit_lag(log_end, emitted_up_to),
-            keyless_records=cleaner.keyless_records, tombstones_removed=cleaner.tombstones_removed))
+            keyless_records=cleaner.keyless_records, tombstones_removed=cleaner.tombstones_removed, held_by=held_by))
     seen = {PartitionId(p.topic, p.partition) for p in partitions}
     partitions += [PartitionStatus(t, p, plan.sink, NOT_INGESTED, source_ends.get(PartitionId(t, p)))
                    for t, plan in sorted(plans.items()) for p in range(plan.partitions)
@@ -186,6 +194,9 @@ def render_table(status: JobStatus) -> str:
                      f"{'every other is ok, ingested and emitted; ' if len(shown) <= SHOWN else ''}"
                      f"--topic narrows, --json lists every one)")
     for p in status.partitions:
+        if p.held_by:
+            lines.append(f"{p.topic}-{p.partition}: held: {p.held_by}: read_committed readers of {p.sink_topic}-"
+                         f"{p.partition} stop there, and the job emits nothing to it until its writer ends it")
         if p.uncleanable_error:
             lines.append(f"{p.topic}-{p.partition}: {p.uncleanable_error}")
         for name, what in sorted(p.damaged_segments.items()):

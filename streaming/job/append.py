@@ -231,6 +231,7 @@ class LogAppender:
     lock: threading.RLock = field(default_factory=threading.RLock)
     last_batch: BatchStats | None = None
     last_changed: dict[PartitionId, int] = field(default_factory=dict)  # logs the batch changed: records (a roll: 1)
+    last_ends: dict[PartitionId, int] = field(default_factory=dict)  # where the logs the batch read end
     batches: int = 0
 
     def __call__(self, batch: MicroBatch, batch_id: int) -> None:
@@ -243,6 +244,7 @@ class LogAppender:
         self.last_batch = stats
         self.last_changed = {PartitionId(r.topic, r.partition): r.counts.appended + r.counts.rolled for r in rows
                              if r.counts.appended or r.counts.rolled}
+        self.last_ends = {PartitionId(r.topic, r.partition): r.log_end_offset for r in rows}
         self.batches += 1
         log.info("batch %d: %d partitions, %d records appended, %d replayed, %d rolls, %d rejected, "
                  "%d with out-of-range timestamps", batch_id, stats.partitions, stats.appended, stats.skipped,

@@ -69,8 +69,10 @@ class Engine(Protocol):
     def start_query(self, plan: QueryPlan, on_batch: Callable[[MicroBatch, int], None]) -> RunningQuery:
         """Start the query; ``on_batch`` runs on the driver for each micro-batch, with its id."""
 
-    def run_tasks(self, task: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        """One task per item, run on the executors; their results in the items' order."""
+    def run_tasks(self, task: Callable[[T, int], R], items: Sequence[T]) -> list[R]:
+        """One task per item, run on the executors, each called with its item and its attempt (0 the first; a
+        task retried after a failure or a lost executor runs again with the next); their results in the items'
+        order."""
 
     def slots(self) -> int:
         """How many tasks run at once."""

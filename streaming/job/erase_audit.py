@@ -13,8 +13,8 @@ import logging
 import time
 
 from streaming.erasure.events import Emitted, tombstone_mask
-from streaming.job.spec import JobSpec, TopicPlan
-from streaming.kafka.emitter import PartitionEmitter
+from streaming.job.spec import JobSpec
+from streaming.kafka.task_emitter import SinkPartition
 from streaming.kafka.translate import SinkReader, translate
 from streaming.log import PartitionLog
 from streaming.log.columns import offsets_of
@@ -25,35 +25,35 @@ log = logging.getLogger(__name__)
 EMITTED_THROUGH = "emitted_through"  # the journal mark: source offsets up to here are noted if emitted
 
 
-def note_emission(plog: PartitionLog, emitter: PartitionEmitter) -> None:
-    """Journal what the emitter committed, and how far that goes."""
-    events = [Emitted(d.source_offset, d.at_ms, d.sink_offset) for d in emitter.tombstones]
-    plog.note(events, {EMITTED_THROUGH: emitter.emitted_up_to})
-    emitter.tombstones.clear()
+def note_emission(plog: PartitionLog, part: SinkPartition) -> None:
+    """Journal what the sink partition committed, and how far that goes."""
+    events = [Emitted(d.source_offset, d.at_ms, d.sink_offset) for d in part.tombstones]
+    plog.note(events, {EMITTED_THROUGH: part.emitted_up_to})
+    part.tombstones.clear()
 
 
-def recover_lost_notes(plog: PartitionLog, emitter: PartitionEmitter, spec: JobSpec, plan: TopicPlan) -> None:
+def recover_lost_notes(plog: PartitionLog, part: SinkPartition, spec: JobSpec) -> None:
     """Before emitting: tombstones the sink holds beyond the noted range are noted now."""
     marks = plog.journal_marks
     noted = marks.get(EMITTED_THROUGH, -1)
-    if emitter.emitted_up_to <= noted:
+    if part.emitted_up_to <= noted:
         return
     if EMITTED_THROUGH not in marks and plog.journal_head is None:  # a log older than the audit: start here
-        plog.note([], {EMITTED_THROUGH: emitter.emitted_up_to})
+        plog.note([], {EMITTED_THROUGH: part.emitted_up_to})
         return
-    lost = [int(o) for b in plog.read_batches(noted + 1, emitter.emitted_up_to + 1)
+    lost = [int(o) for b in plog.read_batches(noted + 1, part.emitted_up_to + 1)
             for o in offsets_of(b)[tombstone_mask(b)]]
     now_ms = int(time.time() * 1000)
     events = []
     if lost:
-        with SinkReader(spec.sink_bootstrap, plan.sink, emitter.partition, spec.sink_kafka) as reader:
+        with SinkReader(spec.sink_bootstrap, part.sink.topic, part.sink.partition, spec.sink_kafka) as reader:
             for offset in lost:
                 found = translate(reader, offset)
                 sink_offset = found.sink_offset if found.source_offset == offset else None
                 events.append(Emitted(offset, now_ms, sink_offset, recovered=True))
         log.warning("%s: %d tombstones reached the sink without their erase-audit event (the job stopped in "
                     "between); noted now", plog.dir, len(lost))
-    plog.note(events, {EMITTED_THROUGH: emitter.emitted_up_to})
+    plog.note(events, {EMITTED_THROUGH: part.emitted_up_to})
 
 
 def count_overdue(plog: PartitionLog, emitted_up_to: int, bound_ms: int, now_ms: int) -> int:

@@ -61,6 +61,10 @@ class StageFailures:
         self.sink = Outage()
 
     def report(self, reports: list[StageReport], now_ms: int) -> None:
+        # a transaction open on a sink partition is said where it is resolved (job.sink_watch), a stage whose
+        # tasks died where it ran (job.compaction_stages), each once
+        reports = [r for r in reports
+                   if not (r.error and r.error.kind in (ErrorKind.OPEN_TRANSACTION, ErrorKind.TASK_LOST))]
         waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
         for r in reports:
             if r.error and r not in waiting:
@@ -92,8 +96,10 @@ def nothing_cleanable(reports: list[StageReport], now_ms: int, drained: bool = F
 
 def telling_line(exc: BaseException) -> str:
     """The line of a failure that says most: the last one naming a Kafka error or an Error (a Java exception's
-    text ends with its innermost cause), else its first line; at most 300 characters."""
-    lines = [line for line in str(exc).splitlines() if "KafkaError{" in line or "Error" in line]
+    text ends with its innermost cause; its stack frames, "at ...", say nothing), else its first line; at most
+    300 characters."""
+    lines = [line for line in str(exc).splitlines() if ("KafkaError{" in line or "Error" in line)
+             and not line.lstrip().startswith("at ")]
     return (lines[-1] if lines else str(exc).splitlines()[0] if str(exc) else type(exc).__name__).strip()[:300]
 
 

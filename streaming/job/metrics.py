@@ -91,6 +91,8 @@ PARTITION_GAUGES = {
     "uncleanable": "1 when the partition is uncleanable (see kcompact status)",
     "erasures_overdue": "tombstones past max.compaction.lag.ms plus one trigger whose key's earlier records are "
                         "still in the log or that are not yet in the sink (see kcompact erasures --overdue)",
+    "held_seconds": "how long another writer's transaction, left open on the sink partition, has held its "
+                    "emission (absent: none holds it; see kcompact status)",
 }
 # Erase latency buckets, in seconds: from a second to a week (max.compaction.lag.ms is often a day or a week)
 ERASE_BUCKETS_S = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0, 7 * 86400.0)
@@ -147,17 +149,21 @@ class PartitionProgress:
     compaction_delay_seconds: float
     uncleanable: int
     erasures_overdue: int
+    held_seconds: float | None = None
+    held_at: int | None = None  # the sink offset where the transaction holding it begins
 
     @property
     def pid(self) -> PartitionId:
         return PartitionId(self.topic, self.partition)
 
     @classmethod
-    def of(cls, report: StageReport, source_end: int | None) -> "PartitionProgress":
+    def of(cls, report: StageReport, source_end: int | None, now_ms: int) -> "PartitionProgress":
         log_end, emitted, figures = report.log_end_offset, report.emitted_up_to, report.figures
+        held = report.open_transaction if report.open_transaction and report.open_transaction.job is False else None
         return cls(report.pid.topic, report.pid.partition, log_end, source_end, ingest_lag(source_end, log_end),
                    emitted, emit_lag(log_end, emitted), figures.cleanable_ratio, figures.compaction_delay_ms / 1000,
-                   int(figures.uncleanable), report.erasures_overdue)
+                   int(figures.uncleanable), report.erasures_overdue,
+                   None if held is None else (now_ms - held.since_ms) / 1000, None if held is None else held.start)
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,8 @@ class MetricsDocument:
            erase_latency: EraseLatency | None = None) -> "MetricsDocument":
         """A snapshot: the running totals are copied, so the document stays as it was when written."""
         latency = EraseLatency.from_doc((erase_latency or EraseLatency()).to_doc())
-        return cls(now_ms, cleaner, replace(job), tuple(PartitionProgress.of(r, source_ends.get(r.pid)) for r in reports),
+        return cls(now_ms, cleaner, replace(job), tuple(PartitionProgress.of(r, source_ends.get(r.pid), now_ms)
+                                                         for r in reports),
                    latency, None if group_sync is None else dict(group_sync))
 
     def to_doc(self) -> dict:

@@ -9,7 +9,6 @@ what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.l
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 import signal
@@ -21,9 +20,9 @@ from streaming.cleaner import CleanerMetrics, CompactionConfig
 from streaming.partition_id import PartitionId
 from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
-from streaming.job.compact import StageReport, compact_partitions
+from streaming.job.compact import StageReport
+from streaming.job.compaction_stages import CompactionStages
 from streaming.job.once import idle_reports
-from streaming.job.sink_ends import SinkEnds
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.idle_stages import IdleStages
 from streaming.job.task_error import ErrorKind
@@ -34,11 +33,12 @@ from streaming.job.options import RunOptions, Schedules
 from streaming.job.progress import Progress, ProgressDisplay, waits
 from streaming.log.store_watch import WATCH as STORE_WATCH
 from streaming.job.spec import JobSpec
-from streaming.job.stage_plan import TASKS_PER_SLOT, QuietLogs
+from streaming.job.stage_plan import TASKS_PER_SLOT
 from streaming.job.failures import (Restarts, StageFailures, explain_failure, nothing_cleanable, state_dir_full,
                                     telling_line)
 from streaming.kafka.failures import is_transient
 from streaming.runtime.moments import Moment, reached
+from streaming.utc import Outage
 from streaming.state.layout import LogDir, list_log_dirs, open_partition_log, spark_checkpoint
 from streaming.state.locks import partition_lock
 from streaming.state.stores import open_state_dir
@@ -93,12 +93,8 @@ class CompactorJob:
         self._ingest_lag: int | None = None
         self._batch_began = time.monotonic()
         self._source = Cluster("source", spec.source_bootstrap, spec.source_kafka)
-        self.sink_ends = SinkEnds(self.state, Cluster("sink", spec.sink_bootstrap, spec.sink_kafka),
-                                  {t: p.sink for t, p in spec.topics.items()})
-        # partitions whose sink progress this run knows: read from the sink, or its sink unchanged (sink_ends)
-        self._sink_read: set[PartitionId] = self.sink_ends.unchanged(d.pid for d in self._logs())
+        self.stages = CompactionStages(engine, self.state, spec)
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
-        self.quiet = QuietLogs()
         self.collector = job_metrics.JobMetricsCollector()
 
     # ----- the two things done per trigger ----------------------------------------------------------------
@@ -117,9 +113,9 @@ class CompactorJob:
             log.warning("topic sync failed; going on with the %d topics known: %s", len(self.spec.topics), exc)
             return
         if plans != self.spec.topics:
-            self.quiet.forget(t for t, plan in plans.items() if self.spec.topics.get(t) != plan)
+            changed = [t for t, plan in plans.items() if self.spec.topics.get(t) != plan]
             self.spec = dataclasses.replace(self.spec, topics=plans)
-            self.sink_ends.sinks = {t: p.sink for t, p in plans.items()}
+            self.stages.topics_changed(self.spec, changed)
             self.spec.save(self.state)
             self.appender.configs = self._log_configs()
 
@@ -134,7 +130,7 @@ class CompactorJob:
             self._stage_after_batch = False
             self.sync_topics()
             self.appender(batch, batch_id)
-            self.quiet.note_appended(self.appender.last_changed)
+            self.stages.quiet.note_appended(self.appender.last_changed, self.appender.last_ends)
             self.totals.batches += 1
             self.totals.ingested += self.appender.last_batch.appended
             self.totals.rejected += self.appender.last_batch.rejected
@@ -151,28 +147,21 @@ class CompactorJob:
                 self._phase = IDLE
                 return []
             now_ms = int(self.clock() * 1000)
-            plan = self.quiet.plan(items, now_ms, self.engine.slots(), every=drain)
-            task = functools.partial(compact_partitions, spec=self.spec, now_ms=now_ms,
-                                     sink_read=frozenset(self._sink_read), drain=drain)
-            log.debug("phase: compaction stage of %d of %d partitions in %d tasks", plan.logs, len(items),
-                      len(plan.tasks))
-            self._phase = f"cleaning and emitting {plan.logs} of {len(items)} partitions"
-            reports = [r for chunk in self.engine.run_tasks(task, plan.tasks) for r in chunk] if plan.tasks else []
-            self._phase = IDLE
-            self.quiet.note_stage(reports)
-            self.sink_ends.after_stage((r.pid for r in reports), (r.pid for r in reports if r.error))
-            self.totals.stage_tasks += len(plan.tasks)
-            self.totals.logs_left_alone += len(plan.quiet)
-            self._stage_done(reports + plan.quiet, now_ms)
+            self._phase = f"cleaning and emitting the {len(items)} partitions due"
+            try:
+                stage = self.stages.run(self.spec, items, now_ms, drain, lambda: self._closing or self._stop.is_set())
+            finally:
+                self._phase = IDLE
+            self.totals.stage_tasks += stage.tasks
+            self.totals.logs_left_alone += len(stage.quiet)
+            self._stage_done(stage.ran + stage.quiet, now_ms)
             if self.table_sync:
                 self.table_sync.after_stage(self.spec.state_dir, frozenset(self.spec.topics))
-            return reports + plan.quiet
+            return stage.ran + stage.quiet
 
     def _stage_done(self, reports: list[StageReport], now_ms: int) -> None:
-        """What the driver keeps of a stage: counters, metrics, the partitions whose sink was read, failures."""
+        """What the driver keeps of a stage: counters, metrics, failures."""
         with self.lock:
-            self._sink_read.update(r.pid for r in reports
-                                   if not (r.error and r.error.kind is ErrorKind.SINK_UNREACHABLE))
             self.last_reports = reports
             self.totals.stages += 1
             self.totals.passes += sum(r.figures.passes for r in reports)
@@ -190,8 +179,9 @@ class CompactorJob:
     def _nothing_to_do(self) -> bool:
         """--once: nothing new on the source and nothing due (job.once); then no engine starts."""
         now_ms = int(self.clock() * 1000)
+        logs = self._logs()
         reports = idle_reports(self.spec, self.state, self.engine, self.checkpoint_location, self._source,
-                               self._logs(), self._sink_read, now_ms, self.options.drain)
+                               logs, self.stages.trusted(d.pid for d in logs), now_ms, self.options.drain)
         if reports is None:
             return False
         log.info("nothing new on the source and no partition due for a pass: ending without starting Spark")
@@ -235,6 +225,8 @@ class CompactorJob:
         outages = {"the sink cluster": self.failures.sink, "the state store": STORE_WATCH.outage}
         if self.group_sync:
             outages["a cluster of the group sync"] = self.group_sync.outage
+        outages.update((f"another writer's transaction to end on {tx.sink}", Outage(tx.since_ms))
+                       for tx in self.stages.watch.alarms())
         return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - self.started,
                         waits(outages, int(time.time() * 1000)))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -70,6 +71,12 @@ class JobMapping:
                    doc["sink_template"])
 
 
+def new_job_id() -> str:
+    """A job's identity, made at its first run and kept in its state dir: its transactional ids carry it, so two
+    jobs writing to one sink cluster never fence each other."""
+    return uuid.uuid4().hex[:12]
+
+
 @dataclass(frozen=True)
 class JobSpec:
     mapping: JobMapping
@@ -82,6 +89,7 @@ class JobSpec:
     max_passes_per_trigger: int = 16
     trigger_interval_ms: int = 5000  # a tombstone's erasure is due max.compaction.lag.ms plus one trigger after it
     kafka_native: bool = True  # records take the native path where it can run (--kafka-native)
+    job_id: str = field(default_factory=new_job_id)
 
     @property
     def source_bootstrap(self) -> str:
@@ -93,7 +101,7 @@ class JobSpec:
 
     def save(self, state: StateDir) -> None:
         """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
-        doc = {"mapping": self.mapping.to_doc(), "settings": self.settings.to_kafka(),
+        doc = {"job_id": self.job_id, "mapping": self.mapping.to_doc(), "settings": self.settings.to_kafka(),
                "dead_letter_topic": self.dead_letter_topic,
                "trigger_interval_ms": self.trigger_interval_ms,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
@@ -114,6 +122,7 @@ class SavedJob:
     # The job's client settings as saved: references to secrets as written, a secret given as a value redacted
     source_kafka: Mapping[str, str] = field(default_factory=dict)
     sink_kafka: Mapping[str, str] = field(default_factory=dict)
+    job_id: str | None = None  # None: a state dir of a kcompact from before jobs had one
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "SavedJob":
@@ -121,7 +130,7 @@ class SavedJob:
         return cls(JobMapping.from_doc(doc["mapping"]),
                    {t: TopicPlan.from_doc(t, d, settings) for t, d in doc["topics"].items()}, settings,
                    doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000), doc.get("source_kafka", {}),
-                   doc.get("sink_kafka", {}))
+                   doc.get("sink_kafka", {}), doc.get("job_id"))
 
     def principals(self) -> frozenset[str]:
         """The principals the job itself logs in as on its two clusters."""
@@ -154,6 +163,13 @@ def find_saved(state: StateDir) -> SavedJob | None:
         raise JobError(f"{state.uri} was written by an older kcompact (one topic per state dir); "
                        f"choose a new --state-dir")
     return SavedJob.from_doc(doc)
+
+
+def job_id_of(state: StateDir) -> str:
+    """The identity of the job of a state dir: the one its first run made, or a new one (a new state dir, or one
+    from before jobs had one)."""
+    saved = find_saved(state)
+    return saved.job_id if saved is not None and saved.job_id else new_job_id()
 
 
 def load_saved(state: StateDir) -> SavedJob:

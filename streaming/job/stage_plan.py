@@ -10,6 +10,7 @@ one Spark task per partition the job knows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Set
 from typing import Iterable, Mapping, Sequence
 
 from streaming.job.balance import spread
@@ -37,9 +38,16 @@ class QuietLogs:
     reports: dict[PartitionId, StageReport] = field(default_factory=dict)
     appended: dict[PartitionId, int] = field(default_factory=dict)  # records appended since each log's last stage
 
-    def note_appended(self, counts: Mapping[PartitionId, int]) -> None:
+    def note_appended(self, counts: Mapping[PartitionId, int], ends: Mapping[PartitionId, int]) -> None:
+        """A batch's appends: ``counts`` of records appended (a roll: 1), and where each log it read ends. A log
+        whose end moved since its last stage is woken even when this batch appended nothing to it: records an
+        attempt that failed appended, replayed now, still have to be cleaned and may be due a forced roll."""
         for pid, n in counts.items():
             self.appended[pid] = self.appended.get(pid, 0) + n
+        for pid, end in ends.items():
+            report = self.reports.get(pid)
+            if report is not None and end != report.log_end_offset and pid not in self.appended:
+                self.appended[pid] = abs(end - report.log_end_offset)
 
     def note_stage(self, reports: Iterable[StageReport]) -> None:
         for r in reports:
@@ -56,11 +64,13 @@ class QuietLogs:
         return (report is not None and pid not in self.appended and report.quiet_until_ms is not None
                 and now_ms < report.quiet_until_ms)
 
-    def plan(self, logs: Sequence[LogDir], now_ms: int, slots: int, every: bool = False) -> StagePlan:
-        """``every``: no log is left alone (--drain rolls every active segment)."""
+    def plan(self, logs: Sequence[LogDir], now_ms: int, slots: int, every: bool = False,
+             woken: Set[PartitionId] = frozenset()) -> StagePlan:
+        """``every``: no log is left alone (--drain rolls every active segment); ``woken``: these are not (their
+        sinks changed)."""
         busy, quiet = [], []
         for d in logs:
-            if not every and self.is_quiet(d.pid, now_ms):
+            if not every and d.pid not in woken and self.is_quiet(d.pid, now_ms):
                 quiet.append(self.reports[d.pid])
             else:
                 busy.append(d)

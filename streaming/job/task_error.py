@@ -15,6 +15,8 @@ class ErrorKind(Enum):
     DISK_FULL = "disk-full"                # the state dir is full: the job stops and says so
     FENCED = "fenced"                      # another writer of the log committed first: reopened next trigger
     FAILED = "failed"                      # a pass or an emission failed; the next trigger tries again
+    OPEN_TRANSACTION = "open-transaction"  # a transaction is open on the sink partition: nothing is emitted to it
+    TASK_LOST = "task-lost"                # its task died as a Spark task (its process, its executor): run again
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,8 @@ class TaskError:
             kind = ErrorKind.DISK_FULL
         elif isinstance(exc, LogFencedError):
             kind = ErrorKind.FENCED
-        return cls(kind, f"{type(exc).__name__}: {exc}", is_transient(exc) or isinstance(exc, LogFencedError))
+        fenced = isinstance(exc, LogFencedError) or kind is ErrorKind.FENCED  # the next stage takes over
+        return cls(kind, f"{type(exc).__name__}: {exc}", is_transient(exc) or fenced)
 
     def __str__(self) -> str:
         return self.message

@@ -6,7 +6,8 @@ DESCRIBE_CONFIGS):
 - source: READ and DESCRIBE_CONFIGS on each mirrored topic (prefixed ACLs serve a pattern: a topic the
   principal may not describe is not listed to it, so it is not mirrored);
 - sink: CREATE, WRITE, READ (the progress a restart recovers is read from the sink) and ALTER (partitions
-  follow the source's) on each sink topic; WRITE on the transactional ids ``kcompact-<sink>-<partition>``;
+  follow the source's) on each sink topic; WRITE on the transactional ids ``kcompact-<job>-<slot>`` (a grant
+  on the prefix ``kcompact-``);
 - the dead-letter topic: CREATE and WRITE;
 - group offset sync: DESCRIBE on the groups on the source, READ on them on the sink;
 - topic ACL sync: DESCRIBE on the source cluster, ALTER on the sink cluster.
@@ -34,7 +35,7 @@ from streaming.errors import JobError
 from streaming.kafka.acls import Grant, Pattern, Resource, command_config_for
 from streaming.kafka.admin import Cluster
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.emitter import TRANSACTIONAL_PREFIX, transactional_id
+from streaming.kafka.transactional_ids import TRANSACTIONAL_PREFIX
 from streaming.kafka.failures import TRY_S
 
 TIMEOUT_S = 30.0
@@ -42,6 +43,8 @@ SOURCE_TOPIC_OPERATIONS = ("READ", "DESCRIBE_CONFIGS")
 SINK_TOPIC_OPERATIONS = ("CREATE", "WRITE", "READ", "ALTER")
 DEAD_LETTER_OPERATIONS = ("CREATE", "WRITE")
 NOT_EVEN_DESCRIBE = " (it may not even describe the topic)"
+
+ACL_PROBE_ID = f"{TRANSACTIONAL_PREFIX}acl-check"  # what the check at start registers: no job writes with it
 
 
 class PermissionRefused(JobError):
@@ -160,7 +163,7 @@ class AccessCheck:
                     if op != "CREATE" and op not in ops:
                         self._refuse("sink", op, Resource.TOPIC, name)
         if access.sink_topics:
-            self._may_write_transactions(access.sink_topics[0])
+            self._may_write_transactions()
         # the sink side first: on one cluster its grant implies the source side's
         for group in access.groups:
             self._group("sink", group, "READ")
@@ -188,9 +191,10 @@ class AccessCheck:
                                                       request_timeout=TIMEOUT_S)[topic]):
             self._refuse("sink", "ALTER", Resource.TOPIC, topic, " (a sink's partitions follow its source's)")
 
-    def _may_write_transactions(self, sink_topic: str) -> None:
-        """The first transactional id the job will use, registered as the emitter will register it."""
-        tid = transactional_id(sink_topic, 0)
+    def _may_write_transactions(self) -> None:
+        """A transactional id under the job's prefix, registered as a task registers its own: never one a job
+        writes with, so a check at start fences no task of a job that is running."""
+        tid = ACL_PROBE_ID
         producer = Producer(client_settings({**self.sink.settings_with_bootstrap, "transactional.id": tid}))
         try:
             producer.init_transactions(TIMEOUT_S)

@@ -3,9 +3,9 @@
 A failover drill (Kafka's own system tests kill brokers at chosen points of a transaction) needs the fault
 to land at a moment, not after a guess of how long the job takes to get there. Each moment is said at DEBUG
 when reached. With ``KCOMPACT_HOLD_AT=MOMENT:DIR`` in the job's environment, the first process to reach
-MOMENT (the driver or any Spark task) writes ``DIR/reached`` naming where it is and waits until
-``DIR/release`` exists: the operator kills a node meanwhile, and the held call then runs against the cluster
-as the fault left it. Only one process holds, once, and never longer than HOLD_LIMIT_S.
+MOMENT (the driver or any Spark task) writes its process id to ``DIR/holder.pid``, then ``DIR/reached`` naming
+where it is, and waits until ``DIR/release`` exists: the operator kills a node (or the holder) meanwhile, and
+the held call then runs against the cluster as the fault left it. Only one process holds, once, and never longer than HOLD_LIMIT_S.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ HOLD_ENV = "KCOMPACT_HOLD_AT"
 HOLD_LIMIT_S = 300.0
 REACHED = "reached"
 RELEASE = "release"
+HOLDER = "holder.pid"  # the holding process's id, written before REACHED says where: a drill may stop or kill it
 
 
 class Moment(Enum):
@@ -50,6 +51,7 @@ def _hold(directory: Path, moment: Moment, where: str) -> None:
         fd = os.open(directory / REACHED, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:  # another process, or this one earlier, held already
         return
+    (directory / HOLDER).write_text(str(os.getpid()))
     with os.fdopen(fd, "w") as f:
         f.write(where)
     log.warning("holding at %s of %s until %s exists", moment.value, where, directory / RELEASE)

@@ -34,7 +34,7 @@ import threading
 
 from pyspark import daemon
 
-from streaming.job import append, compact  # noqa: F401 (what every task imports)
+from streaming.job import append, stage_task  # noqa: F401 (what every task imports)
 from streaming.cleaner import CompactionConfig, LogCleanerManager
 from streaming.partition_id import PartitionId
 from streaming.log import PartitionLog, batch_from_records, make_record

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -89,8 +90,10 @@ class SparkEngine:
             writer.trigger(processingTime=f"{plan.trigger_interval_s} seconds")
         return SparkQuery(writer.start())
 
-    def run_tasks(self, task: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        return self.spark.sparkContext.parallelize(list(items), len(items)).map(task).collect()
+    def run_tasks(self, task: Callable[[T, int], R], items: Sequence[T]) -> list[R]:
+        def attempted(item: T) -> R:
+            return task(item, TaskContext.get().attemptNumber())
+        return self.spark.sparkContext.parallelize(list(items), len(items)).map(attempted).collect()
 
     def slots(self) -> int:
         return self.spark.sparkContext.defaultParallelism

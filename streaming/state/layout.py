@@ -25,6 +25,8 @@ LOGS = "logs"
 JOB_FILE = "kcompact.json"
 METRICS_FILE = "metrics.json"
 SINK_ENDS_FILE = "sink-ends.json"
+OPEN_TRANSACTIONS_FILE = "open-transactions.json"
+TRANSACTIONAL_SLOTS_FILE = "transactional-slots.json"
 REJECTED = "rejected"
 # Spark's own filesystems (Hadoop's) name some stores differently from pyarrow
 _HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs"}
@@ -40,6 +42,14 @@ def metrics_file(state: StateDir) -> str:
 
 def sink_ends_file(state: StateDir) -> str:
     return state.path(SINK_ENDS_FILE)
+
+
+def open_transactions_file(state: StateDir) -> str:
+    return state.path(OPEN_TRANSACTIONS_FILE)
+
+
+def transactional_slots_file(state: StateDir) -> str:
+    return state.path(TRANSACTIONAL_SLOTS_FILE)
 
 
 def state_lock_file(state: StateDir) -> str:

@@ -7,6 +7,7 @@ open on the sink) is judged on what it committed.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -17,7 +18,11 @@ from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import scan
 from streaming.kafka.offset_header import source_offset
 from streaming.kafka.failures import said_in_one_line
+from streaming.kafka.sink_state import read_states
 from streaming.verify.oracle import PartitionVerdict, PendingWinners, SinkLatest, SinkRecord, SourceWinners, judge
+
+
+HELD_S = 10.0  # a transaction open this long at the same offset is reported as left open
 
 
 @dataclass(frozen=True)
@@ -50,11 +55,15 @@ def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, config: Compac
     sink_starts = {pid.partition: low for pid, (low, _) in sink.offset_ranges(of_sink).items()}
     sink_ends = {pid.partition: o for pid, o in sink.answer(lambda: sink.end_offsets(of_sink),
                                                             f"end offsets of {pair.sink}").items()}
+    held = _held(sink, of_sink)
     for p in partitions:
         if p >= sink_partitions:
             yield judge(pair.source, pair.sink, p, SourceWinners(), _missing_partition(p), 0)
             continue
         latest = _sink_latest(sink.settings_with_bootstrap, pair.sink, p, sink_starts[p], sink_ends[p])
+        if p in held:
+            latest.faults.append(f"a transaction has been open at sink offset {held[p]} for {HELD_S:.0f}s and more: "
+                                 f"read_committed readers stop there (kcompact status says whose it is)")
         low, end = source_ranges[p][0], source_ends[p]
         checked_end = max(low, min(latest.progress + 1, end))
         winners = _source_winners(source.settings_with_bootstrap, pair.source, p, config, low, checked_end)
@@ -63,6 +72,22 @@ def _verdicts(source: Cluster, sink: Cluster, pair: MirroredPair, config: Compac
             pending.add(r.key, r.timestamp_ms, r.headers, r.offset)
         yield judge(pair.source, pair.sink, p, winners, latest, low, _unchecked(low, compacted, latest.progress),
                     pending, end)
+
+
+def _held(sink: Cluster, partitions: list[PartitionId]) -> dict[int, int]:
+    """The partitions whose last stable offset stays below their high watermark, at the same offset, for HELD_S:
+    a transaction left open, not one of a running job's that is about to commit."""
+    def open_now() -> dict[int, int]:
+        states = sink.answer(lambda: read_states(sink.admin, partitions, 30.0), f"the state of {len(partitions)} "
+                             f"sink partitions")
+        return {pid.partition: s.stable for pid, s in states.items() if s.open}
+    held = open_now()
+    deadline = time.monotonic() + HELD_S
+    while held and time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = open_now()
+        held = {p: o for p, o in held.items() if now.get(p) == o}
+    return held
 
 
 def _sink_latest(client_config: Mapping[str, str], topic: str, partition: int, start: int, end: int) -> SinkLatest:

@@ -18,7 +18,7 @@ from streaming.cli.main import main
 from streaming.job.metrics import read_doc
 from streaming.state.stores import open_state_dir
 from streaming.kafka.clients import committed_offsets
-from streaming.kafka.emitter import OFFSET_HEADER, source_offset
+from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.kafka.failures import is_transient
 from tests.cleaner.reference_model import rank
 
@@ -245,3 +245,12 @@ def load_bench(name: str):
     sys.modules[name] = module  # its dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module
+
+
+def first_transactional_id(state_dir: str) -> str:
+    """The transactional id the first task of the job of ``state_dir`` writes with (slot 0's)."""
+    from streaming.job.spec import load_saved
+    from streaming.kafka.transactional_ids import transactional_id
+    from streaming.state.stores import open_state_dir
+
+    return transactional_id(load_saved(open_state_dir(state_dir)).job_id, 0)

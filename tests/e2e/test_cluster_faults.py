@@ -19,10 +19,9 @@ import pytest
 from streaming.brokers.broker import Broker
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.emitter import transactional_id
 from tests.e2e.cluster import group_coordinator, isr_full, leader, transaction_coordinator
-from tests.e2e.helpers import (JobProgress, assert_sink_contract, commit_group_offsets, load_bench, sink_caught_up,
-                               wait_for)
+from tests.e2e.helpers import (JobProgress, assert_sink_contract, commit_group_offsets, first_transactional_id,
+                               load_bench, sink_caught_up, wait_for)
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
 
@@ -72,7 +71,7 @@ def test_a_rolling_restart_of_all_three_brokers(cluster: LocalCluster, tmp_path)
 
 def test_the_transaction_coordinator_killed_mid_transaction(cluster: LocalCluster, tmp_path) -> None:
     def fault(job: RunningJob, sink: str) -> None:
-        node = transaction_coordinator(cluster.bootstrap_servers, transactional_id(sink, 0))
+        node = transaction_coordinator(cluster.bootstrap_servers, first_transactional_id(job.state_dir))
         job.phase_begins("emit")
         cluster.kill(node)
         job.progressed_beyond(job.progress())

@@ -247,12 +247,13 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     """Emits 100k records in a thread, holding them back at source offset ``hold_at``, once all before it
     are acknowledged, until the broker has been killed; starts the broker again 5 s later."""
     from streaming.log import batch_from_records, make_record
-    from streaming.kafka.emitter import PartitionEmitter
+    from streaming.kafka.task_emitter import SinkPartition, TaskEmitter
+    from streaming.partition_id import PartitionId
 
     sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-crash"), 1,
                         {"retention.ms": "-1"})  # the records' timestamps are from 1970
     records = [make_record(o, b"k%d" % o, b"v" * 200, 1_000 + o) for o in range(100_000)]
-    emitter = PartitionEmitter(broker.bootstrap_servers, sink, 0)
+    emitter = TaskEmitter(broker.bootstrap_servers, f"kcompact-{sink}-0")
     held, crashed = threading.Event(), threading.Event()
 
     def held_back():  # as the log hands records to the emitter: batches, the hold between two of them
@@ -262,7 +263,7 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
         crashed.wait(120)
         yield batch_from_records(records[hold_at:])
 
-    thread, out = _in_thread(lambda: emitter.emit(held_back()))
+    thread, out = _in_thread(lambda: emitter.emit([(SinkPartition(PartitionId(sink, 0), -1), held_back())]))
     assert held.wait(120), out
     broker.crash()
     crashed.set()
@@ -279,8 +280,10 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     __transaction_state and the producer commits it whole after the restart), or between two: every
     record reaches the sink exactly once, and a new emitter reads that progress back from the sink. While
     the broker is away the emitter says why it waits."""
-    from streaming.kafka import emitter as emitter_module
-    from streaming.kafka.emitter import TRANSACTION_RECORDS, PartitionEmitter
+    from streaming.kafka import task_emitter as emitter_module
+    from streaming.kafka.sink_progress import committed_progress
+    from streaming.kafka.task_emitter import TRANSACTION_RECORDS
+    from streaming.partition_id import PartitionId
 
     monkeypatch.setattr(emitter_module, "TRY_S", 1.0)  # the 5 s outage then holds several tries
     caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
@@ -288,14 +291,13 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     sink, records, emitter, out = _emit_across_a_crash(crashing_broker, hold_at)
     assert "error" not in out, out["error"]
     waits = [r.getMessage() for r in caplog.records]
-    assert any(re.match(rf"waiting for the sink cluster: (acknowledgements from|the commit to) {sink}-0", w)
+    assert any(re.match(rf"waiting for the sink cluster: (acknowledgements|the commit) of kcompact-\S+ \({sink}-0", w)
                for w in waits), waits
     assert out["result"] == len(records)
     emitter.close()
     bs = crashing_broker.bootstrap_servers
-    recovered = PartitionEmitter(bs, sink, 0)
-    recovered.close()
-    assert recovered.emitted_up_to == len(records) - 1, "progress recovered from the sink"
+    recovered = committed_progress({"bootstrap.servers": bs}, [PartitionId(sink, 0)])[PartitionId(sink, 0)]
+    assert recovered == len(records) - 1, "progress recovered from the sink"
     got = [r["source_offset"] for r in read_topic(bs, sink, 1)[0]]
     want = list(range(len(records)))
     assert got == want, f"no record lost, none twice: {offsets_diff(got, want)}"

@@ -18,9 +18,10 @@ from packaging.version import Version
 
 from streaming.kafka import native
 from streaming.kafka.clients import read_committed
-from streaming.kafka.emitter import PartitionEmitter
 from streaming.kafka.plain_produce import PlainProduce
+from streaming.kafka.task_emitter import SinkPartition, TaskEmitter
 from streaming.log import batch_from_records, make_record
+from streaming.partition_id import PartitionId
 from streaming.spark.source import kafka_source
 from streaming.spark.source.options import KafkaSourceOptions
 from tests.cli.test_first_contact import kcompact, lines
@@ -81,9 +82,10 @@ def test_an_untested_version_reads_and_emits_on_the_plain_path(untested_client, 
     read = [row for batch in kafka_source.read_partition(options, topic, 0, 0, 30) for row in batch.to_pylist()]
     assert [(r["offset"], r["key"], r["headers"]) for r in read] == \
         [(s.offset, s.key, [{"key": "h", "value": b"%d" % i}]) for i, s in enumerate(sent)]
-    emitter = PartitionEmitter(bootstrap_servers, sink, 0)
-    assert isinstance(emitter.runs, PlainProduce)
-    emitter.emit([batch_from_records([make_record(r["offset"], r["key"], r["value"], 1_000, []) for r in read])])
+    emitter = TaskEmitter(bootstrap_servers, f"kcompact-{sink}-0")
+    emitter.emit([(SinkPartition(PartitionId(sink, 0), -1),
+                   [batch_from_records([make_record(r["offset"], r["key"], r["value"], 1_000, []) for r in read])])])
+    assert isinstance(emitter._runs[PartitionId(sink, 0)], PlainProduce)
     emitter.close()
     assert [r.key for r in read_committed(bootstrap_servers, sink, 1)] == [s.key for s in sent]
 

@@ -1,0 +1,162 @@
+"""A compaction task's emission: all its partitions through one transactional producer
+(streaming.kafka.task_emitter), in the order exactly-once needs:
+1. fence: the producer's init_transactions with its task's slot's id, which ends an earlier attempt of the
+   task (the driver has fenced every other id that may still write, streaming.job.transaction_slots);
+2. where each partition resumes: its log's note where the sink is as the job's last stage left it (its
+   topic's id and its end, as the driver read them after any fencing: StageTask.trusted), nothing read where
+   the sink partition is empty, else its last committed record of the job's, read back for every partition
+   with one read_committed consumer (streaming.kafka.sink_progress). A retried attempt reads the sinks' state
+   again itself, after its fence: the attempt it replaces may have written since the driver read it. A
+   partition whose last stable offset stays below its high watermark for SETTLE_S has a transaction open: it
+   is reported (the driver resolves it between stages), and nothing is emitted to it;
+3. write: the erase audit's lost notes made good, the passes (dead letters in transactions of their own),
+   then one emission in transactions spanning the partitions.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import Mapping
+
+from streaming.cleaner import KeylessPolicy
+from streaming.erasure.events import AuditKeys
+from streaming.job.compact import DeadLetters, PartitionWork, StageTask, note_emitted
+from streaming.job.erase_audit import note_emission, recover_lost_notes
+from streaming.job.spec import JobSpec
+from streaming.job.task_error import ErrorKind, TaskError
+from streaming.kafka.dead_letters import dead_letter
+from streaming.kafka.native import NativePathError
+from streaming.job.held_sinks import OpenTransaction
+from streaming.kafka.sink_progress import read_progress
+from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader
+from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
+from streaming.kafka.transactional_ids import transactional_id
+from streaming.partition_id import PartitionId
+
+log = logging.getLogger(__name__)
+
+SETTLE_S = 10.0  # how long a last stable offset below the high watermark is read again (markers on their way)
+STATE_TIMEOUT_S = 30.0
+
+
+def _fail(works: list[PartitionWork], exc: BaseException, kind: ErrorKind = ErrorKind.FAILED) -> None:
+    for w in works:
+        w.report.error = w.report.error or TaskError.of(exc, kind)
+
+
+def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int) -> None:
+    """Fills each work's report: what its sink committed, or why it could not emit."""
+    tid = transactional_id(spec.job_id, task.slot)
+    try:
+        emitter = TaskEmitter(spec.sink_bootstrap, tid, spec.sink_kafka, works[0].config.emit_transaction_records,
+                              spec.kafka_native)
+    except (EmitterFenced, NativePathError) as exc:  # a later attempt holds the id; kcompact's own defect
+        _fail(works, exc)
+        return
+    except Exception as exc:  # noqa: BLE001 (sink unreachable: nothing is cleaned unseen; the next trigger tries again)
+        _fail(works, exc, ErrorKind.SINK_UNREACHABLE)
+        return
+    ready: dict[PartitionWork, SinkPartition] = {}
+    try:
+        ready = _resume(works, task, attempt, spec, emitter)
+        log.debug("%s (attempt %d): emitting to %s", tid, attempt, ", ".join(str(w.sink) for w in ready))
+        auditing = {w for w in ready if w.config.erase_audit_keys is not AuditKeys.OFF}
+        for w in list(ready):
+            try:
+                if w in auditing:
+                    recover_lost_notes(w.plog, ready[w], spec)
+                w.clean(spec, now_ms, _dead_letters(w, spec, emitter))
+            except Exception as exc:  # noqa: BLE001 (a pass failed mid-way: its partition emits next stage)
+                w.report.error = TaskError.of(exc)
+                del ready[w]
+        owed = [(part, w.plog.read_batches(part.emitted_up_to + 1, w.plog.cleaner_checkpoint))
+                for w, part in ready.items() if _owes(w, part)]
+        if owed:
+            log.debug("phase: emit %d partitions through %s: %s", len(owed), tid, ", ".join(str(p) for p, _ in owed))
+            emitter.emit(owed)
+    except EmitterFenced as exc:
+        log.warning("%s; the next stage emits from what the sink committed", exc)
+        _fail([w for w in works if w not in ready or _owes(w, ready[w])], exc, ErrorKind.FENCED)
+    except Exception as exc:  # noqa: BLE001 (an emission failed mid-way: the sink's own progress says where to resume)
+        _fail([w for w in works if w not in ready or _owes(w, ready[w])], exc)
+    finally:
+        emitter.close()
+        for w, part in ready.items():
+            w.report.emitted_up_to, w.report.emitted, w.report.sink_touched = part.emitted_up_to, part.committed_records, True
+            w.report.erase_sink_ms.extend(d.at_ms - d.timestamp_ms for d in part.tombstones)
+    for w, part in ready.items():
+        if w.config.erase_audit_keys is not AuditKeys.OFF:
+            try:
+                note_emission(w.plog, part)
+            except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
+                w.report.error = w.report.error or TaskError.of(exc)
+        note_emitted(w, now_ms)
+
+
+def _owes(work: PartitionWork, part: SinkPartition) -> bool:
+    """The passes kept records past what the sink holds."""
+    checkpoint = work.plog.cleaner_checkpoint
+    return checkpoint is not None and checkpoint > part.emitted_up_to + 1
+
+
+def _dead_letters(work: PartitionWork, spec: JobSpec, emitter: TaskEmitter) -> DeadLetters | None:
+    if work.config.keyless_policy is not KeylessPolicy.DEAD_LETTER or not spec.dead_letter_topic:
+        return None
+    return functools.partial(dead_letter, emitter, spec.dead_letter_topic, work.pid)
+
+
+def _resume(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec,
+            emitter: TaskEmitter) -> dict[PartitionWork, SinkPartition]:
+    """Step 2: each work's place in its sink, or (in its report) why it emits nothing this stage."""
+    client = emitter.client_config
+    reader = SinkStateReader(client, STATE_TIMEOUT_S)
+    states: Mapping[PartitionId, SinkPartitionState] = \
+        task.sinks if attempt == 0 and task.sinks is not None else reader.read(w.sink for w in works)
+    ready: dict[PartitionWork, SinkPartition] = {}
+    unread: dict[PartitionWork, SinkPartitionState] = {}
+    for w in works:
+        w.report.emitted_up_to = -1 if w.noted is None else w.noted  # until the sink says otherwise
+        held = task.held.get(w.pid)
+        state = states.get(w.sink)
+        if held is not None:
+            w.report.open_transaction = held
+            w.report.error = TaskError(ErrorKind.OPEN_TRANSACTION, held.describe(spec.sink_bootstrap), False)
+        elif state is None:
+            w.report.error = TaskError(ErrorKind.SINK_UNREACHABLE, f"sink topic {w.plan.sink!r} does not exist "
+                                       f"(deleted?); the job's topic sync makes it again", True)
+        elif attempt == 0 and w.pid in task.trusted and w.noted is not None:
+            ready[w] = SinkPartition(w.sink, w.noted)
+        elif state.empty:
+            ready[w] = SinkPartition(w.sink, -1)
+        else:
+            unread[w] = state
+    unread = _settled(reader, unread)
+    for w, state in list(unread.items()):
+        if state.open:
+            w.report.open_transaction = OpenTransaction(w.sink, state.stable, int(time.time() * 1000))
+            w.report.error = TaskError(ErrorKind.OPEN_TRANSACTION, f"a transaction is open on {w.sink} at sink "
+                                       f"offset {state.stable}: the job looks into whose it is", True)
+            del unread[w]
+    progress = read_progress(client, {w.sink: s for w, s in unread.items()}) if unread else {}
+    for w in unread:
+        found = progress[w.sink]
+        if w.noted is not None and found < w.noted:
+            log.warning("%s: the sink holds less than this job committed to it (source offsets through %d, the sink "
+                        "through %d): it was emptied, re-created or truncated; emission resumes after %d", w.sink,
+                        w.noted, found, found)
+        ready[w] = SinkPartition(w.sink, found)
+    return ready
+
+
+def _settled(reader: SinkStateReader, unread: dict[PartitionWork, SinkPartitionState]
+             ) -> dict[PartitionWork, SinkPartitionState]:
+    """The states again while some show a transaction open, for up to SETTLE_S: the markers of one that just
+    ended land a moment after its commit."""
+    deadline = time.monotonic() + SETTLE_S
+    while any(s.open for s in unread.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = reader.read(w.sink for w, s in unread.items() if s.open)
+        unread = {w: now.get(w.sink, s) for w, s in unread.items()}
+    return unread

@@ -1,0 +1,37 @@
+"""Keyless records under compaction.keyless.policy=dead-letter: to the dead-letter topic, in a transaction of
+their own through the task's producer, in the source partition's number (topic sync gives that topic as many
+partitions as the largest source), each naming its source topic, partition and offset in headers."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from confluent_kafka import Producer
+
+from streaming.kafka import offset_header
+from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.task_emitter import TaskEmitter
+from streaming.log.record import LogRecord
+from streaming.partition_id import PartitionId
+
+TOPIC_HEADER = "kcompact.topic"  # where the record came from
+PARTITION_HEADER = "kcompact.partition"
+
+
+def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
+    """A log record's headers as a sink record carries them: its own, then its source offset."""
+    return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, offset_header.encode(r["offset"]))]
+
+
+def dead_letter(emitter: TaskEmitter, topic: str, source: PartitionId, records: Iterable[LogRecord]) -> int:
+    """One committed transaction of ``records`` of ``source`` to ``topic``; how many."""
+    where = [(TOPIC_HEADER, source.topic.encode()), (PARTITION_HEADER, str(source.partition).encode())]
+
+    def produce(producer: Producer) -> int:
+        n = 0
+        for r in records:
+            producer.produce(topic, key=r["key"], value=r["value"], timestamp=r["timestamp"],
+                             partition=source.partition, headers=sink_headers(r) + where)
+            n += 1
+        return n
+    return emitter.transaction(produce)

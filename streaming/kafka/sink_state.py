@@ -1,0 +1,83 @@
+"""What a sink partition holds, read in bulk: its topic's id, its log start, its last stable offset and its high
+watermark. One request per leader for each offset and one for the topics' ids, however many partitions: the
+driver reads every partition's before a stage, a task again only where the driver's reading may be stale.
+
+The topic id is the sink's identity: a topic deleted and made again has the same name and a new id, so an
+end offset that happens to match (someone else's records up to the old end) does not pass for the sink the
+job wrote to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from streaming.kafka.admin import answered
+from streaming.kafka.client_settings import client_settings
+from streaming.partition_id import PartitionId
+
+
+@dataclass(frozen=True)
+class SinkPartitionState:
+    topic_id: str
+    low: int     # the log start
+    stable: int  # the last stable offset: where a read_committed reader stops
+    high: int    # the high watermark
+
+    @property
+    def empty(self) -> bool:
+        return self.high == self.low
+
+    @property
+    def open(self) -> bool:
+        """Records past the last stable offset: a transaction has not ended (its markers may be on their way)."""
+        return self.high > self.stable
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float) -> dict[str, str]:
+    """Each existing topic's id; a topic that does not exist is left out."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    out = {}
+    for topic, future in admin.describe_topics(TopicCollection(names), request_timeout=timeout_s).items():
+        try:
+            out[topic] = str(future.result(timeout_s).topic_id)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    return out
+
+
+def read_states(admin: AdminClient, partitions: Iterable[PartitionId], timeout_s: float
+                ) -> dict[PartitionId, SinkPartitionState]:
+    """The sink partitions' states, all requests at once; a partition of a topic that does not exist is left
+    out."""
+    pids = list(partitions)
+    ids = topic_ids(admin, (p.topic for p in pids), timeout_s)
+    tps = [TopicPartition(p.topic, p.partition) for p in pids if p.topic in ids]
+    if not tps:
+        return {}
+    asked = [admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
+             for spec, level in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                                 (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+                                 (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED))]
+    return {PartitionId(tp.topic, tp.partition): SinkPartitionState(ids[tp.topic], *(answered(tp, a[tp], timeout_s)
+                                                                                     for a in asked))
+            for tp in tps}
+
+
+class SinkStateReader:
+    """read_states with one admin client of its own, made when first needed: a task's reading of its sinks."""
+
+    def __init__(self, client_config: Mapping[str, str], timeout_s: float = 30.0) -> None:
+        self.client_config, self.timeout_s = dict(client_config), timeout_s
+        self._admin: AdminClient | None = None
+
+    def read(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, SinkPartitionState]:
+        if self._admin is None:
+            self._admin = AdminClient(client_settings(self.client_config))
+        return read_states(self._admin, partitions, self.timeout_s)

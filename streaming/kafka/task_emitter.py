@@ -1,0 +1,248 @@
+"""Exactly-once emission of a compaction task's partitions: one transactional producer for all of them, in
+transactions that span them.
+
+The sink is its own progress record: every sink record carries its source offset in the header
+``kcompact.offset``, so the last committed record of a partition (read with read_committed,
+streaming.kafka.sink_progress) says how far emission got. The producer's transactional id is its task's slot's
+(streaming.kafka.transactional_ids): its init_transactions fences an earlier attempt of the same task before
+anything is read or written, and the driver fences every other id of the job whenever one may still be
+writing. Records are emitted in source-offset order per partition, and a record at or below its partition's
+progress is never produced again.
+
+A producer that is fenced, or whose epoch is no longer the coordinator's, is never made again here: a new
+init_transactions would fence whoever holds the id now. The transaction is aborted where it still can be and
+the task fails (EmitterFenced); the driver fences the job's ids before the next stage, which resumes from
+the sink's word. Kafka keeps an open transaction across a broker restart, so an outage only delays a commit,
+and the waits say why they wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+
+import numpy as np
+import pyarrow as pa
+from confluent_kafka import KafkaException, Producer
+
+from streaming.configuration.settings import SETTINGS
+from streaming.kafka import native, offset_header
+from streaming.kafka.batch_produce import BatchProduce
+from streaming.kafka.client_settings import client_settings
+from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
+from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.plain_produce import PlainProduce
+from streaming.kafka.record_produce import Columns, RecordProduce
+from streaming.log.columns import header_pairs
+from streaming.partition_id import PartitionId
+from streaming.runtime.moments import Moment, reached
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TRANSACTION_RECORDS: int = SETTINGS["emit.transaction.records"].default
+QUEUE_FULL_WAIT_S = 0.05  # a producer queue full (a slow link): deliveries are served for this long, then again
+# Delivery reports are served now and then while producing and all at once by the flush before each commit;
+# a poll after every record cost about a tenth of the emission (bench/README.md). Runs of records end there.
+POLL_EVERY = 1_000
+TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A tombstone a sink transaction committed: for the erase audit."""
+
+    source_offset: int
+    timestamp_ms: int
+    sink_offset: int
+    at_ms: int  # when its transaction committed
+
+
+@dataclass(eq=False)  # each is itself: a key of the open transaction's partitions
+class SinkPartition:
+    """One partition the task emits to, and how far the sink holds its records (source offsets)."""
+
+    sink: PartitionId
+    emitted_up_to: int  # the source offset of the last record the sink committed; -1: none
+    committed_records: int = 0
+    tombstones: list[Delivered] = field(default_factory=list)  # committed since the task began
+
+    def __str__(self) -> str:
+        return str(self.sink)
+
+
+class EmitterFenced(RuntimeError):
+    """Another producer holds this task's transactional id now (a later attempt of the task), or the coordinator
+    ended this one's epoch: nothing more of it can commit. The task fails; the sink's word decides what the
+    next stage emits."""
+
+
+def waiting(call: Callable[[], T], what: str, client: MetadataClient, topic: str | None = None,
+            pause_s: float = 1.0) -> T:
+    """A sink call in TRY_S tries for up to TIMEOUT_S, saying why it waits while the sink is away; ``client``
+    asks for ``topic``'s metadata anew between tries (a new leader, a new coordinator)."""
+    return retrying(call, what, TIMEOUT_S, side="sink", client=client, topic=topic, pause_s=pause_s)
+
+
+class TaskEmitter:
+    def __init__(self, bootstrap_servers: str, transactional_id: str, client_config: Mapping[str, str] | None = None,
+                 transaction_records: int = TRANSACTION_RECORDS, kafka_native: bool = True) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_records = transaction_records
+        self.kafka_native = kafka_native
+        self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
+        self.producer_config = {"linger.ms": 5, "transaction.timeout.ms": 60_000, **self.client_config,  # the user's win
+                                "transactional.id": transactional_id, "enable.idempotence": True}
+        self._settings = client_settings(self.producer_config)  # a client.id given by reference, resolved
+        self.producer = Producer(self._settings)
+        self._runs: dict[PartitionId, RecordProduce] = {}
+        self._in_transaction = False
+        reached(Moment.INIT_TRANSACTIONS, transactional_id)
+        self._guarded(lambda: waiting(lambda: self.producer.init_transactions(TRY_S),  # a timed-out init resumes
+                                      f"the transaction coordinator of {transactional_id}", self.producer))
+
+    def _runs_to(self, sink: PartitionId) -> RecordProduce:
+        runs = self._runs.get(sink)
+        if runs is None:
+            runs = self._runs[sink] = (
+                BatchProduce(self.producer, str(self._settings.get("client.id", native.DEFAULT_CLIENT_ID)), sink.topic,
+                             sink.partition)
+                if native.enabled(self.kafka_native) else PlainProduce(self.producer, sink.topic, sink.partition))
+            log.debug("%s: records produced through the %s path", sink,
+                      "native" if isinstance(runs, BatchProduce) else "plain")
+        return runs
+
+    def _guarded(self, call: Callable[[], T]) -> T:
+        """A call whose fatal failure (fenced, an epoch the coordinator ended) is EmitterFenced."""
+        try:
+            return call()
+        except KafkaException as exc:
+            if is_fatal(exc):
+                raise EmitterFenced(f"{self.transactional_id}: {exc.args[0].str()}") from exc
+            raise
+
+    def emit(self, work: Sequence[tuple[SinkPartition, Iterable[pa.RecordBatch]]]) -> int:
+        """Produce each partition's records (LOG_BATCH_SCHEMA batches, in offset order) above its progress, in
+        transactions of up to transaction_records records that span the partitions, and return how many. Runs
+        of records go to the producer in one call each (the native path's batch produce, or the plain
+        path's); a tombstone goes alone, with a delivery report for the erase audit. A partition's progress
+        moves when a transaction holding its records commits."""
+        before = sum(part.committed_records for part, _ in work)
+        pending: dict[SinkPartition, tuple[int, int]] = {}  # in the open transaction: (last offset, records)
+        sent: list[tuple[SinkPartition, int, int, int]] = []  # tombstones delivered: (partition, source, ts, sink)
+        in_txn = 0
+        try:
+            for part, batches in work:
+                runs = self._runs_to(part.sink)
+                for batch in batches:
+                    cols = Columns.of(batch)
+                    tombstones = cols.tombstones()
+                    i, n = int(np.searchsorted(cols.offsets, part.emitted_up_to, side="right")), len(cols.offsets)
+                    while i < n:
+                        if in_txn == 0:
+                            self._guarded(self.producer.begin_transaction)
+                            self._in_transaction = True
+                        t = tombstones[np.searchsorted(tombstones, i):][:1]
+                        if t.size and t[0] == i:
+                            self._produce_tombstone(part, batch, i, sent)
+                            went = 1
+                        else:
+                            stop = min(n, i + self.transaction_records - in_txn,
+                                       i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist())
+                            self._guarded(functools.partial(runs.produce_all, cols, i, stop, QUEUE_FULL_WAIT_S))
+                            went = stop - i
+                        if (in_txn + went) // POLL_EVERY > in_txn // POLL_EVERY:
+                            self.producer.poll(0)
+                        in_txn += went
+                        i += went
+                        pending[part] = (int(cols.offsets[i - 1]), pending.get(part, (0, 0))[1] + went)
+                        if in_txn >= self.transaction_records:
+                            self._commit(pending, sent)
+                            in_txn = 0
+            if in_txn:
+                self._commit(pending, sent)
+        except BaseException as exc:
+            if self._in_transaction:
+                self._abort(exc)
+            if isinstance(exc, KafkaException) and is_fatal(exc):
+                raise EmitterFenced(f"{self.transactional_id}: {exc.args[0].str()}") from exc
+            raise
+        return sum(part.committed_records for part, _ in work) - before
+
+    def _abort(self, cause: BaseException) -> None:
+        """Abort the open transaction after a failure; a producer that can no longer abort (fenced, or its
+        transaction timed out and the coordinator ended it) leaves that to the coordinator."""
+        self._in_transaction = False
+        try:
+            self.producer.abort_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("%s: abort after %s failed: %s", self.transactional_id, type(cause).__name__, exc)
+            if is_fatal(exc) and not isinstance(cause, EmitterFenced):
+                raise EmitterFenced(f"{self.transactional_id}: {exc.args[0].str()}") from cause
+
+    def _produce_tombstone(self, part: SinkPartition, batch: pa.RecordBatch, i: int,
+                           sent: list[tuple[SinkPartition, int, int, int]]) -> None:
+        """The tombstone at row i, through produce(): its delivery report gives its sink offset."""
+        offset, timestamp = batch.column("offset")[i].as_py(), batch.column("timestamp")[i].as_py()
+        key = batch.column("key")[i].as_py()
+        headers = [*header_pairs(batch.column("headers")[i].as_py()), (OFFSET_HEADER, offset_header.encode(offset))]
+
+        def reported(err, msg) -> None:
+            if err is None:
+                sent.append((part, offset, timestamp, msg.offset()))
+        while True:
+            try:
+                self._guarded(lambda: self.producer.produce(part.sink.topic, None, key, part.sink.partition,
+                                                            timestamp=timestamp, headers=headers,
+                                                            on_delivery=reported))
+                return
+            except BufferError:  # the producer's queue is full (a slow link): deliveries are served, then again
+                self.producer.poll(QUEUE_FULL_WAIT_S)
+
+    def _commit(self, pending: dict[SinkPartition, tuple[int, int]], sent: list) -> None:
+        where = f"{self.transactional_id} ({', '.join(map(str, list(pending)[:3]))}{', ...' if len(pending) > 3 else ''})"
+        reached(Moment.FLUSH, f"{next(iter(pending))} in {where}")
+        self._flush(where)  # every delivery report first: the tombstones' sink offsets
+        reached(Moment.COMMIT, where)
+        self._guarded(lambda: waiting(lambda: self.producer.commit_transaction(TRY_S),  # a timed-out commit goes
+                                      f"the commit of {where}", self.producer))  # on when called again
+        self._in_transaction = False
+        at_ms = int(time.time() * 1000)
+        for part, source, ts, sink_offset in sent:
+            part.tombstones.append(Delivered(source, ts, sink_offset, at_ms))
+        sent.clear()
+        for part, (last, records) in pending.items():
+            part.emitted_up_to = last
+            part.committed_records += records
+        pending.clear()
+
+    def _flush(self, where: str) -> None:
+        """Wait for every record's acknowledgement. A sink below min.insync.replicas takes none: this waits
+        in short tries, saying why (retrying), not silently for the whole timeout."""
+        def flushed() -> None:
+            if left := self.producer.flush(TRY_S):
+                raise timed_out(f"{left} records not yet acknowledged")
+        waiting(lambda: self._guarded(flushed), f"acknowledgements of {where}", self.producer, pause_s=0)
+
+    def transaction(self, records: Callable[[Producer], int]) -> int:
+        """``records(producer)`` produces, in one transaction of its own, committed here; how many it produced
+        (the dead letters of a pass, between the emission's transactions)."""
+        self._guarded(self.producer.begin_transaction)
+        self._in_transaction = True
+        try:
+            n = records(self.producer)
+            self._flush(self.transactional_id)
+            self._guarded(lambda: waiting(lambda: self.producer.commit_transaction(TRY_S),
+                                          f"the commit of {self.transactional_id}", self.producer))
+            self._in_transaction = False
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+        return n
+
+    def close(self) -> None:
+        self.producer.flush(TIMEOUT_S)

@@ -1,0 +1,172 @@
+"""The task emitter on the real broker: one transactional producer for a task's partitions, in transactions that
+span them; the sink is its own progress record, so emission is exactly-once across restarts, whatever else the
+sink partition holds; the same id fences an earlier producer, which then commits nothing more."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaException
+
+from streaming.brokers.local.server import free_port
+from streaming.kafka import task_emitter as emitter_module
+from streaming.kafka.client_settings import SPARSE_CONNECTIONS
+from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
+from streaming.kafka.dead_letters import sink_headers
+from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.sink_progress import committed_progress
+from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
+from streaming.log import batch_from_records, make_record
+from streaming.partition_id import PartitionId
+from streaming.runtime.moments import Moment
+
+pytestmark = pytest.mark.integration
+
+
+def _records(offsets, value: bytes = b"v") -> list[dict]:
+    return [make_record(o, b"k%d" % o, value + b"%d" % o, 1_700_000_000_000 + o, [("h", b"x")]) for o in offsets]
+
+
+def _batches(offsets, value: bytes = b"v") -> list[pa.RecordBatch]:
+    """The records as the log hands them to the emitter."""
+    return [batch_from_records(_records(offsets, value))]
+
+
+def _tid() -> str:
+    return f"kcompact-test-{uuid.uuid4().hex[:8]}-0"
+
+
+def _progress(bootstrap: str, sink: str, partition: int = 0) -> int:
+    return committed_progress({"bootstrap.servers": bootstrap}, [PartitionId(sink, partition)])[PartitionId(sink, partition)]
+
+
+def _commits(monkeypatch) -> list[str]:
+    """Where each commit of the emitters made from now on was: the named moment every commit passes."""
+    commits: list[str] = []
+    monkeypatch.setattr(emitter_module, "reached",
+                        lambda moment, where: commits.append(where) if moment is Moment.COMMIT else None)
+    return commits
+
+
+def test_one_transaction_spans_the_tasks_partitions_each_record_with_its_source_offset(bootstrap_servers, new_topic,
+                                                                                      monkeypatch) -> None:
+    sink = new_topic(partitions=2)
+    commits = _commits(monkeypatch)
+    emitter = TaskEmitter(bootstrap_servers, _tid())
+    one, two = SinkPartition(PartitionId(sink, 0), -1), SinkPartition(PartitionId(sink, 1), 4)
+    assert emitter.emit([(one, _batches([3, 5, 9])), (two, _batches([2, 4, 6, 8]))]) == 5
+    emitter.close()
+    assert len(commits) == 1, "the two partitions' records in one transaction"
+    assert (one.emitted_up_to, one.committed_records, two.emitted_up_to, two.committed_records) == (9, 3, 8, 2)
+    got = read_committed(bootstrap_servers, sink, 2)
+    assert [(r.key, r.value, list(r.headers)) for r in got] == [
+        (b"k%d" % o, b"v%d" % o, [("h", b"x"), (OFFSET_HEADER, b"%d" % o)]) for o in (3, 5, 9, 6, 8)]
+
+
+def test_a_restarted_emitter_resumes_after_the_last_committed_record(bootstrap_servers, new_topic) -> None:
+    sink, tid = new_topic(), _tid()
+    first = TaskEmitter(bootstrap_servers, tid)
+    first.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches(range(0, 10)))])
+    first.close()
+    again = TaskEmitter(bootstrap_servers, tid)
+    part = SinkPartition(PartitionId(sink, 0), _progress(bootstrap_servers, sink))
+    assert part.emitted_up_to == 9
+    assert again.emit([(part, _batches(range(0, 15)))]) == 5, "offsets up to the progress are never produced again"
+    again.close()
+    assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(15))
+
+
+def test_the_same_id_ends_an_earlier_producers_open_transaction(bootstrap_servers, new_topic) -> None:
+    """A zombie attempt of a task: its open transaction is aborted by the new attempt's init_transactions."""
+    sink, tid = new_topic(), _tid()
+    dead = TaskEmitter(bootstrap_servers, tid)
+    dead.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches(range(3)))])
+    dead.producer.begin_transaction()  # it stops with records 3 and 4 in an open transaction
+    for r in _records([3, 4]):
+        dead.producer.produce(sink, key=r["key"], value=r["value"], partition=0, headers=sink_headers(r))
+    dead.producer.flush(30)
+    successor = TaskEmitter(bootstrap_servers, tid)  # same transactional.id: fences and aborts it
+    part = SinkPartition(PartitionId(sink, 0), _progress(bootstrap_servers, sink))
+    assert part.emitted_up_to == 2
+    successor.emit([(part, _batches(range(6)))])
+    successor.close()
+    assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 1)] == list(range(6))
+
+
+def test_a_fenced_emitter_fails_as_fenced_and_commits_nothing(bootstrap_servers, new_topic) -> None:
+    """The zombie goes on after the new attempt took its id: the broker refuses its epoch, and the emission
+    fails as EmitterFenced (the task then fails; nothing re-initialises the producer)."""
+    sink, tid = new_topic(), _tid()
+    zombie = TaskEmitter(bootstrap_servers, tid)
+    TaskEmitter(bootstrap_servers, tid).close()
+    part = SinkPartition(PartitionId(sink, 0), -1)
+    with pytest.raises(EmitterFenced, match=tid):
+        zombie.emit([(part, _batches(range(5)))])
+    assert part.emitted_up_to == -1 and read_committed(bootstrap_servers, sink, 1) == []
+
+
+def test_progress_is_found_behind_records_that_are_not_the_compactors(bootstrap_servers, new_topic) -> None:
+    sink = new_topic(partitions=2)
+    emitter = TaskEmitter(bootstrap_servers, _tid())
+    emitter.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches(range(20))),
+                  (SinkPartition(PartitionId(sink, 1), -1), _batches(range(7)))])
+    emitter.close()
+    foreign = RecordProducer(bootstrap_servers)
+    for i in range(200):  # more than the first look-back window of the progress reader
+        foreign.send(sink, TopicRecord(b"other", b"%d" % i), partition=0)
+    foreign.flush()
+    assert committed_progress({"bootstrap.servers": bootstrap_servers},
+                              [PartitionId(sink, 0), PartitionId(sink, 1)]) == \
+        {PartitionId(sink, 0): 19, PartitionId(sink, 1): 6}, "one reader for both partitions"
+
+
+def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up_at_its_timeout(
+        caplog, monkeypatch) -> None:
+    monkeypatch.setattr(emitter_module, "TIMEOUT_S", 3.0)
+    monkeypatch.setattr(emitter_module, "TRY_S", 1.0)
+    caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
+    began = time.monotonic()
+    with pytest.raises(KafkaException, match=r"code=_(TIMED_OUT|TRANSPORT),"):
+        TaskEmitter(f"127.0.0.1:{free_port()}", "kcompact-nowhere-0")  # nothing listens there
+    assert time.monotonic() - began < 10, "its own timeout, not librdkafka's"
+    waits = [r.getMessage() for r in caplog.records]
+    assert waits and waits[0].startswith("waiting for the sink cluster: the transaction coordinator of "
+                                         "kcompact-nowhere-0"), waits
+
+
+def test_the_emitter_keeps_the_users_connection_linger_and_transaction_timeout(bootstrap_servers, new_topic) -> None:
+    sink = new_topic()
+    users = {SPARSE_CONNECTIONS: "true", "linger.ms": "50", "transaction.timeout.ms": "90000"}
+    given = TaskEmitter(bootstrap_servers, _tid(), users)
+    assert {k: given.producer_config[k] for k in users} == users
+    assert given.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches([1]))]) == 1, "and it emits either way"
+
+
+def test_transactions_hold_the_records_set_and_a_full_producer_queue_waits_for_room(bootstrap_servers, new_topic,
+                                                                                      monkeypatch) -> None:
+    """emit.transaction.records, counted over the partitions; a queue smaller than a transaction (a slow link)
+    is served, not an error."""
+    sink = new_topic(partitions=2)
+    commits = _commits(monkeypatch)
+    emitter = TaskEmitter(bootstrap_servers, _tid(), {"queue.buffering.max.messages": "50"}, transaction_records=400)
+    parts = [SinkPartition(PartitionId(sink, p), -1) for p in (0, 1)]
+    assert emitter.emit([(parts[0], _batches(range(700))), (parts[1], _batches(range(500)))]) == 1200
+    assert len(commits) == 3 and [p.emitted_up_to for p in parts] == [699, 499]
+    emitter.close()
+    got = read_committed(bootstrap_servers, sink, 2)
+    assert [source_offset(r.headers) for r in got] == [*range(700), *range(500)]
+
+
+def test_records_the_sink_refuses_fail_the_emission_and_commit_nothing(bootstrap_servers, new_topic) -> None:
+    """A sink partition that does not exist: the records go nowhere, and the transaction is aborted rather than
+    committing what it has."""
+    sink = new_topic()
+    emitter = TaskEmitter(bootstrap_servers, _tid(), {"message.timeout.ms": "3000"})
+    part = SinkPartition(PartitionId(sink, 7), -1)
+    with pytest.raises(KafkaException, match=r"UNKNOWN_(TOPIC|PARTITION)|_MSG_TIMED_OUT|failed delivery"):
+        emitter.emit([(part, _batches(range(3)))])
+    assert part.emitted_up_to == -1 and read_committed(bootstrap_servers, sink, 1) == []
