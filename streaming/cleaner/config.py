@@ -55,6 +55,7 @@ class CompactionConfig:
     keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
     erase_audit_keys: AuditKeys = _setting("erase.audit.keys")
     emit_transaction_records: int = _setting("emit.transaction.records")
+    emit_transaction_ms: int = _setting("emit.transaction.ms")
     dedupe_buffer_size: int = _setting("log.cleaner.dedupe.buffer.size")
     io_buffer_load_factor: float = _setting("log.cleaner.io.buffer.load.factor")
     io_max_bytes_per_second: float = _setting("log.cleaner.io.max.bytes.per.second")
@@ -157,12 +158,14 @@ class Overrides:
 @dataclass(frozen=True)
 class JobSettings:
     """The settings that hold for the whole job (Scope.JOB), given once on the command line: one keyless
-    policy, one erase audit and one sink transaction size whatever topics the job mirrors. Each topic's CompactionConfig carries them for
-    its cleaner, laid over by ``over``; the job reads them here, never from a topic."""
+    policy, one erase audit and one sink transaction size whatever topics the job mirrors. Each topic's
+    CompactionConfig carries them for its cleaner, laid over by ``over``; the job reads them here, never from a
+    topic."""
 
     keyless_policy: KeylessPolicy = _setting("compaction.keyless.policy")
     erase_audit_keys: AuditKeys = _setting("erase.audit.keys")
     emit_transaction_records: int = _setting("emit.transaction.records")
+    emit_transaction_ms: int = _setting("emit.transaction.ms")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keyless_policy", KeylessPolicy(self.keyless_policy))

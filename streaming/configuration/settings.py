@@ -197,9 +197,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("erase.audit.keys", Type.STRING, "hash", Scope.JOB,
             "the erase audit (kcompact erasures) names each tombstone's key by its SHA-256, by the key itself, "
             "or keeps no audit", choices=("hash", "key", "off")),
-    Setting("emit.transaction.records", Type.LONG, 20_000, Scope.JOB,
-            "records one sink transaction holds at most: each commit waits a few round trips to the sink "
-            "cluster, so across a WAN more records a transaction emit faster (docs/whole-cluster.md)", at_least(1)),
+    Setting("emit.transaction.records", Type.LONG, 1_000_000, Scope.JOB,
+            "records one sink transaction holds at most; below that each holds about emit.transaction.ms of records "
+            "(an emitter's first, 20,000), so a commit's round trips to the sink cluster stay a small share across "
+            "a WAN and a slow link's transaction commits well within transaction.timeout.ms "
+            "(docs/whole-cluster.md)", at_least(1)),
+    Setting("emit.transaction.ms", Type.LONG, 2_000, Scope.JOB,
+            "about how long one sink transaction lasts: each holds the records the emitter's last full "
+            "transaction showed it produces in this long, up to emit.transaction.records", at_least(1)),
     Setting("log.cleaner.dedupe.buffer.size", Type.LONG, 134_217_728, Scope.CLEANER,
             "bytes of the offset map; a pass cleans as far as the keys it holds", at_least(48)),
     Setting("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9, Scope.CLEANER,

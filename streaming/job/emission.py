@@ -50,8 +50,9 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
     """Fills each work's report: what its sink committed, or why it could not emit."""
     tid = transactional_id(spec.job_id, task.slot)
     try:
-        emitter = TaskEmitter(spec.sink_bootstrap, tid, spec.sink_kafka, works[0].config.emit_transaction_records,
-                              spec.kafka_native)
+        config = works[0].config
+        emitter = TaskEmitter(spec.sink_bootstrap, tid, spec.sink_kafka, config.emit_transaction_records,
+                              spec.kafka_native, config.emit_transaction_ms)
     except (EmitterFenced, NativePathError) as exc:  # a later attempt holds the id; kcompact's own defect
         _fail(works, exc)
         return

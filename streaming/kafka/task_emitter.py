@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSACTION_RECORDS: int = SETTINGS["emit.transaction.records"].default
+TRANSACTION_MS: int = SETTINGS["emit.transaction.ms"].default
+FIRST_TRANSACTION_RECORDS = 20_000  # an emitter's first transaction, before it has measured its rate
+FEWEST_TRANSACTION_RECORDS = 1_000
 QUEUE_FULL_WAIT_S = 0.05  # a producer queue full (a slow link): deliveries are served for this long, then again
 # Delivery reports are served now and then while producing and all at once by the flush before each commit;
 # a poll after every record cost about a tenth of the emission (bench/README.md). Runs of records end there.
@@ -90,9 +93,18 @@ def waiting(call: Callable[[], T], what: str, client: MetadataClient, topic: str
 
 class TaskEmitter:
     def __init__(self, bootstrap_servers: str, transactional_id: str, client_config: Mapping[str, str] | None = None,
-                 transaction_records: int = TRANSACTION_RECORDS, kafka_native: bool = True) -> None:
+                 transaction_records: int = TRANSACTION_RECORDS, kafka_native: bool = True,
+                 transaction_ms: int = TRANSACTION_MS) -> None:
+        """A transaction holds up to ``transaction_records`` records, and about ``transaction_ms`` of them at
+        the rate the last full one measured: each commit costs about three round trips (the last acks, EndTxn,
+        and AddPartitionsToTxn before the next transaction's first records go), which across a WAN took more
+        time than the records of a small transaction, while a transaction over a slow link must commit well
+        within transaction.timeout.ms."""
         self.transactional_id = transactional_id
         self.transaction_records = transaction_records
+        self.transaction_s = transaction_ms / 1000
+        self._budget = min(transaction_records, FIRST_TRANSACTION_RECORDS)  # the records of the next transaction
+        self._began = 0.0
         self.kafka_native = kafka_native
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
         self.producer_config = {"linger.ms": 5, "transaction.timeout.ms": 60_000, **self.client_config,  # the user's win
@@ -127,7 +139,7 @@ class TaskEmitter:
 
     def emit(self, work: Sequence[tuple[SinkPartition, Iterable[pa.RecordBatch]]]) -> int:
         """Produce each partition's records (LOG_BATCH_SCHEMA batches, in offset order) above its progress, in
-        transactions of up to transaction_records records that span the partitions, and return how many. Runs
+        transactions that span the partitions (sized as __init__ says), and return how many. Runs
         of records go to the producer in one call each (the native path's batch produce, or the plain
         path's); a tombstone goes alone, with a delivery report for the erase audit. A partition's progress
         moves when a transaction holding its records commits."""
@@ -145,13 +157,13 @@ class TaskEmitter:
                     while i < n:
                         if in_txn == 0:
                             self._guarded(self.producer.begin_transaction)
-                            self._in_transaction = True
+                            self._in_transaction, self._began = True, time.monotonic()
                         t = tombstones[np.searchsorted(tombstones, i):][:1]
                         if t.size and t[0] == i:
                             self._produce_tombstone(part, batch, i, sent)
                             went = 1
                         else:
-                            stop = min(n, i + self.transaction_records - in_txn,
+                            stop = min(n, i + self._budget - in_txn,
                                        i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist())
                             self._guarded(functools.partial(runs.produce_all, cols, i, stop, QUEUE_FULL_WAIT_S))
                             went = stop - i
@@ -160,8 +172,9 @@ class TaskEmitter:
                         in_txn += went
                         i += went
                         pending[part] = (int(cols.offsets[i - 1]), pending.get(part, (0, 0))[1] + went)
-                        if in_txn >= self.transaction_records:
+                        if in_txn >= self._budget:
                             self._commit(pending, sent)
+                            self._measured(in_txn)
                             in_txn = 0
             if in_txn:
                 self._commit(pending, sent)
@@ -172,6 +185,11 @@ class TaskEmitter:
                 raise EmitterFenced(f"{self.transactional_id}: {exc.args[0].str()}") from exc
             raise
         return sum(part.committed_records for part, _ in work) - before
+
+    def _measured(self, records: int) -> None:
+        """A full transaction ended: the next holds what this one's rate makes in transaction_s."""
+        rate = records / max(time.monotonic() - self._began, 1e-3)
+        self._budget = min(self.transaction_records, max(FEWEST_TRANSACTION_RECORDS, int(rate * self.transaction_s)))
 
     def _abort(self, cause: BaseException) -> None:
         """Abort the open transaction after a failure; a producer that can no longer abort (fenced, or its

@@ -282,12 +282,12 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     the broker is away the emitter says why it waits."""
     from streaming.kafka import task_emitter as emitter_module
     from streaming.kafka.sink_progress import committed_progress
-    from streaming.kafka.task_emitter import TRANSACTION_RECORDS
+    from streaming.kafka.task_emitter import FIRST_TRANSACTION_RECORDS
     from streaming.partition_id import PartitionId
 
     monkeypatch.setattr(emitter_module, "TRY_S", 1.0)  # the 5 s outage then holds several tries
     caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
-    hold_at = TRANSACTION_RECORDS + 10_000 if where == "inside a transaction" else TRANSACTION_RECORDS
+    hold_at = FIRST_TRANSACTION_RECORDS + 10_000 if where == "inside a transaction" else FIRST_TRANSACTION_RECORDS
     sink, records, emitter, out = _emit_across_a_crash(crashing_broker, hold_at)
     assert "error" not in out, out["error"]
     waits = [r.getMessage() for r in caplog.records]

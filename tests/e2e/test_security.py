@@ -15,7 +15,9 @@ from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.brokers.broker import Broker
 from streaming.brokers.choice import start_local_broker
-from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, sent_view, sink_view, winners
+from streaming.state.layout import sink_ends_file
+from streaming.state.stores import open_state_dir
+from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, read_topic, sent_view, sink_view, winners
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER, Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -78,10 +80,10 @@ def test_sasl_settings_reach_every_client_and_credentials_never_show(secured: Br
     # debug=security makes every librdkafka client log its SASL handshake: proof of which clients got it
     security = (_flags("--kafka", PLAIN + ["debug=security", "client.id=kc-source"])
                 + _flags("--sink-kafka", PLAIN + ["debug=security", "client.id=kc-sink"]))
-    run = subprocess.run([sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
-                          sasl_bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
-                          "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION, *security],
-                         capture_output=True, text=True, timeout=600)
+    job = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
+           sasl_bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
+           "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION, *security]
+    run = subprocess.run(job, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
@@ -90,11 +92,19 @@ def test_sasl_settings_reach_every_client_and_credentials_never_show(secured: Br
     sasl_lines = [line for line in run.stderr.splitlines() if "sasl_plaintext://" in line]
     assert any("kc-source#consumer" in line for line in sasl_lines), "the Spark source's consumers use SASL"
     assert any("kc-sink#producer" in line for line in sasl_lines), "the sink's transactional producers use SASL"
-    assert any("kc-sink#consumer" in line for line in sasl_lines), "the sink progress reader uses SASL"
+
+    # an empty sink is read by nobody: the progress reader runs where the job's note of its sinks is gone
+    os.remove(sink_ends_file(open_state_dir(state)))
+    sent += produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 5), b"v%d" % i, past + i) for i in range(30, 40)])
+    again = subprocess.run(job, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_sink_contract(bootstrap_servers, sink, sent, 2)
+    assert any("kc-sink#consumer" in line and "sasl_plaintext://" in line for line in again.stderr.splitlines()), \
+        "the sink progress reader uses SASL"
     status = subprocess.run([sys.executable, "-m", "streaming", "status", "--state-dir", state, "--json"],
                             capture_output=True, text=True, timeout=120)
     assert status.returncode == 0
-    assert SECRET not in run.stdout + run.stderr + status.stdout + status.stderr
+    assert SECRET not in run.stdout + run.stderr + again.stdout + again.stderr + status.stdout + status.stderr
     for root, _, files in os.walk(state):
         for name in files:
             with open(os.path.join(root, name), "rb") as f:

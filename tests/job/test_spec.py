@@ -64,13 +64,13 @@ def test_the_saved_spec_gives_back_each_topics_plan_without_secrets(tmp_path) ->
 
 def test_the_job_wide_settings_are_saved_once_for_the_job_and_laid_over_every_topic(tmp_path) -> None:
     overrides = Overrides.parse({"erase.audit.keys": "off", "compaction.keyless.policy": "fail", "segment.ms": "9",
-                                 "emit.transaction.records": "100000"})
+                                 "emit.transaction.records": "100000", "emit.transaction.ms": "2000"})
     plans = {t: TopicPlan(t, f"{t}.c", resolve_compaction_config({}, t, overrides), 1) for t in ("a", "b")}
     state = open_state_dir(str(tmp_path))
     JobSpec(MAPPING, str(tmp_path), plans, settings=overrides.job).save(state)
     doc = json.loads((tmp_path / "kcompact.json").read_text())
     assert doc["settings"] == {"compaction.keyless.policy": "fail", "erase.audit.keys": "off",
-                               "emit.transaction.records": "100000"}
+                               "emit.transaction.records": "100000", "emit.transaction.ms": "2000"}
     assert not [t for t, d in doc["topics"].items() if set(d["compaction"]) & set(doc["settings"])]
     saved = load_saved(state)
     assert saved.settings == JobSettings(KeylessPolicy.FAIL, AuditKeys.OFF, 100_000) and saved.topics == plans

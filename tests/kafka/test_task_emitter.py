@@ -19,7 +19,8 @@ from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.dead_letters import sink_headers
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.kafka.sink_progress import committed_progress
-from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
+from streaming.kafka.task_emitter import (FEWEST_TRANSACTION_RECORDS, FIRST_TRANSACTION_RECORDS, EmitterFenced,
+                                         SinkPartition, TaskEmitter)
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment
@@ -159,6 +160,22 @@ def test_transactions_hold_the_records_set_and_a_full_producer_queue_waits_for_r
     emitter.close()
     got = read_committed(bootstrap_servers, sink, 2)
     assert [source_offset(r.headers) for r in got] == [*range(700), *range(500)]
+
+
+@pytest.mark.parametrize("transaction_ms, commits_made", [(1, 1 + 5), (600_000, 1 + 1)])
+def test_a_transaction_holds_what_the_last_full_one_made_in_emit_transaction_ms(
+        bootstrap_servers, new_topic, monkeypatch, transaction_ms: int, commits_made: int) -> None:
+    """The first transaction holds FIRST_TRANSACTION_RECORDS; the next ones what its rate makes in
+    transaction_ms: a millisecond's is below FEWEST_TRANSACTION_RECORDS (1,000 a commit), ten minutes' is
+    above what is left (one commit)."""
+    sink = new_topic()
+    commits = _commits(monkeypatch)
+    emitter = TaskEmitter(bootstrap_servers, _tid(), transaction_ms=transaction_ms)
+    part = SinkPartition(PartitionId(sink, 0), -1)
+    total = FIRST_TRANSACTION_RECORDS + 5 * FEWEST_TRANSACTION_RECORDS
+    assert emitter.emit([(part, _batches(range(total)))]) == total
+    emitter.close()
+    assert len(commits) == commits_made and part.emitted_up_to == total - 1
 
 
 def test_records_the_sink_refuses_fail_the_emission_and_commit_nothing(bootstrap_servers, new_topic) -> None:
