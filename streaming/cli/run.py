@@ -92,6 +92,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     for option in options.missing():
         raise UsageError(f"{option.flag} is required (or {option.name} in --config-file)")
+    if str(options.spark_conf.get("spark.speculation", "false")).strip().lower() == "true":
+        raise UsageError("--spark-conf spark.speculation=true: a speculative copy of a compaction task that Spark "
+                         "stops may still write to the sink after the next stage began; leave it off")
     for settings in (source_kafka, sink_kafka, options.spark_conf):  # a missing secret file is one line now
         redaction.register_values(config_providers.resolve_all(settings)[k]
                                   for k in config_providers.referenced(settings))

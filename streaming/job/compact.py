@@ -54,7 +54,8 @@ class StageReport:
     # Until when the partition needs no task if no record arrives (None: the next stage runs it); see quiet_until
     quiet_until_ms: int | None = None
     attempt: int = 0  # the task's attempt (Spark's): above 0, an earlier attempt may still be writing
-    sink_touched: bool = False  # its task read the sink partition or wrote to it
+    # the sink partition's topic id and high watermark as its task read them after its fence (None: not read)
+    sink_seen: tuple[str, int] | None = None
     open_transaction: OpenTransaction | None = None  # found on its sink partition, and emission held for it
 
     def carried(self) -> "StageReport":
@@ -62,7 +63,7 @@ class StageReport:
         return dataclasses.replace(self, rolled=False, emitted=0, tombstones_removed=0, erase_log_ms=[], erase_sink_ms=[],
                                    figures=dataclasses.replace(self.figures, passes=0, clean_secs=0.0, bytes_read=0,
                                                                bytes_written=0, buffer_utilization=0.0),
-                                   attempt=0, sink_touched=False)
+                                   attempt=0, sink_seen=None)
 
     def observe(self, plog: PartitionLog, target: LogToClean, state: PartitionCleanerState,
                 config: CompactionConfig) -> None:
@@ -78,8 +79,10 @@ class StageTask:
     slot: int  # its transactional id's (streaming.kafka.transactional_ids)
     # by sink partition: the sinks as the driver read them after any fencing (None: they did not answer it)
     sinks: Mapping[PartitionId, SinkPartitionState] | None
-    trusted: frozenset[PartitionId] = frozenset()  # sinks as the job's last stage left them: the notes hold
+    # by source partition, where its sink is as the job's last stage left it: what the sink committed of it
+    trusted: Mapping[PartitionId, int] = field(default_factory=dict)
     held: Mapping[PartitionId, OpenTransaction] = field(default_factory=dict)  # another writer's is open there
+    fences: int = 0  # how many times the driver had fenced the job's ids when it made this task
 
 
 @lru_cache(maxsize=2)

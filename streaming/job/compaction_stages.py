@@ -56,7 +56,7 @@ class CompactionStages:
         view = self.watch.before_stage(d.pid for d in logs)
         plan = self.quiet.plan(logs, now_ms, self.engine.slots(), every=drain, woken=view.changed | set(view.held))
         self.slots.note_slots(len(plan.tasks))
-        tasks = [_task(i, task_logs, view, self.watch) for i, task_logs in enumerate(plan.tasks)]
+        tasks = [_task(i, task_logs, view, self.watch, self.slots.fences) for i, task_logs in enumerate(plan.tasks)]
         log.debug("phase: compaction stage of %d of %d partitions in %d tasks", plan.logs, len(logs), len(tasks))
         run = functools.partial(compact_partitions, spec=spec, now_ms=now_ms, drain=drain)
         try:
@@ -77,7 +77,7 @@ class CompactionStages:
 
     def trusted(self, pids: Iterable[PartitionId]) -> frozenset[PartitionId]:
         """The partitions whose sinks are as the job's last stage left them (a --once run's check for work)."""
-        return self.watch.before_stage(pids).trusted
+        return frozenset(self.watch.before_stage(pids).trusted)
 
 
 def _failed(tasks: list[StageTask], exc: Exception) -> list[StageReport]:
@@ -90,10 +90,10 @@ def _failed(tasks: list[StageTask], exc: Exception) -> list[StageReport]:
     return [StageReport(d.pid, error=error) for task in tasks for d in task.logs]
 
 
-def _task(slot: int, logs: list[LogDir], view: SinkView, watch: SinkWatch) -> StageTask:
+def _task(slot: int, logs: list[LogDir], view: SinkView, watch: SinkWatch, fences: int) -> StageTask:
     pids = {d.pid for d in logs}
     sinks: Mapping[PartitionId, SinkPartitionState] | None = None
     if view.states is not None:
         sinks = {s: view.states[s] for p in pids if (s := watch.sink_of(p)) in view.states}
-    return StageTask(tuple(logs), slot, sinks, view.trusted & pids,
-                     {p: t for p, t in view.held.items() if p in pids})
+    return StageTask(tuple(logs), slot, sinks, {p: e for p, e in view.trusted.items() if p in pids},
+                     {p: t for p, t in view.held.items() if p in pids}, fences)

@@ -1,14 +1,15 @@
 """A compaction task's emission: all its partitions through one transactional producer
 (streaming.kafka.task_emitter), in the order exactly-once needs:
 1. fence: the producer's init_transactions with its task's slot's id, which ends an earlier attempt of the
-   task (the driver has fenced every other id that may still write, streaming.job.transaction_slots);
-2. where each partition resumes: its log's note where the sink is as the job's last stage left it (its
-   topic's id and its end, as the driver read them after any fencing: StageTask.trusted), nothing read where
-   the sink partition is empty, else its last committed record of the job's, read back for every partition
-   with one read_committed consumer (streaming.kafka.sink_progress). A retried attempt reads the sinks' state
-   again itself, after its fence: the attempt it replaces may have written since the driver read it. A
-   partition whose last stable offset stays below its high watermark for SETTLE_S has a transaction open: it
-   is reported (the driver resolves it between stages), and nothing is emitted to it;
+   task (the driver has fenced every other id that may still write, streaming.job.transaction_slots); then a
+   task the driver has fenced since it was made (a lost executor's, thawed) ends without writing;
+2. where each partition resumes, from the sinks' states read again in bulk after the fence (an earlier
+   attempt, or a stale task, may have written since the driver read them): where a sink is still as the job's
+   last stage left it (its topic's id and its end, StageTask.trusted) what that stage committed, nothing read
+   where the sink partition is empty, else its last committed record of the job's, read back for every
+   partition with one read_committed consumer (streaming.kafka.sink_progress). A partition whose last stable
+   offset stays below its high watermark for SETTLE_S has a transaction open: it is reported (the driver
+   resolves it between stages), and nothing is emitted to it;
 3. write: the erase audit's lost notes made good, the passes (dead letters in transactions of their own),
    then one emission in transactions spanning the partitions.
 """
@@ -25,6 +26,7 @@ from streaming.erasure.events import AuditKeys
 from streaming.job.compact import DeadLetters, PartitionWork, StageTask, note_emitted
 from streaming.job.erase_audit import note_emission, recover_lost_notes
 from streaming.job.spec import JobSpec
+from streaming.job.transaction_slots import is_stale
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.kafka.dead_letters import dead_letter
 from streaming.kafka.native import NativePathError
@@ -34,6 +36,7 @@ from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader
 from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
 from streaming.kafka.transactional_ids import transactional_id
 from streaming.partition_id import PartitionId
+from streaming.state.stores import open_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         config = works[0].config
         emitter = TaskEmitter(spec.sink_bootstrap, tid, spec.sink_kafka, config.emit_transaction_records,
                               spec.kafka_native, config.emit_transaction_ms)
-    except (EmitterFenced, NativePathError) as exc:  # a later attempt holds the id; kcompact's own defect
+    except (EmitterFenced, NativePathError) as exc:  # init_transactions failed for good (not allowed); a defect
         _fail(works, exc)
         return
     except Exception as exc:  # noqa: BLE001 (sink unreachable: nothing is cleaned unseen; the next trigger tries again)
@@ -61,7 +64,10 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         return
     ready: dict[PartitionWork, SinkPartition] = {}
     try:
-        ready = _resume(works, task, attempt, spec, emitter)
+        if is_stale(open_state_dir(spec.state_dir), spec.job_id, task.fences):
+            raise EmitterFenced(f"{tid}: the job's transactional ids were fenced after this task was made (a later "
+                                f"stage may write its partitions): it writes nothing")
+        ready = _resume(works, task, spec, emitter)
         log.debug("%s (attempt %d): emitting to %s", tid, attempt, ", ".join(str(w.sink) for w in ready))
         auditing = {w for w in ready if w.config.erase_audit_keys is not AuditKeys.OFF}
         for w in list(ready):
@@ -69,6 +75,8 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
                 if w in auditing:
                     recover_lost_notes(w.plog, ready[w], spec)
                 w.clean(spec, now_ms, _dead_letters(w, spec, emitter))
+            except EmitterFenced:  # a dead letter's transaction: the task's producer is done
+                raise
             except Exception as exc:  # noqa: BLE001 (a pass failed mid-way: its partition emits next stage)
                 w.report.error = TaskError.of(exc)
                 del ready[w]
@@ -85,7 +93,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
     finally:
         emitter.close()
         for w, part in ready.items():
-            w.report.emitted_up_to, w.report.emitted, w.report.sink_touched = part.emitted_up_to, part.committed_records, True
+            w.report.emitted_up_to, w.report.emitted = part.emitted_up_to, part.committed_records
             w.report.erase_sink_ms.extend(d.at_ms - d.timestamp_ms for d in part.tombstones)
     for w, part in ready.items():
         if w.config.erase_audit_keys is not AuditKeys.OFF:
@@ -108,13 +116,12 @@ def _dead_letters(work: PartitionWork, spec: JobSpec, emitter: TaskEmitter) -> D
     return functools.partial(dead_letter, emitter, spec.dead_letter_topic, work.pid)
 
 
-def _resume(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec,
+def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
             emitter: TaskEmitter) -> dict[PartitionWork, SinkPartition]:
     """Step 2: each work's place in its sink, or (in its report) why it emits nothing this stage."""
     client = emitter.client_config
     reader = SinkStateReader(client, STATE_TIMEOUT_S)
-    states: Mapping[PartitionId, SinkPartitionState] = \
-        task.sinks if attempt == 0 and task.sinks is not None else reader.read(w.sink for w in works)
+    states = reader.read(w.sink for w in works)
     ready: dict[PartitionWork, SinkPartition] = {}
     unread: dict[PartitionWork, SinkPartitionState] = {}
     for w in works:
@@ -127,12 +134,14 @@ def _resume(works: list[PartitionWork], task: StageTask, attempt: int, spec: Job
         elif state is None:
             w.report.error = TaskError(ErrorKind.SINK_UNREACHABLE, f"sink topic {w.plan.sink!r} does not exist "
                                        f"(deleted?); the job's topic sync makes it again", True)
-        elif attempt == 0 and w.pid in task.trusted and w.noted is not None:
-            ready[w] = SinkPartition(w.sink, w.noted)
+        elif w.pid in task.trusted and _unchanged(w.sink, state, task.sinks):
+            ready[w] = SinkPartition(w.sink, task.trusted[w.pid])
         elif state.empty:
             ready[w] = SinkPartition(w.sink, -1)
         else:
             unread[w] = state
+        if w in ready:
+            w.report.sink_seen = (state.topic_id, state.high)
     unread = _settled(reader, unread)
     for w, state in list(unread.items()):
         if state.open:
@@ -148,7 +157,15 @@ def _resume(works: list[PartitionWork], task: StageTask, attempt: int, spec: Job
                         "through %d): it was emptied, re-created or truncated; emission resumes after %d", w.sink,
                         w.noted, found, found)
         ready[w] = SinkPartition(w.sink, found)
+        w.report.sink_seen = (state.topic_id, state.high)
     return ready
+
+
+def _unchanged(sink: PartitionId, state: SinkPartitionState,
+               before: Mapping[PartitionId, SinkPartitionState] | None) -> bool:
+    """The sink partition as the driver read it before the stage: nobody has written it since."""
+    seen = None if before is None else before.get(sink)
+    return seen is not None and not state.open and (seen.topic_id, seen.high) == (state.topic_id, state.high)
 
 
 def _settled(reader: SinkStateReader, unread: dict[PartitionWork, SinkPartitionState]

@@ -65,9 +65,14 @@ class StageFailures:
         # tasks died where it ran (job.compaction_stages), each once
         reports = [r for r in reports
                    if not (r.error and r.error.kind in (ErrorKind.OPEN_TRANSACTION, ErrorKind.TASK_LOST))]
+        fenced = [r for r in reports if r.error and r.error.kind is ErrorKind.FENCED]
+        if fenced:
+            log.warning("%d partitions were taken over by another writer of their log or sink (a later attempt of "
+                        "their task; %s: %s): they run again from what was committed", len(fenced), fenced[0].pid,
+                        fenced[0].error.message.splitlines()[0][:200])
         waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
         for r in reports:
-            if r.error and r not in waiting:
+            if r.error and r not in waiting and r not in fenced:
                 log.error("partition %s: %s", r.pid, r.error)
         if not waiting:
             self.sink.ended()

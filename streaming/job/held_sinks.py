@@ -16,16 +16,15 @@ from streaming.utc import utc_text
 @dataclass(frozen=True)
 class OpenTransaction:
     """A transaction open on a sink partition: it begins at ``start`` (the last stable offset), and has been
-    seen since ``since_ms``; ``job``: whether it was the job's own (None: not known yet)."""
+    seen since ``since_ms``; ``another_writers``: the job's own markers did not end it (False: not known yet,
+    as a task finds it)."""
 
     sink: PartitionId
     start: int
     since_ms: int
-    job: bool | None = None
+    another_writers: bool = False
 
     def describe(self, bootstrap_servers: str) -> str:
-        if self.job:
-            return f"a transaction of this job's was open on {self.sink} at sink offset {self.start}"
         return (f"another writer's transaction is open on {self.sink} at sink offset {self.start} since "
                 f"{utc_text(self.since_ms)} UTC: read_committed readers of it stop there, and the job emits nothing "
                 f"to it until its writer ends it (kcompact never aborts another writer's transaction; "
@@ -36,7 +35,7 @@ class OpenTransaction:
 def read_held(state: StateDir) -> dict[PartitionId, OpenTransaction]:
     """The other writers' transactions holding the job's sink partitions, by sink partition."""
     doc = read_json(state.storage, open_transactions_file(state)) or {}
-    return {pid: OpenTransaction(pid, v["start"], v["since_ms"], False) for k, v in doc.items()
+    return {pid: OpenTransaction(pid, v["start"], v["since_ms"], True) for k, v in doc.items()
             if (pid := PartitionId.from_name(k)) is not None}
 
 

@@ -159,7 +159,7 @@ class PartitionProgress:
     @classmethod
     def of(cls, report: StageReport, source_end: int | None, now_ms: int) -> "PartitionProgress":
         log_end, emitted, figures = report.log_end_offset, report.emitted_up_to, report.figures
-        held = report.open_transaction if report.open_transaction and report.open_transaction.job is False else None
+        held = report.open_transaction if report.open_transaction and report.open_transaction.another_writers else None
         return cls(report.pid.topic, report.pid.partition, log_end, source_end, ingest_lag(source_end, log_end),
                    emitted, emit_lag(log_end, emitted), figures.cleanable_ratio, figures.compaction_delay_ms / 1000,
                    int(figures.uncleanable), report.erasures_overdue,

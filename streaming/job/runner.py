@@ -1,7 +1,8 @@
 """The compactor job: ingest micro-batches into the logs, then clean and emit, on every trigger.
 
 Each micro-batch runs two Spark jobs under one driver lock: the append (one task per source partition)
-and the compaction stage (one task per partition log: roll, clean, emit). Spark runs no micro-batch when
+and the compaction stage (a few tasks, two per core, each rolling, cleaning and emitting the partition logs
+that have work, in one sink transaction at a time). Spark runs no micro-batch when
 no data arrives, so a ticker on the driver runs the compaction stage on those idle triggers too: that is
 what bounds the time to erase a key on a quiet topic (KIP-354's max.compaction.lag.ms).
 """

@@ -4,11 +4,14 @@ it left it, read anew before every stage, and the transactions left open on them
 Before a stage (before_stage), every sink partition of the job's logs is read in bulk (its topic's id, log
 start, last stable offset and high watermark: one request per leader for each, streaming.kafka.sink_state).
 One whose topic id and high watermark are what was recorded after the job's last stage that read or wrote it
-is trusted: its log's own note of emission holds, and its task reads nothing of it. One that changed is
-not, and is woken if it was being left alone: a sink deleted and made again while its source is idle is
-filled again. After a stage (after_stage), each partition its task read or wrote is recorded anew
-(sink-ends.json, keyed by sink partition, so a changed mapping trusts nothing of the old one), once its
-transaction's markers are down; an entry is refreshed only from a stage that read that sink.
+is trusted: what that stage's task committed to it, recorded beside them, is where it resumes, and its task
+reads none of its records. One that changed is not, and is woken if it was being left alone: a sink deleted
+and made again while its source is idle is filled again. After a stage (after_stage), each partition its
+task read is recorded anew (sink-ends.json, keyed by sink partition, so a changed mapping trusts nothing of
+the old one), once its transaction's markers are down, and only if the sink is still the one the task read
+(its topic id, and its end where the task committed nothing): a sink made again during the stage is read
+at the next. The record is the driver's, taken from the reports Spark accepted, so a stale attempt of a
+task that wakes later cannot change it.
 
 A transaction a task found open is resolved here, between stages (streaming.kafka.open_transactions): the
 job's own is ended, another writer's is named, kept in open-transactions.json, and holds its partition's
@@ -17,6 +20,7 @@ emission until it ends, shown by status, the progress line, the metrics and veri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -40,11 +44,20 @@ MARKERS_S = 2.0  # how long a partition just written is read again for its trans
 
 
 @dataclass(frozen=True)
+class SinkEnd:
+    """A sink partition as the job's last stage that read it left it."""
+
+    topic_id: str
+    end: int            # its high watermark
+    emitted_up_to: int  # the source offset of the job's last record committed there
+
+
+@dataclass(frozen=True)
 class SinkView:
     """What the driver read of the sinks before a stage, by source partition."""
 
     states: Mapping[PartitionId, SinkPartitionState] | None  # by sink partition; None: the sink did not answer
-    trusted: frozenset[PartitionId] = frozenset()
+    trusted: Mapping[PartitionId, int] = field(default_factory=dict)  # by source partition: where it resumes
     changed: frozenset[PartitionId] = frozenset()  # recorded, and no longer as recorded: woken
     held: Mapping[PartitionId, OpenTransaction] = field(default_factory=dict)
 
@@ -54,8 +67,9 @@ class SinkWatch:
         """``sinks``: each source topic's sink topic."""
         self.state, self.sink, self.sinks = state, sink, dict(sinks)
         doc = read_json(state.storage, sink_ends_file(state)) or {}
-        self.ends = {pid: (v["topic_id"], v["end"]) for k, v in doc.get("ends", {}).items()
-                     if isinstance(v, dict) and (pid := PartitionId.from_name(k)) is not None}
+        self.ends: dict[PartitionId, SinkEnd] = {
+            pid: SinkEnd(v["topic_id"], v["end"], v["emitted_up_to"]) for k, v in doc.get("ends", {}).items()
+            if isinstance(v, dict) and "emitted_up_to" in v and (pid := PartitionId.from_name(k)) is not None}
         self.open = read_held(state)
 
     def sink_of(self, pid: PartitionId) -> PartitionId:
@@ -75,12 +89,13 @@ class SinkWatch:
         states = self._read(self.sink_of(p) for p in pids)
         if states is None:
             return SinkView(None)
-        trusted, changed = set(), set()
+        trusted, changed = {}, set()
         for p in pids:
             sink, state = self.sink_of(p), states.get(self.sink_of(p))
             recorded = self.ends.get(sink)
-            if state is not None and recorded == (state.topic_id, state.high):
-                trusted.add(p)
+            if state is not None and recorded is not None and (recorded.topic_id, recorded.end) == \
+                    (state.topic_id, state.high):
+                trusted[p] = recorded.emitted_up_to
             elif recorded is not None:
                 changed.add(p)
         for sink, held in list(self.open.items()):
@@ -91,34 +106,35 @@ class SinkWatch:
                 del self.open[sink]
                 self._save_open()
         held = {p: self.open[self.sink_of(p)] for p in pids if self.sink_of(p) in self.open}
-        return SinkView(states, frozenset(trusted), frozenset(changed), held)
+        return SinkView(states, trusted, frozenset(changed), held)
 
     def after_stage(self, reports: Iterable[StageReport], ids: list[str]) -> None:
         reports = [r for r in reports if r.pid.topic in self.sinks]
-        found = [r for r in reports if r.open_transaction is not None and r.open_transaction.job is None]
+        found = [r for r in reports if r.open_transaction is not None and not r.open_transaction.another_writers]
         if found:
             self._resolve(found, ids)
-        self._record([self.sink_of(r.pid) for r in reports if r.sink_touched], {self.sink_of(r.pid) for r in reports
-                                                                                 if r.sink_touched and r.error})
+        self._record({self.sink_of(r.pid): r for r in reports if r.sink_seen is not None})
 
-    def _record(self, touched: list[PartitionId], failed: set[PartitionId]) -> None:
-        """Each touched partition's identity and end, once its markers are down; a failed one is forgotten, so
-        its next stage reads its sink."""
-        if not touched:
+    def _record(self, read: Mapping[PartitionId, StageReport]) -> None:
+        """Each sink partition its task read: its identity, end and what the task left committed, once its
+        markers are down and while it is the sink the task read; else (or failed) forgotten, so its next stage
+        reads it."""
+        if not read:
             return
         deadline = time.monotonic() + MARKERS_S
-        states = self._read(touched) or {}
+        states = self._read(read) or {}
         while any(s.open for s in states.values()) and time.monotonic() < deadline:
             time.sleep(0.05)
             states = {**states, **(self._read(p for p, s in states.items() if s.open) or {})}
-        for sink in touched:
-            state = states.get(sink)
-            if state is None or state.open or sink in failed:
+        for sink, report in read.items():
+            state, (topic_id, high) = states.get(sink), report.sink_seen
+            if state is None or state.open or report.error or state.topic_id != topic_id or \
+                    (report.emitted == 0 and state.high != high):
                 self.ends.pop(sink, None)
             else:
-                self.ends[sink] = (state.topic_id, state.high)
+                self.ends[sink] = SinkEnd(state.topic_id, state.high, report.emitted_up_to)
         write_json(self.state.storage, sink_ends_file(self.state),
-                   {"ends": {str(p): {"topic_id": t, "end": e} for p, (t, e) in self.ends.items()}})
+                   {"ends": {str(p): dataclasses.asdict(e) for p, e in self.ends.items()}})
 
     def _resolve(self, found: list[StageReport], ids: list[str]) -> None:
         """Each open transaction the stage found: ended if the job's, else kept as another writer's."""
@@ -132,7 +148,7 @@ class SinkWatch:
         for sink, tx in opened.items():
             state = states.get(sink)
             if state is not None and state.stable <= tx.start and state.open:
-                other = OpenTransaction(sink, tx.start, tx.since_ms, False)
+                other = OpenTransaction(sink, tx.start, tx.since_ms, True)
                 log.error("%s", other.describe(self.sink.bootstrap_servers))
                 self.open[sink] = other
             else:

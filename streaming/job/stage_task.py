@@ -29,7 +29,7 @@ def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt:
 def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int, drain: bool = False
                        ) -> list[StageReport]:
     """One Spark task's share of a stage: its logs rolled, cleaned and emitted, each one's report. ``attempt``:
-    the task's attempt, which decides whether the driver's reading of the sinks still holds (emission)."""
+    the task's attempt, in its reports (the driver fences the job's ids after a stage with a retried task)."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = open_state_dir(spec.state_dir)
     with contextlib.ExitStack() as locks:
@@ -37,7 +37,7 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
             locks.enter_context(partition_lock(state, log_dir.directory))
         works = [_open(state, d, spec, now_ms, attempt, drain) for d in task.logs]
         busy = [w for w in works if not (w.pid in task.trusted and w.pid not in task.held and
-                                          is_idle(w.plog, w.noted, w.config, now_ms, w.report))]
+                                          is_idle(w.plog, task.trusted[w.pid], w.config, now_ms, w.report))]
         if busy:
             emit_task(busy, task, attempt, spec, now_ms)
         for w in works:

@@ -9,6 +9,11 @@ before the first stage of a run, and before any stage that follows one that did 
 retried, fenced or failed while emitting, a stage that raised): only then can a writer of an earlier stage
 still be alive. A stage that ended cleanly leaves none: each of its tasks committed or aborted before it
 returned.
+
+A fence ends the writers that have begun; a task of an earlier stage that was frozen before its own
+init_transactions (a lost executor's, thawed) begins after it. So the driver counts its fences in the same
+document, written before it fences, and a task checks right after its own init_transactions that the count
+is still the one it was made with (is_stale): one made before a later fence ends there, writing nothing.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ UNCLEAN = frozenset({ErrorKind.FENCED, ErrorKind.FAILED, ErrorKind.SINK_UNREACHA
 class TransactionSlots:
     def __init__(self, state: StateDir, job_id: str, client_config: Mapping[str, str]) -> None:
         self.state, self.job_id, self.client_config = state, job_id, dict(client_config)
-        doc = read_json(state.storage, transactional_slots_file(state)) or {}
-        self.used: int = doc.get("slots", 0) if doc.get("job_id") == job_id else 0
+        doc = _read(state, job_id)
+        self.used: int = doc.get("slots", 0)
+        self.fences: int = doc.get("fences", 0)
         self.unclean = True  # the run's start: the last run's tasks may still be writing
 
     @property
@@ -43,17 +49,34 @@ class TransactionSlots:
 
     def fence_if_needed(self) -> None:
         """Before a stage's sinks are read: every id fenced if a writer of an earlier stage may be alive."""
-        if self.unclean and self.used:
-            fence(self.client_config, self.ids)
+        if self.unclean:
+            self.fences += 1
+            self._save()
+            if self.used:
+                fence(self.client_config, self.ids)
         self.unclean = False
 
     def note_slots(self, tasks: int) -> None:
         """The stage's slot count kept if it is the highest yet, before any of its tasks writes."""
         if tasks > self.used:
             self.used = tasks
-            write_json(self.state.storage, transactional_slots_file(self.state),
-                       {"job_id": self.job_id, "slots": self.used})
+            self._save()
+
+    def _save(self) -> None:
+        write_json(self.state.storage, transactional_slots_file(self.state),
+                   {"job_id": self.job_id, "slots": self.used, "fences": self.fences})
 
     def after_stage(self, reports: Iterable[StageReport], raised: bool = False) -> None:
         if raised or any(r.attempt > 0 or (r.error is not None and r.error.kind in UNCLEAN) for r in reports):
             self.unclean = True
+
+
+def _read(state: StateDir, job_id: str) -> dict:
+    doc = read_json(state.storage, transactional_slots_file(state)) or {}
+    return doc if doc.get("job_id") == job_id else {}
+
+
+def is_stale(state: StateDir, job_id: str, fences: int) -> bool:
+    """A task made when the driver had fenced ``fences`` times, asked after its own fence: the driver has
+    fenced the job's ids since, so a later stage may be writing its partitions."""
+    return _read(state, job_id).get("fences", 0) > fences

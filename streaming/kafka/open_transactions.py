@@ -25,11 +25,9 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Sequence
 
-from confluent_kafka import Producer
-
-from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S
 from streaming.kafka.task_emitter import waiting
+from streaming.kafka.transactional_ids import fencing_producer
 from streaming.partition_id import PartitionId
 
 log = logging.getLogger(__name__)
@@ -39,10 +37,8 @@ ABORT_HEADER = "kcompact.abort"  # on the one record of the abort that ends a tr
 
 def _abort_in(client_config: Mapping[str, str], transactional_id: str, partitions: Sequence[PartitionId]) -> None:
     """With ``transactional_id``: a transaction of one record on each partition, aborted."""
-    producer = Producer(client_settings({**client_config, "transactional.id": transactional_id}))
+    producer = fencing_producer(client_config, transactional_id)
     try:
-        waiting(lambda: producer.init_transactions(TRY_S), f"the transaction coordinator of {transactional_id}",
-                producer)
         producer.begin_transaction()
         for p in partitions:  # a key: a compacted sink refuses a record without one
             producer.produce(p.topic, None, b"", p.partition, headers=[(ABORT_HEADER, b"")])

@@ -1,6 +1,6 @@
 """What a sink partition holds, read in bulk: its topic's id, its log start, its last stable offset and its high
 watermark. One request per leader for each offset and one for the topics' ids, however many partitions: the
-driver reads every partition's before a stage, a task again only where the driver's reading may be stale.
+driver reads every partition's before a stage, and each task its own again after its fence.
 
 The topic id is the sink's identity: a topic deleted and made again has the same name and a new id, so an
 end offset that happens to match (someone else's records up to the old end) does not pass for the sink the

@@ -36,18 +36,24 @@ def job_ids(job_id: str, slots: int) -> list[str]:
     return [transactional_id(job_id, slot) for slot in range(slots)]
 
 
+def fencing_producer(client_config: Mapping[str, str], tid: str) -> Producer:
+    """A producer of ``tid`` past its InitProducerId: the coordinator has bumped the id's epoch, so an earlier
+    producer of it can commit nothing more, and aborted its open transaction (its markers written before it
+    answers)."""
+    producer = Producer(client_settings({**client_config, "transactional.id": tid}))
+    try:
+        retrying(lambda: producer.init_transactions(TRY_S), f"the transaction coordinator of {tid}",
+                 FENCE_TIMEOUT_S, side="sink", client=producer)
+    except BaseException:
+        producer.flush(0)
+        raise
+    return producer
+
+
 def fence(client_config: Mapping[str, str], ids: Sequence[str]) -> None:
-    """InitProducerId for each id, all at once: the coordinator bumps each id's epoch, so an earlier producer
-    of it can commit nothing more, and aborts its open transaction (its markers written before it answers)."""
-    def one(tid: str) -> None:
-        producer = Producer(client_settings({**client_config, "transactional.id": tid}))
-        try:
-            retrying(lambda: producer.init_transactions(TRY_S), f"the transaction coordinator of {tid}",
-                     FENCE_TIMEOUT_S, side="sink", client=producer)
-        finally:
-            producer.flush(0)
+    """Every id's earlier producers fenced, all at once."""
     if not ids:
         return
     with ThreadPoolExecutor(max_workers=min(16, len(ids)), thread_name_prefix="fence") as pool:
-        list(pool.map(one, ids))
+        list(pool.map(lambda tid: fencing_producer(client_config, tid).flush(0), ids))
     log.debug("fenced the job's transactional ids %s..%s", ids[0], ids[-1])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming.cli import config_file
-from streaming.cli.main import build_parser
+from streaming.cli.main import build_parser, main
 from streaming.cli.run import run_options
 from streaming.errors import UsageError
 from streaming.job.options import RunOptions
@@ -91,3 +91,13 @@ def test_print_config_is_a_file_that_reads_back_as_the_same_options(tmp_path: Pa
     props = tmp_path / "printed.properties"
     props.write_text(config_file.render(options))
     assert _options("--config-file", str(props)) == RunOptions.of({**options.values(), "config.file": str(props)})
+
+
+def test_spark_speculation_is_refused_in_one_line_before_anything_is_contacted(tmp_path: Path, capsys) -> None:
+    """A speculative copy of a compaction task is an attempt the driver never hears of: it may write after the
+    next stage's fence (docs/sink.md)."""
+    assert main(["run", "--bootstrap-servers", "127.0.0.1:9", "--source-topic", "t", "--sink-topic", "s",
+                 "--state-dir", str(tmp_path / "state"), "--spark-conf", "spark.speculation=true"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "spark.speculation=true" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "state").exists()

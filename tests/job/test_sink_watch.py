@@ -22,7 +22,7 @@ from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import read_committed
 from streaming.kafka.offset_header import source_offset
 from streaming.kafka.sink_progress import committed_progress
-from streaming.kafka.sink_state import read_states
+from streaming.kafka.sink_state import SinkPartitionState, read_states
 from streaming.kafka.task_emitter import SinkPartition, TaskEmitter
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
@@ -50,8 +50,15 @@ def _emit(bootstrap: str, tid: str, sink: str, offsets, after: int = -1) -> None
     emitter.close()
 
 
-def _touched(partition: int = 0, **kw) -> StageReport:
-    return StageReport(PartitionId(SOURCE, partition), sink_touched=True, **kw)
+def _state(bootstrap: str, sink: str) -> SinkPartitionState:
+    return read_states(AdminClient({"bootstrap.servers": bootstrap}), [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)]
+
+
+def _read_by_task(seen: SinkPartitionState, emitted: int = 0, emitted_up_to: int = 9) -> StageReport:
+    """The report of a task that read the sink partition as ``seen`` after its fence, then committed
+    ``emitted`` records to it, the last of them source offset ``emitted_up_to``."""
+    return StageReport(PartitionId(SOURCE, 0), emitted=emitted, emitted_up_to=emitted_up_to,
+                       sink_seen=(seen.topic_id, seen.high))
 
 
 def _progress(bootstrap: str, sink: str) -> int:
@@ -61,36 +68,52 @@ def _progress(bootstrap: str, sink: str) -> int:
 def test_a_sink_is_trusted_only_as_the_jobs_last_stage_that_touched_it_left_it(bootstrap_servers, tmp_path) -> None:
     sink, pid = create_topic(bootstrap_servers, unique_topic_name("watched"), 2), PartitionId(SOURCE, 0)
     watch = _watch(tmp_path, bootstrap_servers, sink)
-    assert watch.before_stage([pid]).trusted == frozenset(), "nothing recorded yet: nothing trusted"
+    assert watch.before_stage([pid]).trusted == {}, "nothing recorded yet: nothing trusted"
+    seen = _state(bootstrap_servers, sink)
     _emit(bootstrap_servers, f"kcompact-{uuid.uuid4().hex[:8]}-0", sink, range(10))
-    watch.after_stage([_touched(), StageReport(PartitionId(SOURCE, 1))], [])  # partition 1's stage read nothing
+    watch.after_stage([_read_by_task(seen, 10), StageReport(PartitionId(SOURCE, 1))], [])  # 1's read nothing
     view = watch.before_stage([pid, PartitionId(SOURCE, 1)])
-    assert view.trusted == {pid} and view.changed == frozenset()
-    assert _watch(tmp_path, bootstrap_servers, sink).before_stage([pid]).trusted == {pid}, "kept in the state dir"
+    assert view.trusted == {pid: 9} and view.changed == frozenset(), "trusted, with what the stage committed"
+    assert _watch(tmp_path, bootstrap_servers, sink).before_stage([pid]).trusted == {pid: 9}, "kept in the state dir"
 
     producer = Producer({"bootstrap.servers": bootstrap_servers})
     producer.produce(sink, key=b"someone", value=b"else", partition=0)
     producer.flush(30)
     view = watch.before_stage([pid])
-    assert view.trusted == frozenset() and view.changed == {pid}, "another writer moved its end"
-    watch.after_stage([_touched()], [])
-    assert watch.before_stage([pid]).trusted == {pid}, "a stage that read it records it anew"
+    assert view.trusted == {} and view.changed == {pid}, "another writer moved its end"
+    watch.after_stage([_read_by_task(_state(bootstrap_servers, sink))], [])
+    assert watch.before_stage([pid]).trusted == {pid: 9}, "a stage that read it records it anew"
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    end = read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)].high
-    admin.delete_topics([sink])[sink].result(30)
-    wait_for(lambda: _made(bootstrap_servers, sink), 60, "the sink made again")
-    producer.produce(sink, key=b"x", value=b"y", partition=0)
-    for _ in range(end - 1):  # someone else's records, up to the old end
+    seen = _state(bootstrap_servers, sink)
+    producer.produce(sink, key=b"someone", value=b"else", partition=0)
+    producer.flush(30)
+    watch.after_stage([_read_by_task(seen)], [])
+    assert watch.before_stage([pid]).trusted == {}, "written by another during a stage that committed nothing"
+
+    watch.after_stage([_read_by_task(_state(bootstrap_servers, sink))], [])
+    end = _state(bootstrap_servers, sink).high
+    _made_again(bootstrap_servers, sink)
+    for _ in range(end):  # someone else's records, up to the old end
         producer.produce(sink, key=b"x", value=b"y", partition=0)
     producer.flush(30)
-    assert read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)].high == end
+    assert _state(bootstrap_servers, sink).high == end
     view = watch.before_stage([pid])
-    assert view.trusted == frozenset() and view.changed == {pid}, "the same end, another topic id"
+    assert view.trusted == {} and view.changed == {pid}, "the same end, another topic id"
+
+    seen = _state(bootstrap_servers, sink)
+    _made_again(bootstrap_servers, sink)
+    watch.after_stage([_read_by_task(seen)], [])
+    assert watch.before_stage([pid]).trusted == {}, "made again during the stage: not the sink the task read"
 
     moved = _watch(tmp_path, bootstrap_servers, create_topic(bootstrap_servers, unique_topic_name("moved"), 1))
     view = moved.before_stage([pid])
-    assert view.trusted == frozenset() and view.changed == frozenset(), "a new mapping trusts nothing of the old"
+    assert view.trusted == {} and view.changed == frozenset(), "a new mapping trusts nothing of the old"
+
+
+def _made_again(bootstrap: str, sink: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client collected mid-call fails the call
+    admin.delete_topics([sink])[sink].result(30)
+    wait_for(lambda: _made(bootstrap, sink), 60, "the sink made again")
 
 
 def _made(bootstrap: str, topic: str) -> bool:
