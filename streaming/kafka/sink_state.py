@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streaming.kafka.admin import answered
 from streaming.kafka.client_settings import client_settings
+from streaming.kafka.failures import TRY_S, retrying
 from streaming.partition_id import PartitionId
 
 
@@ -71,13 +72,23 @@ def read_states(admin: AdminClient, partitions: Iterable[PartitionId], timeout_s
 
 
 class SinkStateReader:
-    """read_states with one admin client of its own, made when first needed: a task's reading of its sinks."""
+    """read_states with an admin client of its own, made when first needed: a task's reading of its sinks.
+    It asks in tries of TRY_S, with a new client after a failed one, for up to ``timeout_s``: an admin client
+    keeps asking a leader that died, where a new one learns the elected leader at once."""
 
     def __init__(self, client_config: Mapping[str, str], timeout_s: float = 30.0) -> None:
         self.client_config, self.timeout_s = dict(client_config), timeout_s
         self._admin: AdminClient | None = None
 
     def read(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, SinkPartitionState]:
-        if self._admin is None:
-            self._admin = AdminClient(client_settings(self.client_config))
-        return read_states(self._admin, partitions, self.timeout_s)
+        pids = list(partitions)
+
+        def once() -> dict[PartitionId, SinkPartitionState]:
+            if self._admin is None:
+                self._admin = AdminClient(client_settings(self.client_config))
+            return read_states(self._admin, pids, TRY_S)
+
+        def renew() -> None:
+            self._admin = None
+        return retrying(once, f"the states of {len(pids)} sink partitions", self.timeout_s, side="sink",
+                        renew=renew, pause_s=0.2)
