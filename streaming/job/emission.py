@@ -32,7 +32,7 @@ from streaming.kafka.dead_letters import dead_letter
 from streaming.kafka.native import NativePathError
 from streaming.job.held_sinks import OpenTransaction
 from streaming.kafka.sink_progress import read_progress
-from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader
+from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader, settled
 from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
 from streaming.kafka.transactional_ids import transactional_id
 from streaming.partition_id import PartitionId
@@ -170,11 +170,6 @@ def _unchanged(sink: PartitionId, state: SinkPartitionState,
 
 def _settled(reader: SinkStateReader, unread: dict[PartitionWork, SinkPartitionState]
              ) -> dict[PartitionWork, SinkPartitionState]:
-    """The states again while some show a transaction open, for up to SETTLE_S: the markers of one that just
-    ended land a moment after its commit."""
-    deadline = time.monotonic() + SETTLE_S
-    while any(s.open for s in unread.values()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        now = reader.read(w.sink for w, s in unread.items() if s.open)
-        unread = {w: now.get(w.sink, s) for w, s in unread.items()}
-    return unread
+    """The states again while some show a transaction open, for up to SETTLE_S."""
+    states = settled(reader.read, {w.sink: s for w, s in unread.items()}, SETTLE_S, 0.2)
+    return {w: states[w.sink] for w in unread}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -30,7 +29,7 @@ from streaming.job.compact import StageReport
 from streaming.kafka.admin import Cluster
 from streaming.job.held_sinks import OpenTransaction, read_held, write_held
 from streaming.kafka.open_transactions import end_own
-from streaming.kafka.sink_state import SinkPartitionState, read_states
+from streaming.kafka.sink_state import SinkPartitionState, read_states, settled
 from streaming.log.storage import read_json, write_json
 from streaming.partition_id import PartitionId
 from streaming.state.layout import sink_ends_file
@@ -121,11 +120,7 @@ class SinkWatch:
         reads it."""
         if not read:
             return
-        deadline = time.monotonic() + MARKERS_S
-        states = self._read(read) or {}
-        while any(s.open for s in states.values()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-            states = {**states, **(self._read(p for p, s in states.items() if s.open) or {})}
+        states = settled(lambda sinks: self._read(sinks) or {}, self._read(read) or {}, MARKERS_S, 0.05)
         for sink, report in read.items():
             state, (topic_id, high) = states.get(sink), report.sink_seen
             if state is None or state.open or report.error or state.topic_id != topic_id or \

@@ -9,8 +9,9 @@ job wrote to.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -69,6 +70,19 @@ def read_states(admin: AdminClient, partitions: Iterable[PartitionId], timeout_s
     return {PartitionId(tp.topic, tp.partition): SinkPartitionState(ids[tp.topic], *(answered(tp, a[tp], timeout_s)
                                                                                      for a in asked))
             for tp in tps}
+
+
+def settled(read: Callable[[list[PartitionId]], Mapping[PartitionId, SinkPartitionState]],
+            states: Mapping[PartitionId, SinkPartitionState], within_s: float, pause_s: float
+            ) -> dict[PartitionId, SinkPartitionState]:
+    """``states``, those showing a transaction open read again for up to ``within_s``: the markers of one that
+    just ended land a moment after its commit. A partition the read leaves out keeps its last state."""
+    states = dict(states)
+    deadline = time.monotonic() + within_s
+    while any(s.open for s in states.values()) and time.monotonic() < deadline:
+        time.sleep(pause_s)
+        states.update(read([p for p, s in states.items() if s.open]))
+    return states
 
 
 class SinkStateReader:
