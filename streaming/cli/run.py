@@ -7,7 +7,7 @@ import argparse
 import logging
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from streaming.configuration import config_providers
 from streaming.runtime import logging_setup
@@ -126,6 +126,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
 
     sink_bootstrap = options.sink_bootstrap_servers or options.bootstrap_servers
     subscription = subscription_of(options.source_topic, options.source_topic_pattern)
+    table_sync = _table_sync_schedule(options, subscription.names)
     naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
     starting = options.starting(subscription)
     group_pattern = _group_sync_pattern(options)
@@ -179,7 +180,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
             engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=args.log_level,
                                                        extra=extra, secret=secret_conf))  # started when first needed
             job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink),
-                                                                _table_sync_schedule(options)))
+                                                                table_sync))
             if options.metrics_port is not None:
                 serve_metrics(job.collector, options.metrics_port, options.metrics_host)
                 log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
@@ -210,18 +211,24 @@ def _synced_groups(pattern: re.Pattern[str] | None, schedule) -> tuple[str, ...]
     return tuple(sorted({*literal, *schedule.syncer.groups()}))
 
 
-def _table_sync_schedule(options: RunOptions):
+def _table_sync_schedule(options: RunOptions, topics: Sequence[str]):
+    """The tables' schedule, checked before the job starts: a table name without a template that would take
+    several listed topics' columns is refused here (a pattern's topics are checked at each snapshot)."""
     if options.snapshot_every is None:
         return None
+    from streaming.configuration.output_names import namespace_table_problem  # noqa: PLC0415
     from streaming.iceberg import require  # noqa: PLC0415
-    from streaming.iceberg.target import IcebergTarget  # noqa: PLC0415
     from streaming.iceberg.schedule import TableSyncSchedule  # noqa: PLC0415
-    from streaming.table.values import ValueFormat, ValueSpec  # noqa: PLC0415
+    from streaming.configuration.output_names import OutputName  # noqa: PLC0415
+    from streaming.table.values import FromSchema, ValueFormat, ValueSpec  # noqa: PLC0415
 
     require()  # before the job starts: a missing pyiceberg is one line, not a warning per stage
-    return TableSyncSchedule(IcebergTarget(options.iceberg_table, options.iceberg_catalog, options.iceberg_warehouse),
-                             ValueSpec(ValueFormat(options.snapshot_value_format or "binary"),
-                                       options.snapshot_json_null_deletes), options.snapshot_every)
+    name = OutputName(options.iceberg_table, "--iceberg-table", namespace_table_problem)
+    values = ValueSpec(ValueFormat(options.snapshot_value_format or "binary"), options.snapshot_json_null_deletes,
+                       FromSchema(options.snapshot_from_schema or "all"))
+    name.of(topics, values.columns_from_values, options.snapshot_one_table)
+    return TableSyncSchedule(name, options.iceberg_catalog, options.iceberg_warehouse, values, options.snapshot_every,
+                             options.snapshot_one_table)
 
 
 def _acl_sync_schedule(options: RunOptions, source: Cluster, sink: Cluster):

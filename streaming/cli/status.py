@@ -19,7 +19,7 @@ from streaming.job.spec import JobMapping, TopicPlan, load_saved
 from streaming.partition_id import PartitionId
 from streaming.log.manifest import load_newest, objects_dir
 from streaming.log.segment import object_damage
-from streaming.job.metrics import emit_lag, ingest_lag, read_doc
+from streaming.job.metrics import TableState, emit_lag, ingest_lag, read_doc
 from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
@@ -76,13 +76,14 @@ class JobStatus:
     metrics: dict  # Kafka's cleaner metric names
     job: dict  # the job's counters at its last trigger (metrics.json)
     group_sync: dict | None
+    tables: tuple[TableState, ...] = ()  # the tables kept in step (--snapshot-every), at the last snapshot round
 
     def to_doc(self) -> dict:
         """The JSON `status --json` prints."""
         return {"state_dir": self.state_dir, "mapping": self.mapping.describe(),
                 "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())}, "at_ms": self.at_ms,
                 "partitions": [asdict(p) for p in self.partitions], "metrics": self.metrics, "job": self.job,
-                "group_sync": self.group_sync}
+                "group_sync": self.group_sync, "tables": [asdict(t) for t in self.tables]}
 
 
 def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = None) -> JobStatus:
@@ -136,7 +137,7 @@ def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = N
     partitions.sort(key=lambda p: (p.topic, p.partition))
     metrics = CleanerMetrics.of(figures, now_ms, last.at_ms if last else None, last.cleaner if last else None)
     return JobStatus(state_dir, saved.mapping, plans, now_ms, partitions, metrics.to_kafka(),
-                     last.job.to_doc() if last else {}, last.group_sync if last else None)
+                     last.job.to_doc() if last else {}, last.group_sync if last else None, last.tables if last else ())
 
 
 SHOWN = 50  # rows a person reads; past this, the partitions that need a look (_notable), and --json for the rest
@@ -151,9 +152,12 @@ def summary(status: JobStatus) -> str:
     states = Counter(p.state for p in status.partitions)
     ingest = sum(p.ingest_lag or 0 for p in status.partitions)
     emit = sum(p.emit_lag or 0 for p in status.partitions)
+    tables = Counter(t.state for t in status.tables)
     return (f"{len(status.topics)} topic(s), {len(status.partitions)} partitions: "
             + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-            + f"; ingest lag {ingest:,} records, emit lag {emit:,} records")
+            + f"; ingest lag {ingest:,} records, emit lag {emit:,} records"
+            + (f"; {len(status.tables)} table(s): " + ", ".join(f"{n} {state}" for state, n in sorted(tables.items()))
+               if tables else ""))
 
 
 def _figures(values: dict) -> str:
@@ -201,6 +205,9 @@ def render_table(status: JobStatus) -> str:
             lines.append(f"{p.topic}-{p.partition}: {p.uncleanable_error}")
         for name, what in sorted(p.damaged_segments.items()):
             lines.append(f"{p.topic}-{p.partition}: damaged segment {name}: {what}")
+    for t in status.tables:
+        if t.state != "ok":
+            lines.append(f"table {t.table}: {t.state} since {utc_or_dash(t.since_ms)} UTC: {t.reason}")
     lines.append("")
     lines.append("metrics: " + _figures(status.metrics))
     if status.job:

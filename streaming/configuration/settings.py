@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Callable, Sequence
 
 from streaming.configuration.subscription import StartingOffsets, SubscribePattern, regex_problem
+from streaming.configuration.output_names import table_template_problem
 
 LONG_MAX = 2**63 - 1
 
@@ -150,11 +151,6 @@ def _positive(value: Any) -> str | None:
 
 def _not_negative(value: Any) -> str | None:
     return None if value >= 0 else f"must be >= 0, got {value}"
-
-
-def namespace_table_problem(value: str) -> str | None:
-    namespace, _, name = value.rpartition(".")
-    return None if namespace and name else f"{value!r} is not NAMESPACE.TABLE"
 
 
 def _cleanup_policy(value: str) -> str | None:
@@ -321,8 +317,10 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "long has passed since the last snapshot (0: after every emission), from the state dir, not a second "
             "read of Kafka", _not_negative, metavar=SECONDS),
     Setting("iceberg.table", Type.STRING, None, Scope.RUN,
-            "the Iceberg table of the compacted state, NAMESPACE.TABLE: each snapshot upserts the keys that "
-            "changed and deletes the tombstoned ones, in one commit", namespace_table_problem,
+            "the Iceberg table of the compacted state, NAMESPACE.TABLE, or one per topic named by a template: "
+            "{table} and {schema} are the topic's last two dot-separated parts (Debezium's PREFIX.SCHEMA.TABLE), "
+            "{topic} its whole name (shop.{table}); each snapshot upserts the keys that changed and deletes the "
+            "tombstoned ones, in one commit", table_template_problem,
             metavar="NAMESPACE.TABLE", needs="snapshot.every"),
     Setting("iceberg.catalog", Type.STRING, None, Scope.RUN,
             "the table's catalog: a SQL database URI (sqlite:///PATH, postgresql://...) or http(s):// for a REST "
@@ -338,6 +336,13 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
     Setting("snapshot.json.null.deletes", Type.BOOLEAN, False, Scope.RUN,
             "read a value that is JSON null as a delete of its key (Debezium's ExtractNewRecordState writes a "
             "delete so), not as an error", needs="snapshot.value.format"),
+    Setting("snapshot.from.schema", Type.STRING, None, Scope.RUN,
+            "with debezium values: all (every Connect schema version's columns; a type may only widen) or latest "
+            "(the newest schema's columns, older rows' values converted where nothing is lost: the way out of a "
+            "type change, into a new table); none means all", choices=("all", "latest"), needs="snapshot.value.format"),
+    Setting("snapshot.one.table", Type.BOOLEAN, False, Scope.RUN,
+            "let one table without a {table} or {topic} template take the json or debezium values of several "
+            "topics, their columns merged", needs="iceberg.table"),
 )}
 
 

@@ -7,11 +7,17 @@ and its offsets as they were (its data files are orphans, never referenced), and
 run's work as well; a partition whose log has not moved since is not read. The table is partitioned by
 topic and partition, so a partition's deletes look at its own files. A partition seen for the first time,
 or one where most keys changed, is rewritten whole.
+
+A column added with a default (streaming.table.column_defaults) is filled into the rows the table already
+holds by rewriting every partition whole in the same commit, as PostgreSQL's rows take it; the defaults are
+kept in the table's properties (kcompact.connect-defaults), since an Iceberg column holds no such default for
+rows written before it (format 2). Decimals wider than Iceberg's 38 digits are their exact text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import warnings
 from typing import Iterator
@@ -31,6 +37,8 @@ from streaming.iceberg.target import IcebergTarget
 from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
 from streaming.table.rows import Coordinates
+from streaming.table.column_defaults import defaults_of, has_default, restored
+from streaming.table.evolution import WAY_OUT, SchemaChangeError, widens
 from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs
 from streaming.table.state_reader import LogToRead
 from streaming.table.values import TableShape, ValueSpec
@@ -39,6 +47,8 @@ log = logging.getLogger(__name__)
 
 CATALOG_NAME = "kcompact"  # a SQL catalog keeps its tables under its name: every run must use the same one
 OFFSETS_PROPERTY = "kcompact.source-offsets"
+DEFAULTS_PROPERTY = "kcompact.connect-defaults"
+ICEBERG_DECIMAL = 38
 REWRITE_SHARE = 0.5  # a partition where more of the keys changed is rewritten whole
 # what a catalog or its store raises for a refusal or an outage (pyiceberg's own, its SQL and HTTP clients')
 CATALOG_ERRORS = (RESTError, CommitFailedException, NoSuchNamespaceError, NotInstalledError, ValidationError,
@@ -62,39 +72,75 @@ def _catalog_errors(target: IcebergTarget) -> Iterator[None]:
 def write_iceberg(state_uri: str, target: IcebergTarget, spec: ValueSpec,
                   topics: frozenset[str] | None = None) -> SnapshotReport:
     logs = snapshot_logs(state_uri, topics)
+    preset = None
     with _catalog_errors(target):
-        return _write(logs, target, spec)
+        while True:  # once more for each column with a default found after rows without it were written
+            try:
+                return _write(logs, target, spec, preset)
+            except _DefaultAdded as added:
+                preset = added.schema
 
 
-def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec) -> SnapshotReport:
+class _DefaultAdded(Exception):
+    """A column with a default appeared after rows without it were written: the run starts again with the
+    columns known so far, every partition rewritten whole, so those rows take the default."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        super().__init__()
+        self.schema = schema
+
+
+def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec, preset: pa.Schema | None) -> SnapshotReport:
     catalog = load_catalog(CATALOG_NAME, **target.settings())
     table = _existing(catalog, target.table)
     since = _offsets(table)
-    shape = TableShape(spec, _plain(table.schema().as_arrow()) if table is not None else None, f"table {target.table}")
+    whole = preset is not None
+    shape = TableShape(spec, preset or _kept(table), f"table {target.table}", ICEBERG_DECIMAL)
+    if shape.latest:
+        for state in partition_states(logs, {}):
+            shape.learn(state.batches, str(state.pid))
     report = SnapshotReport(target.table)
     tx: Transaction | None = None
-    for state in partition_states(logs, since):
+    for state in partition_states(logs, {} if whole else since):
         report.ends[state.pid] = state.end
         if state.unchanged:
             report.unchanged += 1
             continue
+        before = shape.schema
         rows = shape.apply(state.batches, str(state.pid))
         if shape.schema is None:  # JSON with no value yet: the partition waits for one
             del report.ends[state.pid]
             continue
+        if (tx is not None or (since and not whole)) and _defaults_added(before or _kept(table), shape.schema):
+            raise _DefaultAdded(shape.schema)
         if table is None:
             table = _create(catalog, target.table, shape.schema, spec.coordinates)
         tx = tx or table.transaction()
-        _evolve(tx, shape.schema)
-        _upsert(tx, table, state, rows, shape.schema, spec.coordinates, since.get(state.pid), report)
+        order = _evolve(tx, shape.schema, shape.latest, target.table)
+        _upsert(tx, table, state, [r.select(order) for r in rows], pa.schema([shape.schema.field(n) for n in order]),
+                spec.coordinates, since.get(state.pid), whole, report)
     offsets = {**since, **report.ends}
     if table is None or (tx is None and offsets == since):  # nothing new: no commit, no new metadata file
         return report
     tx = tx or table.transaction()
-    tx.set_properties({OFFSETS_PROPERTY: offsets_to_json(offsets)})
+    tx.set_properties({OFFSETS_PROPERTY: offsets_to_json(offsets),
+                       **({DEFAULTS_PROPERTY: json.dumps(defaults_of(shape.schema), sort_keys=True)}
+                          if shape.schema is not None and defaults_of(shape.schema) else {})})
     reached(Moment.SNAPSHOT_COMMIT, target.table)
     tx.commit_transaction()
     return report
+
+
+def _kept(table: Table | None) -> pa.Schema | None:
+    """The table's columns as the rows' Arrow schema, with the defaults its properties keep."""
+    if table is None:
+        return None
+    return restored(_plain(table.schema().as_arrow()), json.loads(table.properties.get(DEFAULTS_PROPERTY, "{}")))
+
+
+def _defaults_added(before: pa.Schema | None, after: pa.Schema) -> bool:
+    known = set(before.names) if before is not None else set()
+    return any(has_default(f) and f.name not in known for f in after)
 
 
 def _existing(catalog: Catalog, name: str) -> Table | None:
@@ -115,19 +161,33 @@ def _create(catalog: Catalog, name: str, schema: pa.Schema, at: Coordinates) -> 
     return table
 
 
-def _evolve(tx: Transaction, schema: pa.Schema) -> None:
+def _evolve(tx: Transaction, schema: pa.Schema, latest: bool, name: str) -> list[str]:
     """Columns the rows have and the table lacks are added by Iceberg's schema evolution, in the same
-    commit as the rows: the table's older rows read them as null."""
-    if not _plain(tx.table_metadata.schema().as_arrow()).equals(schema):
+    commit as the rows: the table's older rows read them as null (or their default: see write_iceberg).
+    With --from-schema latest, columns the newest schema dropped are dropped; a column whose type changed
+    is refused, since an Iceberg column keeps its type. The table's column order is returned: the rows are
+    appended in it."""
+    held = _plain(tx.table_metadata.schema().as_arrow())
+    if latest:
+        for f in schema:
+            if f.name in held.names and held.field(f.name).type != f.type and not widens(held.field(f.name).type, f.type):
+                raise SchemaChangeError(f"column {f.name} of table {name} is {held.field(f.name).type}, and the "
+                                        f"newest schema has {f.type}: an Iceberg column keeps its type; {WAY_OUT}")
+    dropped = [n for n in held.names if latest and n not in schema.names]
+    if not held.equals(schema) or dropped:
         with tx.update_schema() as update:
             update.union_by_name(schema)
+            for n in dropped:
+                update.delete_column(n)
+    return _plain(tx.table_metadata.schema().as_arrow()).names
 
 
 def _upsert(tx: Transaction, table: Table, state: PartitionState, rows: list[pa.RecordBatch], schema: pa.Schema,
-            at: Coordinates, since: int | None, report: SnapshotReport) -> None:
+            at: Coordinates, since: int | None, whole: bool, report: SnapshotReport) -> None:
     """Make the partition's rows the log's live winners: the table's (key, offset) pairs are compared with the
     log's, so a key whose winner changed is upserted and a key with no live winner is deleted, even when its
-    tombstone has already left the log (delete.retention.ms). Most keys changed: the partition is rewritten."""
+    tombstone has already left the log (delete.retention.ms). Most keys changed, or ``whole``: the partition
+    is rewritten."""
     live = pa.Table.from_batches(rows, schema=schema)
     here: BooleanExpression = And(EqualTo(at.topic, state.pid.topic), EqualTo(at.partition, state.pid.partition))
     if since is None:  # rows and offsets commit together: a partition without offsets has no rows yet
@@ -139,9 +199,9 @@ def _upsert(tx: Transaction, table: Table, state: PartitionState, rows: list[pa.
     moved = pairs.filter(pc.or_kleene(pc.is_null(pairs["held"]), pc.not_equal(pairs["held"], pairs["offset"])))
     gone = held.filter(pc.invert(pc.is_in(held["key"], value_set=live[at.key])))["key"]
     replaced = moved.filter(pc.is_valid(moved["held"]))["key"]
-    if not moved.num_rows and not len(gone):
+    if not moved.num_rows and not len(gone) and not whole:
         return
-    rewrite = moved.num_rows + len(gone) > REWRITE_SHARE * max(held.num_rows, 1)
+    rewrite = whole or moved.num_rows + len(gone) > REWRITE_SHARE * max(held.num_rows, 1)
     added = live if rewrite else live.filter(pc.is_in(live[at.key], value_set=moved["key"]))
     if held.num_rows:
         with warnings.catch_warnings():  # pyiceberg warns of a delete that matches nothing

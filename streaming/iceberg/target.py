@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from streaming.errors import UsageError
-from streaming.configuration.settings import namespace_table_problem
+from streaming.configuration.output_names import namespace_table_problem
 
 DEFAULT_DIR = "kcompact-iceberg"
 

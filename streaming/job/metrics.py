@@ -167,6 +167,22 @@ class PartitionProgress:
 
 
 @dataclass(frozen=True)
+class TableState:
+    """A table kept in step by the job (--snapshot-every): ok, BLOCKED by a type change at the source until
+    it is resolved (docs/cdc.md), or FAILING for another reason (a catalog away), since when and why."""
+
+    table: str
+    state: str
+    since_ms: int | None = None
+    reason: str | None = None
+
+
+TABLE_GAUGES = {"BLOCKED": ("table-blocked", "1 while a type change at the source stops the table's snapshots "
+                                             "(see kcompact status)"),
+                "FAILING": ("table-failing", "1 while the table's snapshots fail for another reason")}
+
+
+@dataclass(frozen=True)
 class MetricsDocument:
     """What the job knew at its last trigger: metrics.json, and what the Prometheus endpoint renders."""
 
@@ -176,27 +192,30 @@ class MetricsDocument:
     partitions: tuple[PartitionProgress, ...] = ()
     erase_latency: EraseLatency = field(default_factory=EraseLatency)
     group_sync: Mapping[str, int | None] | None = None  # GROUP_SYNC's figures, with --sync-group-offsets
+    tables: tuple[TableState, ...] = ()  # with --snapshot-every
 
     @classmethod
     def of(cls, now_ms: int, cleaner: CleanerMetrics, job: JobCounters, reports: list[StageReport],
            source_ends: Mapping[PartitionId, int], group_sync: Mapping[str, int | None] | None = None,
-           erase_latency: EraseLatency | None = None) -> "MetricsDocument":
+           erase_latency: EraseLatency | None = None, tables: tuple[TableState, ...] = ()) -> "MetricsDocument":
         """A snapshot: the running totals are copied, so the document stays as it was when written."""
         latency = EraseLatency.from_doc((erase_latency or EraseLatency()).to_doc())
         return cls(now_ms, cleaner, replace(job), tuple(PartitionProgress.of(r, source_ends.get(r.pid), now_ms)
                                                          for r in reports),
-                   latency, None if group_sync is None else dict(group_sync))
+                   latency, None if group_sync is None else dict(group_sync), tables)
 
     def to_doc(self) -> dict:
         doc = {"at_ms": self.at_ms, "cleaner": self.cleaner.to_kafka(), "job": self.job.to_doc(),
-               "partitions": [asdict(p) for p in self.partitions], "erase_latency": self.erase_latency.to_doc()}
+               "partitions": [asdict(p) for p in self.partitions], "erase_latency": self.erase_latency.to_doc(),
+               **({"tables": [asdict(t) for t in self.tables]} if self.tables else {})}
         return doc if self.group_sync is None else {**doc, "group_sync": dict(self.group_sync)}
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "MetricsDocument":
         return cls(doc["at_ms"], CleanerMetrics.from_kafka(doc["cleaner"]), JobCounters.from_doc(doc["job"]),
                    tuple(PartitionProgress(**p) for p in doc["partitions"]),
-                   EraseLatency.from_doc(doc["erase_latency"]), doc.get("group_sync"))
+                   EraseLatency.from_doc(doc["erase_latency"]), doc.get("group_sync"),
+                   tuple(TableState(**t) for t in doc.get("tables", ())))
 
 
 def write_doc(state: StateDir, document: MetricsDocument) -> None:
@@ -208,6 +227,16 @@ def update_group_sync(state: StateDir, group_sync: Mapping[str, int | None]) -> 
     document = read_doc(state)
     if document is not None:
         write_doc(state, replace(document, group_sync=dict(group_sync)))
+
+
+def update_tables(state: StateDir, tables: tuple[TableState, ...]) -> MetricsDocument | None:
+    """The tables' states after a snapshot round, which runs after the stage's document was written."""
+    document = read_doc(state)
+    if document is None or document.tables == tables:
+        return document
+    document = replace(document, tables=tables)
+    write_doc(state, document)
+    return document
 
 
 def read_doc(state: StateDir) -> MetricsDocument | None:
@@ -254,6 +283,11 @@ class JobMetricsCollector(Collector):
             for p in doc.partitions:
                 if getattr(p, gauge) is not None:
                     family.add_metric([p.topic, str(p.partition)], getattr(p, gauge))
+            yield family
+        for state, (name, help_text) in TABLE_GAUGES.items():
+            family = GaugeMetricFamily(_name(name), help_text, labels=["table"])
+            for t in doc.tables:
+                family.add_metric([t.table], int(t.state == state))
             yield family
         latency = HistogramMetricFamily(_name("erase-latency-seconds"), "seconds from a tombstone's timestamp to "
                                         "its erasure: until=log, " + ERASE_LATENCY["log"] + "; until=sink, " +

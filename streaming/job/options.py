@@ -13,6 +13,7 @@ from streaming.configuration.settings import RUN_OPTIONS, Setting, setting_field
 if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
     from streaming.job.acl_sync import AclSyncSchedule
     from streaming.job.group_sync import GroupSyncSchedule
+    from streaming.job.metrics import TableState
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class RunOptions:
     iceberg_warehouse: str | None = _option("iceberg.warehouse")
     snapshot_value_format: str | None = _option("snapshot.value.format")
     snapshot_json_null_deletes: bool = _option("snapshot.json.null.deletes")
+    snapshot_from_schema: str | None = _option("snapshot.from.schema")
+    snapshot_one_table: bool = _option("snapshot.one.table")
     live_progress: bool = field(default=False, compare=False)  # not an option: the log format decides it
     # Not an option: where --config-file gave a KEY=VALUE option's keys, by option name and key, as written
     # there ("kafka.sasl.password in job.properties"), for errors that name them (those absent: the flag).
@@ -107,6 +110,8 @@ class TableSync(Protocol):
     def after_stage(self, state_dir: str, topics: frozenset[str]) -> None: ...
 
     def finish(self, state_dir: str, topics: frozenset[str]) -> None: ...
+
+    def states(self) -> tuple[TableState, ...]: ...
 
 
 def _given(value: Any) -> bool:

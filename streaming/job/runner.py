@@ -158,6 +158,7 @@ class CompactorJob:
             self._stage_done(stage.ran + stage.quiet, now_ms)
             if self.table_sync:
                 self.table_sync.after_stage(self.spec.state_dir, frozenset(self.spec.topics))
+                self._tables_synced()
             return stage.ran + stage.quiet
 
     def _stage_done(self, reports: list[StageReport], now_ms: int) -> None:
@@ -192,6 +193,11 @@ class CompactorJob:
     def _logs(self) -> list[LogDir]:
         return [d for d in list_log_dirs(self.state) if d.pid.topic in self.spec.topics]
 
+    def _tables_synced(self) -> None:  # the tables' states into the document written before the snapshots ran
+        with self.lock:
+            if (doc := job_metrics.update_tables(self.state, self.table_sync.states())) is not None:
+                self.collector.update(doc)
+
     def _write_metrics(self, reports: list[StageReport], now_ms: int) -> None:
         metrics = CleanerMetrics.of([r.figures for r in reports], now_ms, self.last_run_ms, self.last_metrics)
         self.last_metrics = metrics
@@ -201,7 +207,7 @@ class CompactorJob:
         self._ingest_lag = sum(lags) if lags else self._ingest_lag
         doc = job_metrics.MetricsDocument.of(now_ms, metrics, self.totals, reports, ends,
                                              self.group_sync.totals.to_doc() if self.group_sync else None,
-                                             self.erase_latency)
+                                             self.erase_latency, self.table_sync.states() if self.table_sync else ())
         job_metrics.write_doc(self.state, doc)
         self.collector.update(doc)
 
@@ -288,8 +294,9 @@ class CompactorJob:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        if self.table_sync:  # the table as the run leaves the state
+        if self.table_sync:  # the tables as the run leaves the state
             self.table_sync.finish(self.spec.state_dir, frozenset(self.spec.topics))
+            self._tables_synced()
         if self.group_sync and self.options.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
             job_metrics.update_group_sync(self.state, self.group_sync.totals.to_doc())

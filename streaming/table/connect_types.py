@@ -5,11 +5,18 @@ a Decimal is a decimal, Debezium's and Connect's time types are dates, times and
 Every column is nullable: a row written before a column was added reads it as null. Times and timestamps
 are microseconds, the finest an Iceberg table (format 2) holds and PostgreSQL's own precision. int8 and int16
 are widened to int32, which Iceberg has as its smallest integer.
+
+Decimals are exact, built from the unscaled integers the source sends with integer arithmetic only: a
+decimal.Decimal context rounds to 28 digits, which changed wide values and pushed a numeric(38,10) at its
+maximum out of its type. A precision (or scale) over 38 is a decimal256, over 76 (past any Arrow decimal) the
+exact text. Numeric without a scale (VariableScaleDecimal) is text too, written plain by decimal_text, as is
+exact_text's for an output that holds no precision over 38.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import decimal
 from typing import Any, Callable
 
@@ -20,7 +27,8 @@ from streaming.errors import UserError
 
 Converter = Callable[[list], pa.Array]
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
-MAX_PRECISION = 38
+MAX_PRECISION = 38  # a Decimal without connect.decimal.precision; and the widest decimal128
+MAX_PRECISION_256 = 76
 
 
 class ConnectSchemaError(UserError, ValueError):
@@ -48,24 +56,94 @@ def _base64(values: list) -> pa.Array:
     return pa.array([None if v is None else base64.b64decode(v) for v in values], pa.binary())
 
 
+def decimal_text(unscaled: int, scale: int) -> str:
+    """The exact plain text of ``unscaled`` * 10**-``scale``: never an exponent (Arrow's and Decimal's own
+    text write 1E-20), and ``scale`` digits after the point as the source sent them (7206989.0)."""
+    if scale <= 0:
+        return str(unscaled * 10 ** -scale)
+    digits = str(abs(unscaled)).rjust(scale + 1, "0")
+    return f"{'-' if unscaled < 0 else ''}{digits[:-scale]}.{digits[-scale:]}"
+
+
+def _unscaled(value: Any, scale: int) -> int:
+    """A JSON number (decimal.format=NUMERIC) as the unscaled integer at ``scale``: a Decimal (the payload
+    parsed with parse_float=Decimal) or an int exactly, a float as its shortest text."""
+    if isinstance(value, int):
+        sign, coefficient, exponent = value < 0, abs(value), 0
+    else:
+        number = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(value))
+        sign, digits, exponent = number.as_tuple()
+        if not isinstance(exponent, int):
+            raise ConnectSchemaError(f"{value} is not a number a decimal holds")
+        coefficient = int("".join(map(str, digits)))
+    shift = exponent + scale
+    if shift >= 0:
+        coefficient *= 10 ** shift
+    else:
+        coefficient, rest = divmod(coefficient, 10 ** -shift)
+        if rest:
+            raise ConnectSchemaError(f"{value} has more than {scale} digits after the point")
+    return -coefficient if sign else coefficient
+
+
 def _decimal(precision: int, scale: int) -> tuple[pa.DataType, Converter]:
-    kind = pa.decimal128(precision, scale)
+    """A Connect Decimal of ``precision`` digits: a decimal128, a decimal256 past 38 digits, text past 76;
+    a scale past the digits (numeric(5,40)) counts too, as Arrow holds no scale wider than its type's digits.
+    The array is laid out from the unscaled integers themselves, so no value goes through a rounding step."""
+    bound = 10 ** precision
 
-    def value(v: Any) -> decimal.Decimal | None:
-        if v is None:
-            return None
-        if isinstance(v, str):  # decimal.format=BASE64 (the default): the unscaled value, big-endian two's complement
-            return decimal.Decimal(int.from_bytes(base64.b64decode(v), "big", signed=True)).scaleb(-scale)
-        return decimal.Decimal(str(v))  # decimal.format=NUMERIC
+    def unscaled(v: Any) -> int:
+        # decimal.format=BASE64 (the default): the unscaled value, big-endian two's complement
+        u = int.from_bytes(binascii.a2b_base64(v), "big", signed=True) if isinstance(v, str) else _unscaled(v, scale)
+        if not -bound < u < bound:
+            raise ConnectSchemaError(f"{decimal_text(u, scale)} does not fit decimal({precision},{scale})")
+        return u
 
-    return kind, lambda values: pa.array([value(v) for v in values], kind)
+    digits = max(precision, abs(scale))
+    if digits > MAX_PRECISION_256:
+        return pa.string(), lambda values: pa.array([None if v is None else decimal_text(unscaled(v), scale)
+                                                     for v in values], pa.string())
+    kind = pa.decimal128(precision, scale) if digits <= MAX_PRECISION else pa.decimal256(precision, scale)
+    width = kind.byte_width
+    zero = bytes(width)
+
+    def convert(values: list) -> pa.Array:
+        integers = [None if v is None else unscaled(v) for v in values]
+        data = b"".join(zero if u is None else u.to_bytes(width, "little", signed=True) for u in integers)
+        validity = pa.array([u is not None for u in integers], pa.bool_()).buffers()[1] if None in integers else None
+        return pa.Array.from_buffers(kind, len(integers), [validity, pa.py_buffer(data)])
+
+    return kind, convert
 
 
 def _variable_decimal(values: list) -> pa.Array:
-    """io.debezium.data.VariableScaleDecimal (numeric without a scale): exact, as its decimal text."""
+    """io.debezium.data.VariableScaleDecimal (numeric without a scale): exact, as its plain decimal text."""
     return pa.array([None if v is None else
-                     str(decimal.Decimal(int.from_bytes(base64.b64decode(v["value"]), "big", signed=True))
-                         .scaleb(-int(v["scale"]))) for v in values], pa.string())
+                     decimal_text(int.from_bytes(binascii.a2b_base64(v["value"]), "big", signed=True), int(v["scale"]))
+                     for v in values], pa.string())
+
+
+def exact_text(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A decimal128 or decimal256 column as its exact plain text (decimal_text), for an output that holds no
+    precision over 38 (Iceberg, Spark); Arrow's own cast to string writes small values with an exponent."""
+    if isinstance(array, pa.ChunkedArray):
+        return pa.chunked_array([exact_text(chunk) for chunk in array.chunks], pa.string())
+    width, scale = array.type.byte_width, array.type.scale
+    data = array.buffers()[1].slice(array.offset * width, len(array) * width).to_pybytes()
+    valid = array.is_valid().to_pylist() if array.null_count else [True] * len(array)
+    return pa.array([decimal_text(int.from_bytes(data[i:i + width], "little", signed=True), scale) if ok else None
+                     for i, ok in zip(range(0, len(data), width), valid, strict=True)], pa.string())
+
+
+def _float(kind: pa.DataType) -> Converter:
+    """A float column's converter. The payload may be parsed with parse_float=Decimal, whose values pa.array
+    refuses for a float type: those are made floats, after pa.array refused them at the first one."""
+    def convert(values: list) -> pa.Array:
+        try:
+            return pa.array(values, kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return pa.array([float(v) if isinstance(v, decimal.Decimal) else v for v in values], kind)
+    return convert
 
 
 _LOGICAL: dict[str, tuple[pa.DataType, Converter]] = {
@@ -96,12 +174,12 @@ def field_type(schema: dict) -> tuple[pa.DataType, Converter]:
     if name == DECIMAL:
         parameters = schema.get("parameters") or {}
         precision = int(parameters.get("connect.decimal.precision", MAX_PRECISION))
-        return _decimal(min(precision, MAX_PRECISION), int(parameters.get("scale", 0)))
+        return _decimal(precision, int(parameters.get("scale", 0)))
     if name in _LOGICAL:
         return _LOGICAL[name]
     if kind in _PLAIN:
         plain = _PLAIN[kind]
-        return plain, lambda values: pa.array(values, plain)
+        return plain, _float(plain) if pa.types.is_floating(plain) else lambda values: pa.array(values, plain)
     if kind == "bytes":
         return pa.binary(), _base64
     if kind == "struct":

@@ -12,13 +12,18 @@ any other field named so: the table's own placing columns are (streaming.table.r
 
 from __future__ import annotations
 
+import decimal
 import json
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from streaming.table.connect_types import ConnectSchemaError, Converter, row_fields
-from streaming.table.evolution import storable, widens
+from streaming.table.column_defaults import filled, with_default
+from streaming.table.connect_types import DECIMAL, ConnectSchemaError, Converter, row_fields
+from streaming.table.evolution import WAY_OUT, SchemaChangeError, storable, widens
+from streaming.table.lossless import LossyChange, converted
 
 PAYLOAD = b',"payload":'
 SCHEMA_OPEN = b'{"schema":'
@@ -30,12 +35,27 @@ class ChangeEventError(ConnectSchemaError):
 
 
 @dataclass(frozen=True)
+class _Column:
+    """A column of a row schema: its type, the converter of its JSON values, and its Connect schema (which
+    holds its default)."""
+
+    name: str
+    kind: pa.DataType
+    convert: Converter
+    connect: dict
+
+    @property
+    def field(self) -> pa.Field:
+        return with_default(pa.field(self.name, self.kind), self.connect)
+
+
+@dataclass(frozen=True)
 class _RowSchema:
-    """A value's Connect schema, decoded: the row's typed fields (None: the schema is null), and whether it
+    """A value's Connect schema, decoded: the row's typed columns (None: the schema is null), and whether it
     is an envelope's."""
 
     key: bytes
-    fields: list[tuple[str, pa.DataType, Converter]] | None
+    columns: dict[str, _Column] | None
     envelope: bool
 
 
@@ -50,26 +70,48 @@ class _Decoded:
 
 class ChangeEvents:
     """The decoder of one snapshot, which keeps each distinct Connect schema decoded once: a message carries
-    its schema whole, and a table's messages share a few."""
+    its schema whole, and a table's messages share a few.
+
+    Rows are read in the columns of every schema version their records came with (a column added later is
+    null, or its default, in the older rows; a type may only widen), or, once ``learn`` has seen the
+    records, in the newest schema's columns alone, older rows' values converted where nothing is lost
+    (``--from-schema latest``: the way out of a type change)."""
 
     def __init__(self, null_deletes: bool) -> None:
         self.null_deletes = null_deletes
         self._schemas: dict[bytes, _RowSchema] = {}
+        self._newest: tuple[int, _RowSchema] | None = None  # the newest record's schema, by its timestamp
+        self._numbers: dict[bytes, bool] = {}  # per schema: whether its decimals come as JSON numbers
+
+    def learn(self, values: list[bytes | None], timestamps: list[int], where: str) -> None:
+        """Note the newest schema among these records (a partition's, all of them, deletes too: a delete
+        is written under the table's schema of its time)."""
+        for raw, ts in zip(values, timestamps, strict=True):
+            if raw is None or (self._newest is not None and ts < self._newest[0]):
+                continue
+            schema = self._split(raw, where, payload=False)[0]
+            if schema is not None and schema.columns is not None:
+                self._newest = (ts, schema)
+
+    @property
+    def newest(self) -> _RowSchema | None:
+        return None if self._newest is None else self._newest[1]
 
     def rows(self, values: list[bytes], keys: list[bytes], where: str) -> tuple[pa.Table, list[int]]:
         """The live rows of these records (a partition's winners) as a table of the database's columns, and
         the index of each row's record among them. The key's fields are columns too: a field of the key
         that the row lacks (a key made of other columns, `message.key.columns`) is taken from the key."""
         decoded = self._decoded(values, where)
-        table = _table(decoded, where)
+        table = _table(decoded, where, self.newest)
         if not decoded.kept:
             return table, decoded.kept
         first = self._split(keys[decoded.kept[0]], where)[1]
         if isinstance(first, dict) and set(first) - set(table.column_names):
-            key_columns = _table(self._decoded([keys[i] for i in decoded.kept], where), where)
+            key_columns = _table(self._decoded([keys[i] for i in decoded.kept], where), where, None)
             missing = [c for c in key_columns.column_names if c not in table.column_names]
             table = pa.Table.from_arrays([*key_columns.select(missing).columns, *table.columns],
-                                         names=[*missing, *table.column_names])
+                                         schema=pa.schema([*(key_columns.schema.field(c) for c in missing),
+                                                           *table.schema]))
         return table, decoded.kept
 
     def _decoded(self, values: list[bytes], where: str) -> _Decoded:
@@ -80,12 +122,13 @@ class ChangeEvents:
             if row is not None:
                 decoded.rows.append(row)
                 decoded.kept.append(i)
-                decoded.schemas.append(schema if schema is not None and schema.fields is not None else None)
+                decoded.schemas.append(schema if schema is not None and schema.columns is not None else None)
         return decoded
 
-    def _split(self, raw: bytes, where: str) -> tuple[_RowSchema | None, object]:
-        """A value's schema and payload. JsonConverter writes {"schema":...,"payload":...}: the schema's text
-        is cut off and decoded once per distinct text, and only the payload is parsed."""
+    def _split(self, raw: bytes, where: str, payload: bool = True) -> tuple[_RowSchema | None, object]:
+        """A value's schema and payload (not parsed, None, unless ``payload``). JsonConverter writes
+        {"schema":...,"payload":...}: the schema's text is cut off and decoded once per distinct text, and
+        only the payload is parsed, with its numbers exact where the schema has a decimal."""
         raw = raw.rstrip()
         if raw.startswith(SCHEMA_OPEN):
             cut = raw.find(PAYLOAD)
@@ -100,26 +143,43 @@ class ChangeEvents:
                     else:
                         known = self._decode_schema(key, schema, where)
                 if known is not None:
-                    return known, _loads(raw[cut + len(PAYLOAD):-1], where)
-            whole = _loads(raw, where)  # parse it all
+                    return known, self._payload(known, raw[cut + len(PAYLOAD):-1], where) if payload else None
+            whole = _loads(raw, where, True)  # parse it all
             if isinstance(whole, dict) and set(whole) == {"schema", "payload"}:
                 key = json.dumps(whole["schema"]).encode()
                 return self._schemas.get(key) or self._decode_schema(key, whole, where), whole["payload"]
-        return None, _loads(raw, where)
+        return None, _loads(raw, where, False) if payload else None
+
+    def _payload(self, schema: _RowSchema, text: bytes, where: str) -> object:
+        """A payload, its numbers parsed exactly where the schema's decimals come as JSON numbers
+        (decimal.format=NUMERIC), which a float would round; the first payload with a decimal's value tells."""
+        decimals = [c.name for c in (schema.columns or {}).values() if c.connect.get("name") == DECIMAL]
+        exact = bool(decimals) and self._numbers.get(schema.key, True)
+        parsed = _loads(text, where, exact)
+        if exact and schema.key not in self._numbers and isinstance(parsed, dict):
+            row = parsed.get("after") if schema.envelope else parsed
+            given = [row.get(n) for n in decimals if row.get(n) is not None] if isinstance(row, dict) else []
+            if given:
+                self._numbers[schema.key] = not isinstance(given[0], str)
+        return parsed
 
     def _decode_schema(self, key: bytes, parsed: object, where: str) -> _RowSchema:
-        """The row's fields of a value schema: an envelope's ``after``, or the value's own struct (flattened)."""
+        """The row's columns of a value schema: an envelope's ``after``, or the value's own struct (flattened)."""
         schema = parsed["schema"] if isinstance(parsed, dict) and "payload" in parsed else parsed
         if schema is None:
             decoded = _RowSchema(key, None, False)
         else:
             fields = {f.get("field"): f for f in schema.get("fields") or []}
             envelope = "op" in fields and "after" in fields
+            row = fields["after"] if envelope else schema
             try:
-                typed = row_fields(fields["after"] if envelope else schema)
+                typed = row_fields(row)
             except ConnectSchemaError as exc:
                 raise ChangeEventError(f"{where}: {exc}") from None
-            decoded = _RowSchema(key, [f for f in typed if not f[0].startswith(ADDED)], envelope)
+            columns = {name: _Column(name, kind, convert, connect)
+                       for (name, kind, convert), connect in zip(typed, row.get("fields") or [], strict=True)
+                       if not name.startswith(ADDED)}
+            decoded = _RowSchema(key, columns, envelope)
         self._schemas[key] = decoded
         return decoded
 
@@ -143,19 +203,19 @@ class ChangeEvents:
         return {k: v for k, v in payload.items() if not k.startswith(ADDED)}
 
 
-def _loads(text: bytes, where: str):
+def _loads(text: bytes, where: str, exact: bool):
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=decimal.Decimal) if exact else json.loads(text)
     except ValueError:
         raise ChangeEventError(f"{where}: a value is not JSON, so not a Debezium change event from JsonConverter; "
                                f"use --value-format string or binary") from None
 
 
-def _table(decoded: _Decoded, where: str) -> pa.Table:
-    """The rows as columns: typed by their Connect schemas (columns of every schema version, in the order
-    they first appear), or inferred when no value carried one."""
-    typed = {s.key: s.fields for s in decoded.schemas if s is not None}
-    if not typed:
+def _table(decoded: _Decoded, where: str, newest: _RowSchema | None) -> pa.Table:
+    """The rows as columns: typed by their Connect schemas (the newest one's columns when given, else every
+    schema version's, in the order they first appear), or inferred when no value carried one."""
+    distinct = {s.key: s for s in decoded.schemas if s is not None}
+    if not distinct:
         if not decoded.rows:
             return pa.table({})
         try:
@@ -168,20 +228,56 @@ def _table(decoded: _Decoded, where: str) -> pa.Table:
     if any(s is None for s in decoded.schemas):
         raise ChangeEventError(f"{where}: some values carry a Connect schema and some do not; give every "
                                f"connector writing the topic the same converter settings")
-    columns: dict[str, tuple[pa.DataType, Converter]] = {}
-    for fields in typed.values():
-        for name, kind, convert in fields:
+    columns = dict(newest.columns or {}) if newest is not None else _union(distinct.values(), where)
+    groups: dict[bytes, list[int]] = {}
+    for i, s in enumerate(decoded.schemas):
+        groups.setdefault(s.key, []).append(i)
+    parts = [(distinct[k], idx, decoded.rows if len(groups) == 1 else [decoded.rows[i] for i in idx])
+             for k, idx in groups.items()]
+    order = None if len(groups) == 1 else pc.sort_indices(pa.array([i for _, idx, _ in parts for i in idx]))
+    arrays = [_column(parts, c, order, where) for c in columns.values()]
+    return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in columns.values()]))
+
+
+def _union(schemas: Iterable[_RowSchema], where: str) -> dict[str, _Column]:
+    """Every schema version's columns, a column widened where a later version widens it; a type changed
+    otherwise is refused: the output would hold one column in two types."""
+    columns: dict[str, _Column] = {}
+    for schema in schemas:
+        for name, column in (schema.columns or {}).items():
             known = columns.get(name)
-            if known is None or widens(known[0], kind):  # a wider type's converter takes the narrower values
-                columns[name] = (kind, convert)
-            elif known[0] != kind and not widens(kind, known[0]):
-                raise ChangeEventError(f"{where}: column {name} is {known[0]} in one Connect schema and {kind} in "
-                                       f"another; write a new output to start from the new type")
-    arrays = []
-    for name, (kind, convert) in columns.items():
+            if known is None or widens(known.kind, column.kind):  # a wider type's converter takes the narrower values
+                columns[name] = column
+            elif known.kind != column.kind and not widens(column.kind, known.kind):
+                raise SchemaChangeError(f"{where}: column {name} is {known.kind} in one Connect schema and "
+                                        f"{column.kind} in another: {WAY_OUT}")
+            elif known.connect.get("default") is None and column.connect.get("default") is not None:
+                columns[name] = column
+    return columns
+
+
+def _column(parts: list[tuple[_RowSchema, list[int], list[dict]]], column: _Column, order: pa.Array | None,
+            where: str) -> pa.Array:
+    """One column of the rows, each group of rows read under its own schema: the column's values, its
+    default (or null) where that schema lacks it, converted without loss where it had another type."""
+    pieces = []
+    for schema, idx, rows in parts:
+        own = (schema.columns or {}).get(column.name)
         try:
-            arrays.append(convert([row.get(name) for row in decoded.rows]))
+            if own is None:
+                pieces.append(filled(column.field, len(idx)))
+            elif own.kind == column.kind or widens(own.kind, column.kind):
+                pieces.append(column.convert([row.get(column.name) for row in rows]))
+            else:
+                pieces.append(converted(own.convert([row.get(column.name) for row in rows]), column.kind))
+        except LossyChange as exc:
+            raise SchemaChangeError(f"{where}: column {column.name} is {own.kind if own else None} in rows written "
+                                    f"under an older Connect schema, and the newest has {column.kind}: {exc}; "
+                                    f"those rows cannot be shown in the newest schema until the source writes "
+                                    f"them again") from None
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, KeyError) as exc:
-            raise ChangeEventError(f"{where}: column {name}'s values do not fit its Connect schema ({kind}): "
-                                   f"{exc}") from None
-    return pa.Table.from_arrays(arrays, schema=pa.schema([pa.field(n, t) for n, (t, _) in columns.items()]))
+            raise ChangeEventError(f"{where}: column {column.name}'s values do not fit its Connect schema "
+                                   f"({column.kind}): {exc}") from None
+    if order is None:
+        return pieces[0]
+    return pa.concat_arrays([p.cast(column.kind) if p.type != column.kind else p for p in pieces]).take(order)

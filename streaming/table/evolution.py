@@ -12,7 +12,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from streaming.errors import UserError
+from streaming.table.column_defaults import filled
+from streaming.table.lossless import LossyChange, converted
 
+NEW_OUTPUT = ("a type change an output cannot take; write a new output (another --output or --iceberg-table) to "
+              "start from the new type")
+# a change stream's way out of a type change: every row in the newest schema, in an output of its own
+WAY_OUT = ("a type change an output cannot take in place; write a new output from the newest schema, with "
+           "`kcompact snapshot --value-format debezium --from-schema latest` (or `run --snapshot-from-schema "
+           "latest`) to another --output or --iceberg-table")
 _WIDENS = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64())}
 
 
@@ -35,18 +43,21 @@ def widens(narrow: pa.DataType, wide: pa.DataType) -> bool:
     return (narrow, wide) in _WIDENS
 
 
-def merged(kept: pa.Schema, new: pa.Schema, output: str) -> pa.Schema:
-    """``kept`` with ``new``'s columns it lacks added at the end, and columns widened where ``new`` is wider."""
+def merged(kept: pa.Schema, new: pa.Schema, output: str, way_out: str = NEW_OUTPUT) -> pa.Schema:
+    """``kept`` with ``new``'s columns it lacks added at the end, and columns widened where ``new`` is wider;
+    a column's default (streaming.table.column_defaults) comes with it."""
     fields = {f.name: f for f in kept}
     for f in new:
         if f.name in fields:
-            fields[f.name] = pa.field(f.name, _merged_type(fields[f.name].type, f.type, f.name, output))
+            had = fields[f.name]
+            fields[f.name] = pa.field(f.name, _merged_type(had.type, f.type, f.name, output, way_out),
+                                      metadata={**(had.metadata or {}), **(f.metadata or {})} or None)
         else:
-            fields[f.name] = pa.field(f.name, f.type)
+            fields[f.name] = f
     return pa.schema(list(fields.values()), metadata=kept.metadata)
 
 
-def _merged_type(kept: pa.DataType, new: pa.DataType, column: str, output: str) -> pa.DataType:
+def _merged_type(kept: pa.DataType, new: pa.DataType, column: str, output: str, way_out: str = NEW_OUTPUT) -> pa.DataType:
     if pa.types.is_null(new):  # always null so far: no type to hold to
         return kept
     if pa.types.is_null(kept):
@@ -56,19 +67,18 @@ def _merged_type(kept: pa.DataType, new: pa.DataType, column: str, output: str) 
     if (kept, new) in _WIDENS:
         return new
     if pa.types.is_struct(kept) and pa.types.is_struct(new):
-        inner = merged(pa.schema(list(kept)), pa.schema(list(new)), output)
+        inner = merged(pa.schema(list(kept)), pa.schema(list(new)), output, way_out)
         return pa.struct([pa.field(f.name, f.type) for f in inner])
     if pa.types.is_list(kept) and pa.types.is_list(new):
-        return pa.list_(_merged_type(kept.value_type, new.value_type, f"{column}[]", output))
-    raise SchemaChangeError(f"column {column} of {output} is {kept}, and the source now gives {new}: a type change "
-                            f"an output cannot take; write a new output (another --output or --iceberg-table) to "
-                            f"start from the new type")
+        return pa.list_(_merged_type(kept.value_type, new.value_type, f"{column}[]", output, way_out))
+    raise SchemaChangeError(f"column {column} of {output} is {kept}, and the source now gives {new}: "
+                            f"{way_out}")
 
 
 def conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """The batch in ``schema``: columns it lacks are null, narrower ones widened (``schema`` is a merge of
-    the batch's own)."""
-    columns = [_conformed(batch.column(f.name), f.type) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+    """The batch in ``schema``: columns it lacks take their default (or null), narrower ones widened, and
+    ones of an older type converted without loss (``schema`` is a merge of the batch's own, or the newest)."""
+    columns = [_conformed(batch.column(f.name), f.type) if f.name in batch.schema.names else filled(f, batch.num_rows)
                for f in schema]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -83,4 +93,9 @@ def _conformed(array: pa.Array, kind: pa.DataType) -> pa.Array:
         children = [_conformed(given[f.name], f.type) if f.name in given else pa.nulls(len(array), f.type)
                     for f in kind]
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=array.is_null())
-    return array.cast(kind)
+    if pa.types.is_nested(kind):
+        return array.cast(kind)
+    try:
+        return converted(array, kind)
+    except LossyChange as exc:
+        raise SchemaChangeError(f"a column of {array.type} cannot be held as {kind}: {exc}") from None

@@ -2,7 +2,9 @@
 a reader of the directory (DuckDB's read_parquet, Spark, pandas) sees a partition's previous file or its
 new one, never a part of one. The source offset a file is as of is in its metadata (kcompact.end_offset):
 a partition whose log has not moved since is neither read nor written again. When a snapshot's rows bring a
-new column (a field added at the source), every file without it is rewritten with it, null in its rows."""
+new column (a field added at the source), every file without it is rewritten with it: null in its rows, or
+the column's default where the Connect schema that added it gives one. With --from-schema latest, every
+file is rewritten in the newest schema when it changes."""
 
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ def write_parquet(state_uri: str, output: str, spec: ValueSpec, topics: frozense
     out.mkdir(parents=True, exist_ok=True)
     ends, kept = _written(out)
     shape = TableShape(spec, kept, str(out))
+    if shape.latest:
+        for state in partition_states(logs, {}):
+            shape.learn(state.batches, str(state.pid))
     report = SnapshotReport(str(out))
     for state in partition_states(logs, ends):
         report.ends[state.pid] = state.end

@@ -61,5 +61,6 @@ def change_rows(batch: pa.RecordBatch, columns: pa.Table) -> pa.RecordBatch:
     """Rows of TABLE_SCHEMA (the winners) as a change stream's table rows: the placing columns, then the
     database's ``columns`` of each row."""
     kafka = [batch.column(getattr(KAFKA_COLUMNS, n)) for n in vars(KAFKA_COLUMNS)]
-    names = list(vars(CHANGE_COLUMNS).values()) + columns.column_names
-    return pa.RecordBatch.from_arrays(kafka + [c.combine_chunks() for c in columns.columns], names=names)
+    placing = [pa.field(name, a.type) for name, a in zip(vars(CHANGE_COLUMNS).values(), kafka, strict=True)]
+    return pa.RecordBatch.from_arrays(kafka + [c.combine_chunks() for c in columns.columns],
+                                      schema=pa.schema(placing + list(columns.schema)))  # a column's default with it

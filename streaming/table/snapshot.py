@@ -9,7 +9,9 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from streaming.partition_id import PartitionId
+from streaming.configuration.output_names import OutputName
 from streaming.table.state_reader import LogToRead, TableQuery, current_end, logs_to_read, opened_log
+from streaming.table.values import ValueSpec
 
 
 @dataclass
@@ -26,6 +28,15 @@ def snapshot_logs(state_uri: str, topics: frozenset[str] | None) -> list[LogToRe
     """The logs a snapshot takes (live rows only); the state dir and the topics are checked here, before
     anything is written."""
     return logs_to_read(state_uri, TableQuery(topics=topics))
+
+
+def outputs(state_uri: str, name: OutputName, spec: ValueSpec, topics: frozenset[str] | None,
+            one_table: bool) -> dict[str, frozenset[str] | None]:
+    """Each output's name and the topics it takes, of the topics the state dir holds (``topics`` narrows;
+    None: all of them, for one output without a template)."""
+    held = sorted({log.pid.topic for log in snapshot_logs(state_uri, topics)})
+    grouped = name.of(held, spec.columns_from_values, one_table)
+    return grouped if name.per_topic else {name.template: topics}
 
 
 def partition_states(logs: list[LogToRead], known: Mapping[PartitionId, int]) -> Iterator[PartitionState]:

@@ -19,11 +19,21 @@ import pyarrow.json as pj
 
 from streaming.errors import UserError
 from streaming.table.debezium import ChangeEvents
-from streaming.table.evolution import conformed, merged, storable
+from streaming.table.connect_types import exact_text
+from streaming.table.evolution import NEW_OUTPUT, WAY_OUT, conformed, merged, storable
 from streaming.table.rows import CHANGE_COLUMNS, KAFKA_COLUMNS, Coordinates, change_rows, table_schema
 
 BLOCK_BYTES = 64 << 20
+MAX_DECIMAL256 = 76
 JSON_NULL = b"null"
+
+
+class FromSchema(str, Enum):
+    """Which Connect schema a change stream's rows are read in: every version's columns (a type may only
+    widen), or the newest one's, older rows converted without loss: the way out of a type change."""
+
+    ALL = "all"
+    LATEST = "latest"
 
 
 class ValueFormat(str, Enum):
@@ -40,6 +50,17 @@ class ValueSpec:
 
     format: ValueFormat = ValueFormat.BINARY
     null_deletes: bool = False
+    from_schema: FromSchema = FromSchema.ALL
+
+    def __post_init__(self) -> None:
+        if self.from_schema is FromSchema.LATEST and self.format is not ValueFormat.DEBEZIUM:
+            raise ValueFormatError("--from-schema latest reads a change stream's Connect schemas: it goes with "
+                                   "--value-format debezium")
+
+    @property
+    def columns_from_values(self) -> bool:
+        """Whether the values give the table its columns, so two topics' tables differ."""
+        return self.format in (ValueFormat.JSON, ValueFormat.DEBEZIUM)
 
     @property
     def coordinates(self) -> Coordinates:
@@ -67,6 +88,15 @@ def _with_value(batch: pa.RecordBatch, value: pa.Array) -> pa.RecordBatch:
                                       schema=schema)
 
 
+def _within(batch: pa.RecordBatch, widest: int) -> pa.RecordBatch:
+    """The batch with each decimal column wider than the output holds as its exact text."""
+    wide = [i for i, f in enumerate(batch.schema) if pa.types.is_decimal(f.type) and f.type.precision > widest]
+    for i in wide:
+        f = batch.schema.field(i)
+        batch = batch.set_column(i, f.with_type(pa.string()), exact_text(batch.column(i)))
+    return batch
+
+
 def _parse_json(values: pa.Array, where: str) -> pa.StructArray:
     """One JSON object per value, in a struct column of the inferred schema."""
     if not len(values):
@@ -86,26 +116,43 @@ def _parse_json(values: pa.Array, where: str) -> pa.StructArray:
 class TableShape:
     """The output's schema across one snapshot: fixed by the output when it has one (``kept``), else by the
     first partition with rows, and grown by later partitions' new fields, so every partition's rows share
-    it."""
+    it. With --from-schema latest, the newest Connect schema's (``learn`` sees every partition first), and
+    the output's own is left to follow it.
 
-    def __init__(self, spec: ValueSpec, kept: pa.Schema | None = None, output: str = "") -> None:
+    ``widest_decimal``: the most digits the output holds in a decimal (Iceberg and Spark: 38); a wider one is
+    its exact text there."""
+
+    def __init__(self, spec: ValueSpec, kept: pa.Schema | None = None, output: str = "",
+                 widest_decimal: int = MAX_DECIMAL256) -> None:
         if kept is not None and format_of(kept) is not spec.format:
             had = format_of(kept).value
             raise ValueFormatError(f"{output} holds values as {had}, not {spec.format.value}; keep "
                                    f"--value-format {had} or write a new snapshot")
-        self.spec, self.schema, self.output = spec, kept, output
+        self.spec, self.kept, self.output, self.widest_decimal = spec, kept, output, widest_decimal
+        self.schema = None if self.latest else kept
         self._events = ChangeEvents(spec.null_deletes)
+
+    @property
+    def latest(self) -> bool:
+        return self.spec.from_schema is FromSchema.LATEST
+
+    def learn(self, batches: list[pa.RecordBatch], where: str) -> None:
+        """With --from-schema latest, a partition's records before any is read: the newest schema is known
+        before the first row is made."""
+        for b in batches:
+            self._events.learn(b.column("value").to_pylist(), b.column("timestamp").cast(pa.int64()).to_pylist(),
+                               where)
 
     def apply(self, batches: list[pa.RecordBatch], where: str) -> list[pa.RecordBatch]:
         """The rows (TABLE_SCHEMA, values as stored) in the output's columns; the schema grows first when
         they bring new ones. A partition with nothing to infer from, before any schema, gives no rows."""
-        rows = [r for r in (self._rows(b, where) for b in batches) if r is not None]
+        rows = [_within(r, self.widest_decimal) for r in (self._rows(b, where) for b in batches) if r is not None]
+        way_out = WAY_OUT if self.spec.format is ValueFormat.DEBEZIUM else NEW_OUTPUT
         for r in rows:
-            self.schema = r.schema if self.schema is None else merged(self.schema, r.schema, self.output)
+            self.schema = r.schema if self.schema is None else merged(self.schema, r.schema, self.output, way_out)
         if self.schema is None:
             return []
-        self.schema = pa.schema([pa.field(f.name, storable(f.type)) for f in self.schema],
-                                metadata=self.schema.metadata)
+        self.schema = pa.schema([f.with_type(storable(f.type)) for f in self.schema], metadata=self.schema.metadata)
         return [conformed(r, self.schema) for r in rows]
 
     def _rows(self, batch: pa.RecordBatch, where: str) -> pa.RecordBatch | None:

@@ -101,3 +101,23 @@ def test_spark_speculation_is_refused_in_one_line_before_anything_is_contacted(t
     err = capsys.readouterr().err.strip()
     assert "spark.speculation=true" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "state").exists()
+
+
+def test_one_table_for_several_listed_topics_of_change_streams_is_refused_before_anything_is_contacted(
+        tmp_path: Path, capsys) -> None:
+    """Their columns would merge in one table: a template (shop.{table}) gives each its own, --snapshot-one-table
+    asks for the merge."""
+    common = ["run", "--bootstrap-servers", "127.0.0.1:9", "--source-topic", "shop.public.a", "--source-topic",
+              "shop.public.b", "--sink-topic-template", "dr.{topic}", "--state-dir", str(tmp_path / "state"),
+              "--snapshot-every", "1", "--snapshot-value-format", "debezium"]
+    assert main([*common, "--iceberg-table", "shop.all"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("kcompact: error: --iceberg-table shop.all would merge the columns of 2 topics (shop.public.a, "
+                   "shop.public.b) in one output: put {table} or {topic} in it for one output per topic (for example "
+                   "shop.{table}), or give --one-table to merge them"), err
+    assert not (tmp_path / "state").exists()
+    assert main([*common, "--iceberg-table", "{table}"]) == 2
+    assert "--iceberg-table: 't' is not NAMESPACE.TABLE" in capsys.readouterr().err
+    assert main([*common, "--iceberg-table", "s.t", "--snapshot-from-schema", "latest", "--snapshot-value-format",
+                 "json"]) == 2
+    assert "--from-schema latest reads a change stream's Connect schemas" in capsys.readouterr().err

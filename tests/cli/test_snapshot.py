@@ -17,13 +17,18 @@ def test_a_parquet_snapshot_is_one_line_and_duckdb_reads_it_as_the_readme_shows(
     capsys.readouterr()
     out = tmp_path / "orders-table"
     assert main(["snapshot", "--state-dir", model.uri, "--format", "parquet", "--output", str(out),
-                 "--value-format", "json"]) == 0
+                 "--value-format", "json", "--topic", "by-offset"]) == 0  # one topic's columns: one table
     said = capsys.readouterr()
-    assert said.out == f"snapshot {out}: {len(expected(model))} rows written, 6 of 6 partitions changed\n"
+    rows = [r for r in expected(model) if r[0] == "by-offset"]
+    assert said.out == f"snapshot {out}: {len(rows)} rows written, 2 of 2 partitions changed\n"
     assert said.err == ""
     rows = duckdb.sql(f"SELECT topic, partition, key, value.name FROM read_parquet('{out}/*.parquet') "
                       f"WHERE topic = 'by-offset'").fetchall()
     assert sorted(rows) == sorted((r[0], r[1], r[4], f"v{r[2]}") for r in expected(model) if r[0] == "by-offset")
+    assert main(["snapshot", "--state-dir", model.uri, "--format", "parquet", "--output", str(tmp_path / "all"),
+                 "--value-format", "json"]) == 2  # three topics' columns in one output: asked for, or refused
+    assert capsys.readouterr().err.startswith(f"kcompact: error: --output {tmp_path / 'all'} would merge the columns "
+                                              f"of 3 topics (by-header, by-offset, by-time) in one output")
 
 
 def test_a_sqlite_catalog_in_a_directory_not_made_yet_is_made(tmp_path, capsys) -> None:

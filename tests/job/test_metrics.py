@@ -6,7 +6,8 @@ import json
 
 from streaming.cleaner import CleanerMetrics, PartitionFigures
 from streaming.job.compact import StageReport
-from streaming.job.metrics import EraseLatency, JobCounters, MetricsDocument, read_doc, update_group_sync, write_doc
+from streaming.job.metrics import (EraseLatency, JobCounters, JobMetricsCollector, MetricsDocument, TableState, read_doc,
+                                   update_group_sync, update_tables, write_doc)
 from streaming.partition_id import PartitionId
 from streaming.state.stores import open_state_dir
 
@@ -31,3 +32,17 @@ def test_the_document_reads_back_as_written_and_keeps_the_totals_of_its_moment(t
 
 def test_a_state_dir_before_its_first_trigger_has_no_document(tmp_path) -> None:
     assert read_doc(open_state_dir(str(tmp_path))) is None
+
+
+def test_the_tables_states_go_into_the_last_document_and_to_prometheus(tmp_path) -> None:
+    state = open_state_dir(str(tmp_path))
+    assert update_tables(state, (TableState("s.a", "ok"),)) is None  # before the first trigger: nothing to add to
+    write_doc(state, MetricsDocument.of(7, CleanerMetrics(), JobCounters(), [], {}))
+    tables = (TableState("s.a", "ok"), TableState("s.b", "BLOCKED", 5, "column x ..."))
+    assert update_tables(state, tables).tables == tables == read_doc(state).tables
+    collector = JobMetricsCollector()
+    collector.update(read_doc(state))
+    gauges = {(m.name, s.labels.get("table")): s.value for m in collector.collect() for s in m.samples
+              if m.name.startswith("kcompact_table_")}
+    assert gauges == {("kcompact_table_blocked", "s.a"): 0, ("kcompact_table_blocked", "s.b"): 1,
+                      ("kcompact_table_failing", "s.a"): 0, ("kcompact_table_failing", "s.b"): 0}

@@ -105,3 +105,18 @@ def table_rows(rows: list[dict]) -> set[tuple]:
         value = r["value"] if r["value"] is None or isinstance(r["value"], bytes) else bytes(r["value"])
         out.add((r["topic"], r["partition"], r["offset"], millis, bytes(r["key"]), value, headers))
     return out
+
+
+def append_values(model: StateDirModel, pid: PartitionId, records: list[tuple[bytes, bytes | None]],
+                  start_ms: int = NOW) -> None:
+    """These (key, value) records after the partition's others, a millisecond apart and after every record
+    the model has, then a roll: a topic of values the test writes (a change stream's), compacted by offset."""
+    state = open_state_dir(model.uri)
+    log = open_partition_log(state, LogDir.of(state, pid), config_of("offset").log_config)
+    have = model.records.setdefault(pid, [])
+    offset = have[-1]["offset"] + 1 if have else 0
+    written = sum(len(r) for r in model.records.values())
+    batch = [make_record(offset + i, key, value, start_ms + written + i, []) for i, (key, value) in enumerate(records)]
+    log.append(batch, now_ms=NOW)
+    log.roll()
+    have.extend(batch)

@@ -13,7 +13,11 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from streaming.table.column_defaults import filled, has_default
 from streaming.table.debezium import ChangeEventError, ChangeEvents
+from streaming.table.evolution import SchemaChangeError
+from streaming.table.lossless import float_text
+from tests.table.change_events import envelope
 
 ROW_FIELDS = [
     {"type": "int32", "optional": False, "field": "id"},
@@ -38,13 +42,7 @@ def _read(values: list[bytes], null_deletes: bool = False, where: str = "t-0", k
 
 
 def _envelope(op: str, after: dict | None, fields: list[dict] = ROW_FIELDS) -> bytes:
-    row = {"type": "struct", "fields": fields, "optional": True, "name": "cdc.public.t.Value", "field": "after"}
-    schema = {"type": "struct", "fields": [{**row, "field": "before"}, row,
-                                           {"type": "struct", "fields": [], "optional": False, "field": "source"},
-                                           {"type": "string", "optional": False, "field": "op"}],
-              "optional": False, "name": "cdc.public.t.Envelope", "version": 2}
-    payload = {"before": None, "after": after, "source": {"db": "shop"}, "op": op}
-    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")).encode()
+    return envelope(op, after, fields)
 
 
 def _flattened(row: dict | None, fields: list[dict] = ROW_FIELDS) -> bytes:
@@ -99,8 +97,63 @@ def test_an_integer_column_widened_at_the_source_widens_and_another_type_change_
     table, _ = _read([_envelope("r", ROW), _envelope("u", {**ROW, "id": 2**40}, wide)])
     assert table.schema.field("id").type == pa.int64() and table.column("id").to_pylist() == [7, 2**40]
     text = [{**f, "type": "string"} if f["field"] == "id" else f for f in ROW_FIELDS]
-    with pytest.raises(ChangeEventError, match="^t-0: column id is int32 in one Connect schema and string in another"):
+    with pytest.raises(SchemaChangeError, match="^t-0: column id is int32 in one Connect schema and string in "
+                                                "another: .*--from-schema latest"):
         _read([_envelope("r", ROW), _envelope("u", {**ROW, "id": "x"}, text)])
+
+
+SCORE = {"type": "double", "optional": True, "field": "score"}
+TIER = {"type": "string", "optional": True, "default": "basic", "field": "tier"}
+
+
+def _latest(values: list[bytes], timestamps: list[int]) -> pa.Table:
+    events = ChangeEvents(False)
+    events.learn(values, timestamps, "t-0")
+    return events.rows(values, [b'{"id": 7}'] * len(values), "t-0")[0]
+
+
+def test_a_column_added_with_a_default_gives_it_to_the_rows_written_before_it() -> None:
+    table, _ = _read([_envelope("r", ROW), _envelope("u", {**ROW, "id": 8, "tier": None}, ROW_FIELDS + [TIER]),
+                      _envelope("u", {**ROW, "id": 9, "tier": "gold"}, ROW_FIELDS + [TIER])])
+    assert table.column("tier").to_pylist() == ["basic", None, "gold"]  # a NULL written as such stays NULL
+    assert has_default(table.schema.field("tier"))
+    assert filled(table.schema.field("tier"), 2).to_pylist() == ["basic", "basic"]
+
+
+def test_a_column_added_without_a_default_is_null_in_the_older_rows() -> None:
+    table, _ = _read([_envelope("r", ROW), _envelope("u", {**ROW, "score": 1.5}, ROW_FIELDS + [SCORE])])
+    assert table.column("score").to_pylist() == [None, 1.5]
+
+
+def test_from_the_latest_schema_older_rows_are_converted_as_postgresql_converts_a_column() -> None:
+    text = [{**SCORE, "type": "string"}]
+    values = [_envelope("r", {**ROW, "score": 100.0}, ROW_FIELDS + [SCORE]),
+              _envelope("r", {**ROW, "score": 1e-05}, ROW_FIELDS + [SCORE]),
+              _envelope("u", {**ROW, "score": "high"}, ROW_FIELDS[:1] + text)]
+    table = _latest(values, [1, 2, 3])
+    assert table.column_names == ["id", "score"]  # the newest schema's columns: the dropped ones are gone
+    assert table.column("score").to_pylist() == ["100", "1e-05", "high"]
+
+
+def test_from_the_latest_schema_a_change_that_would_lose_values_is_refused_in_one_line() -> None:
+    values = [_envelope("r", {**ROW, "score": "high"}, ROW_FIELDS + [{**SCORE, "type": "string"}]),
+              _envelope("u", {**ROW, "score": 2.5}, ROW_FIELDS + [SCORE])]
+    with pytest.raises(SchemaChangeError, match="^t-0: column score is string in rows written under an older"):
+        _latest(values, [1, 2])
+
+
+def test_the_newest_schema_is_the_one_of_the_latest_record_whatever_its_place() -> None:
+    values = [_envelope("u", {**ROW, "score": "x"}, ROW_FIELDS + [{**SCORE, "type": "string"}]),
+              _envelope("r", {**ROW, "score": 2.5}, ROW_FIELDS + [SCORE])]
+    assert _latest(values, [9, 1]).column("score").to_pylist() == ["x", "2.5"]
+
+
+@pytest.mark.parametrize("value, text", [(100.0, "100"), (123.456, "123.456"), (1e-05, "1e-05"), (0.0001, "0.0001"),
+                                         (1e15, "1e+15"), (123456789012345.0, "123456789012345"), (-0.0, "-0"),
+                                         (1.5e300, "1.5e+300"), (2.5e-310, "2.5e-310"), (float("nan"), "NaN"),
+                                         (float("-inf"), "-Infinity"), (0.1 + 0.2, "0.30000000000000004")])
+def test_a_double_as_text_is_what_postgresql_writes(value: float, text: str) -> None:
+    assert float_text(value) == text
 
 
 def test_a_key_field_the_row_lacks_is_a_column_taken_from_the_key() -> None:

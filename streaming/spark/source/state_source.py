@@ -5,32 +5,38 @@ Each partition log is one Spark partition, read on an executor (streaming.table.
 topic and partition are taken by the source and prune the logs read, so a query for one partition reads
 one log. Options: topic (a topic, or several separated by commas), includeTombstones, asOfOffsets (JSON per
 partition, like Spark's endingOffsets: the state holds the records below them; -1 as now), asOfTimestamp
-(milliseconds since the epoch), valueFormat (binary, string, json or debezium, as a snapshot's) and
-jsonNullDeletes.
+(milliseconds since the epoch), valueFormat (binary, string, json or debezium, as a snapshot's),
+jsonNullDeletes and fromSchema (all or latest, as a snapshot's --from-schema).
 
 With json or debezium, the columns are inferred where the query is planned, from every log's live rows, as
-a snapshot infers them; each task then gives its rows in those columns.
+a snapshot infers them; each task then gives its rows in those columns. A column's default (a change
+stream's column added with one) travels to the tasks in the Spark field's metadata. Spark's decimals hold
+38 digits: a wider one is its exact text.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from enum import Enum
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from streaming.errors import UsageError
 from streaming.spark.source.options import boolean_option
+from streaming.table.column_defaults import defaults_of, restored
 from streaming.table.evolution import conformed
 from streaming.table.rows import SPARK_DDL
 from streaming.table.snapshot import partition_states
 from streaming.table.state_reader import LogToRead, TableQuery, logs_to_read, parse_as_of_offsets, read_log
-from streaming.table.values import TableShape, ValueFormat, ValueSpec
+from streaming.table.values import FromSchema, TableShape, ValueFormat, ValueSpec
 
 SOURCE_NAME = "kcompact"
+SPARK_DECIMAL = 38
+DEFAULT = "kcompact.connect.default"  # a Spark field's metadata key: its default (streaming.table.column_defaults)
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
@@ -60,23 +66,33 @@ def _query(options: dict[str, str]) -> TableQuery:
 
 
 def _values(options: dict[str, str]) -> ValueSpec:
-    name = options.get("valueFormat", ValueFormat.BINARY.value)
+    return ValueSpec(_choice(options, "valueFormat", ValueFormat),
+                     boolean_option("jsonNullDeletes", options.get("jsonNullDeletes"), False),
+                     _choice(options, "fromSchema", FromSchema))
+
+
+def _choice(options: dict[str, str], option: str, kind: type[Enum]) -> Any:
+    name = options.get(option, next(iter(kind)).value)
     try:
-        fmt = ValueFormat(name)
+        return kind(name)
     except ValueError:
-        raise UsageError(f"option valueFormat is one of {', '.join(f.value for f in ValueFormat)}, not {name!r}") from None
-    return ValueSpec(fmt, boolean_option("jsonNullDeletes", options.get("jsonNullDeletes"), False))
+        raise UsageError(f"option {option} is one of {', '.join(f.value for f in kind)}, not {name!r}") from None
 
 
 def _inferred(state_uri: str, query: TableQuery, spec: ValueSpec) -> StructType:
     """The table's columns for a value format with a schema to infer: every log's live rows are read, one
-    at a time, as a snapshot reads them."""
-    shape = TableShape(spec, None, "the kcompact source")
+    at a time, as a snapshot reads them (twice with fromSchema latest: the newest schema first)."""
+    shape = TableShape(spec, None, "the kcompact source", SPARK_DECIMAL)
+    if shape.latest:
+        for state in partition_states(logs_to_read(state_uri, query), {}):
+            shape.learn(state.batches, str(state.pid))
     for state in partition_states(logs_to_read(state_uri, query), {}):
         shape.apply(state.batches, str(state.pid))
     if shape.schema is None:
         raise UsageError(f"valueFormat {spec.format.value}: the state has no values yet to infer the columns from")
-    return from_arrow_schema(shape.schema, prefer_timestamp_ntz=True)
+    defaults = defaults_of(shape.schema)
+    return StructType([StructField(f.name, f.dataType, f.nullable, {DEFAULT: defaults[f.name]} if f.name in defaults else {})
+                       for f in from_arrow_schema(shape.schema, prefer_timestamp_ntz=True)])
 
 
 class StateReader(DataSourceReader):
@@ -84,7 +100,8 @@ class StateReader(DataSourceReader):
         self.state_uri = _state_uri(options)
         self.query = _query(options)
         self.values = _values(options)
-        self.schema = to_arrow_schema(schema, timezone="UTC") if self.values.format is not ValueFormat.BINARY else None
+        self.schema = None if self.values.format is ValueFormat.BINARY else restored(
+            to_arrow_schema(schema, timezone="UTC"), {f.name: f.metadata[DEFAULT] for f in schema if DEFAULT in f.metadata})
         self.at = self.values.coordinates
         self.pruned: dict[str, frozenset | None] = {self.at.topic: None, self.at.partition: None}  # by pushed filters
 
@@ -111,9 +128,12 @@ class StateReader(DataSourceReader):
         if self.schema is None:
             yield from read_log(partition.log)
             return
-        shape = TableShape(self.values, self.schema, "the kcompact source")
+        shape = TableShape(self.values, self.schema, "the kcompact source", SPARK_DECIMAL)
+        batches, where = list(read_log(partition.log)), str(partition.log.pid)
+        if shape.latest:  # this log's newest schema; its rows then take the planned (the newest of all) columns
+            shape.learn(batches, where)
         # a job that ran on since planning may have added columns: the query keeps the ones it planned
-        yield from (conformed(b, self.schema) for b in shape.apply(list(read_log(partition.log)), str(partition.log.pid)))
+        yield from (conformed(b, self.schema) for b in shape.apply(batches, where))
 
 
 def register(spark: SparkSession) -> None:
