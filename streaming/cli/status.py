@@ -19,7 +19,7 @@ from streaming.job.spec import JobMapping, TopicPlan, load_saved
 from streaming.partition_id import PartitionId
 from streaming.log.manifest import load_newest, objects_dir
 from streaming.log.segment import object_damage
-from streaming.job.metrics import TableState, emit_lag, ingest_lag, read_doc
+from streaming.job.metrics import TABLE_OK, TableState, emit_lag, ingest_lag, read_doc
 from streaming.log.storage import read_json
 from streaming.state.layout import emitted_file, list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
@@ -206,7 +206,7 @@ def render_table(status: JobStatus) -> str:
         for name, what in sorted(p.damaged_segments.items()):
             lines.append(f"{p.topic}-{p.partition}: damaged segment {name}: {what}")
     for t in status.tables:
-        if t.state != "ok":
+        if t.state != TABLE_OK:
             lines.append(f"table {t.table}: {t.state} since {utc_or_dash(t.since_ms)} UTC: {t.reason}")
     lines.append("")
     lines.append("metrics: " + _figures(status.metrics))

@@ -43,22 +43,35 @@ class OutputName:
         return (self.template.replace("{topic}", topic).replace("{table}", parts[-1])
                 .replace("{schema}", parts[-2] if len(parts) > 1 else ""))
 
-    def of(self, topics: Iterable[str], columns_from_values: bool, one_table: bool) -> dict[str, frozenset[str]]:
-        """Each output's name and the topics it takes. A name that takes several topics while their values
-        give the columns is refused in one line, unless ``one_table``."""
+    def groups(self, topics: Iterable[str]) -> dict[str, frozenset[str]]:
+        """Each output's name and the topics it takes."""
         grouped: dict[str, set[str]] = defaultdict(set)
         for topic in topics:
             grouped[self.expand(topic)].add(topic)
-        for name, members in grouped.items():
-            problem = self.check(name)
-            if problem:
-                raise UsageError(f"{self.flag} {self.template} for topic {min(members)}: {problem}")
-            if len(members) > 1 and columns_from_values and not one_table:
-                shown = ", ".join(sorted(members)[:3]) + (", ..." if len(members) > 3 else "")
-                raise UsageError(f"{self.flag} {name} would merge the columns of {len(members)} topics ({shown}) in "
-                                 f"one output: put {{table}} or {{topic}} in it for one output per topic (for "
-                                 f"example shop.{{table}}), or give --one-table to merge them")
         return {name: frozenset(members) for name, members in sorted(grouped.items())}
+
+    def problem(self, name: str, topics: frozenset[str], columns_from_values: bool, one_table: bool) -> str | None:
+        """What is wrong with one output: its name, or the columns of several topics merged in it while the
+        values give the columns (unless ``one_table``)."""
+        problem = self.check(name)
+        if problem:
+            return f"{self.flag} {self.template} for topic {min(topics)}: {problem}"
+        if len(topics) > 1 and columns_from_values and not one_table:
+            shown = ", ".join(sorted(topics)[:3]) + (", ..." if len(topics) > 3 else "")
+            how = ("name each topic's output apart ({schema}.{table} or {topic})" if self.per_topic else
+                   "put {table} or {topic} in it for one output per topic (for example shop.{table})")
+            return (f"{self.flag} {name} would merge the columns of {len(topics)} topics ({shown}) in one output: "
+                    f"{how}, or give --one-table to merge them")
+        return None
+
+    def of(self, topics: Iterable[str], columns_from_values: bool, one_table: bool) -> dict[str, frozenset[str]]:
+        """Each output's name and the topics it takes; the first output with a problem is refused in one line."""
+        grouped = self.groups(topics)
+        for name, members in grouped.items():
+            problem = self.problem(name, members, columns_from_values, one_table)
+            if problem:
+                raise UsageError(problem)
+        return grouped
 
 
 def namespace_table_problem(value: str) -> str | None:

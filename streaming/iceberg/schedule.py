@@ -17,15 +17,13 @@ from dataclasses import dataclass, field
 from streaming.errors import UserError
 from streaming.iceberg import snapshot_to
 from streaming.iceberg.target import IcebergTarget
-from streaming.job.metrics import TableState
+from streaming.job.metrics import TABLE_BLOCKED as BLOCKED, TABLE_FAILING as FAILING, TABLE_OK as OK, TableState
 from streaming.table.evolution import SchemaChangeError
 from streaming.configuration.output_names import OutputName
-from streaming.table.snapshot import outputs
 from streaming.table.values import ValueSpec
 from streaming.utc import utc_text
 
 log = logging.getLogger(__name__)
-BLOCKED, FAILING, OK = "BLOCKED", "FAILING", "ok"
 
 
 @dataclass
@@ -54,13 +52,17 @@ class TableSyncSchedule:
         return tuple(self._states[t] for t in sorted(self._states))
 
     def _round(self, state_dir: str, topics: frozenset[str]) -> None:
+        """Each table on its own: one whose name is wrong for its topics (a new topic of a pattern) fails
+        alone, and a table no topic names any more is no longer shown."""
         self._last = time.monotonic()
-        try:
-            tables = outputs(state_dir, self.name, self.values, topics, self.one_table)
-        except (UserError, OSError) as exc:
-            self._failed(self.name.template, FAILING, str(exc))
-            return
-        done = [self._snapshot(state_dir, table, members) for table, members in tables.items()]
+        tables = self.name.groups(topics)
+        self._states = {t: s for t, s in self._states.items() if t in tables}
+        done = []
+        for table, members in tables.items():
+            problem = self.name.problem(table, members, self.values.columns_from_values, self.one_table)
+            if problem:
+                self._failed(table, FAILING, problem)
+            done.append(problem is None and self._snapshot(state_dir, table, members))
         self._behind = not all(done)
 
     def _snapshot(self, state_dir: str, table: str, topics: frozenset[str]) -> bool:

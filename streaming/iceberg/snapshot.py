@@ -38,6 +38,7 @@ from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId, offsets_from_json, offsets_to_json
 from streaming.table.rows import Coordinates
 from streaming.table.column_defaults import defaults_of, has_default, restored
+from streaming.table.connect_types import MAX_PRECISION
 from streaming.table.evolution import WAY_OUT, SchemaChangeError, widens
 from streaming.table.snapshot import PartitionState, SnapshotReport, partition_states, snapshot_logs
 from streaming.table.state_reader import LogToRead
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 CATALOG_NAME = "kcompact"  # a SQL catalog keeps its tables under its name: every run must use the same one
 OFFSETS_PROPERTY = "kcompact.source-offsets"
 DEFAULTS_PROPERTY = "kcompact.connect-defaults"
-ICEBERG_DECIMAL = 38
+NEWEST_PROPERTY = "kcompact.newest-schema"  # --from-schema latest: the newest Connect schema and its record time
 REWRITE_SHARE = 0.5  # a partition where more of the keys changed is rewritten whole
 # what a catalog or its store raises for a refusal or an outage (pyiceberg's own, its SQL and HTTP clients')
 CATALOG_ERRORS = (RESTError, CommitFailedException, NoSuchNamespaceError, NotInstalledError, ValidationError,
@@ -95,9 +96,11 @@ def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec, preset
     table = _existing(catalog, target.table)
     since = _offsets(table)
     whole = preset is not None
-    shape = TableShape(spec, preset or _kept(table), f"table {target.table}", ICEBERG_DECIMAL)
+    shape = TableShape(spec, preset or _kept(table), f"table {target.table}", MAX_PRECISION)  # Iceberg's widest decimal
     if shape.latest:
-        for state in partition_states(logs, {}):
+        newest = None if table is None else table.properties.get(NEWEST_PROPERTY)
+        shape.seed(None if whole or newest is None else tuple(json.loads(newest)))
+        for state in partition_states(logs, since if newest and not whole else {}):
             shape.learn(state.batches, str(state.pid))
     report = SnapshotReport(target.table)
     tx: Transaction | None = None
@@ -125,7 +128,8 @@ def _write(logs: list[LogToRead], target: IcebergTarget, spec: ValueSpec, preset
     tx = tx or table.transaction()
     tx.set_properties({OFFSETS_PROPERTY: offsets_to_json(offsets),
                        **({DEFAULTS_PROPERTY: json.dumps(defaults_of(shape.schema), sort_keys=True)}
-                          if shape.schema is not None and defaults_of(shape.schema) else {})})
+                          if shape.schema is not None else {}),
+                       **({NEWEST_PROPERTY: json.dumps(shape.newest_mark)} if shape.newest_mark else {})})
     reached(Moment.SNAPSHOT_COMMIT, target.table)
     tx.commit_transaction()
     return report

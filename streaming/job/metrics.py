@@ -177,9 +177,10 @@ class TableState:
     reason: str | None = None
 
 
-TABLE_GAUGES = {"BLOCKED": ("table-blocked", "1 while a type change at the source stops the table's snapshots "
+TABLE_OK, TABLE_BLOCKED, TABLE_FAILING = "ok", "BLOCKED", "FAILING"  # TableState.state
+TABLE_GAUGES = {TABLE_BLOCKED: ("table-blocked", "1 while a type change at the source stops the table's snapshots "
                                              "(see kcompact status)"),
-                "FAILING": ("table-failing", "1 while the table's snapshots fail for another reason")}
+                TABLE_FAILING: ("table-failing", "1 while the table's snapshots fail for another reason")}
 
 
 @dataclass(frozen=True)

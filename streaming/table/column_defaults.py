@@ -1,7 +1,10 @@
-"""A column's default, as the Connect schema that added it gives it, kept on the output's Arrow field, so rows
-written under an older schema (without the column) read it as the database gives them: PostgreSQL fills an
-added column's default into every existing row, and Debezium puts that default in the field's schema.
+"""Where a column began, kept on the output's Arrow field, so rows written without it read it as the
+database gives them: PostgreSQL fills an added column's default into every row it already holds (null when
+the column has none), and Debezium puts that default in the field's Connect schema.
 
+A row lacks a column for two reasons: it was written before the column was added (it takes the default of
+the schema version that added it), or after the column was dropped (null). The field keeps the time of the
+earliest record that had the column; a row lacking it takes the default only when it is older than that.
 The default is kept as the field's Connect schema and its JSON value, and made an array by the same
 converter as the column's own values, so it is exact in every type the values are."""
 
@@ -10,41 +13,63 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from streaming.table.connect_types import field_type
+from streaming.table.connect_types import exact_text, field_type
 
 DEFAULT_KEY = b"kcompact.connect.default"
 
 
-def with_default(field: pa.Field, schema: dict) -> pa.Field:
-    """``field`` carrying the default of its Connect ``schema``; unchanged when the schema has none."""
-    if schema.get("default") is None:
-        return field
-    text = json.dumps({"schema": {k: v for k, v in schema.items() if k != "field"}, "value": schema["default"]},
-                      sort_keys=True)
+def with_default(field: pa.Field, schema: dict, since_ms: int | None) -> pa.Field:
+    """``field`` carrying where it began: the default of the Connect ``schema`` that added it (None: none)
+    and the time of the earliest record with it (None: not known, every row without it is older)."""
+    text = json.dumps({"schema": {k: v for k, v in schema.items() if k != "field"}, "value": schema.get("default"),
+                       "since": since_ms}, sort_keys=True, default=str)
     return field.with_metadata({**(field.metadata or {}), DEFAULT_KEY: text.encode()})
 
 
+def _kept(field: pa.Field) -> dict | None:
+    text = (field.metadata or {}).get(DEFAULT_KEY)
+    return None if text is None else json.loads(text)
+
+
 def has_default(field: pa.Field) -> bool:
-    return DEFAULT_KEY in (field.metadata or {})
+    kept = _kept(field)
+    return kept is not None and kept["value"] is not None
+
+
+def earliest(a: pa.Field, b: pa.Field) -> dict[bytes, bytes] | None:
+    """The metadata of the field that began earlier (a known time before an unknown one), for a column
+    that two schemas hold: the first default is the one rows written before the column took."""
+    first, second = _kept(a), _kept(b)
+    if first is None or (second is not None and second["since"] is not None
+                         and (first["since"] is None or second["since"] < first["since"])):
+        return {**(a.metadata or {}), **(b.metadata or {})} or None
+    return {**(b.metadata or {}), **(a.metadata or {})} or None
 
 
 def defaults_of(schema: pa.Schema) -> dict[str, str]:
-    """Each defaulted column's kept default (text), to carry where field metadata is not kept (an Iceberg
-    table's properties)."""
-    return {f.name: f.metadata[DEFAULT_KEY].decode() for f in schema if has_default(f)}
+    """Each column's kept beginning (text), to carry where field metadata is not kept (an Iceberg table's
+    properties)."""
+    return {f.name: f.metadata[DEFAULT_KEY].decode() for f in schema if DEFAULT_KEY in (f.metadata or {})}
 
 
 def restored(schema: pa.Schema, defaults: dict[str, str]) -> pa.Schema:
-    """``schema`` with the defaults ``defaults_of`` gave put back on its fields."""
+    """``schema`` with the beginnings ``defaults_of`` gave put back on its fields."""
     return pa.schema([f.with_metadata({**(f.metadata or {}), DEFAULT_KEY: defaults[f.name].encode()})
                       if f.name in defaults else f for f in schema], metadata=schema.metadata)
 
 
-def filled(field: pa.Field, rows: int) -> pa.Array:
-    """The column for ``rows`` rows that lack it: its default in each, or null where it has none."""
-    if not has_default(field):
+def filled(field: pa.Field, rows: int, timestamps_ms: pa.Array | None = None) -> pa.Array:
+    """The column for ``rows`` rows that lack it: its default in each row older than the column (all of
+    them when the time is not known), null in the others and where it has no default."""
+    kept = _kept(field)
+    if kept is None or kept["value"] is None or not rows:
         return pa.nulls(rows, field.type)
-    kept = json.loads(field.metadata[DEFAULT_KEY])
     value = field_type(kept["schema"])[1]([kept["value"]])
-    return pa.repeat(value[0], rows).cast(field.type) if rows else pa.array([], field.type)
+    value = exact_text(value) if pa.types.is_decimal(value.type) and pa.types.is_string(field.type) else value
+    defaults = pa.repeat(value[0], rows).cast(field.type)
+    if kept["since"] is None or timestamps_ms is None:
+        return defaults
+    older = pc.fill_null(pc.less(timestamps_ms, kept["since"]), True)
+    return pc.if_else(older, defaults, pa.nulls(rows, field.type))

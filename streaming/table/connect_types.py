@@ -87,23 +87,26 @@ def _unscaled(value: Any, scale: int) -> int:
 
 
 def _decimal(precision: int, scale: int) -> tuple[pa.DataType, Converter]:
-    """A Connect Decimal of ``precision`` digits: a decimal128, a decimal256 past 38 digits, text past 76;
-    a scale past the digits (numeric(5,40)) counts too, as Arrow holds no scale wider than its type's digits.
+    """A Connect Decimal of ``precision`` digits: a decimal128, a decimal256 past 38 digits, text past 76.
+    PostgreSQL allows a scale past the digits (numeric(3,5)) and a negative one (numeric(5,-2)), which
+    Parquet and Iceberg do not: the type takes as many digits as the scale (decimal(5,5)), or the scale 0
+    and the digits the negative scale adds (decimal(7,0)), every value the same.
     The array is laid out from the unscaled integers themselves, so no value goes through a rounding step."""
     bound = 10 ** precision
+    factor, kept_scale = (10 ** -scale, 0) if scale < 0 else (1, scale)
 
     def unscaled(v: Any) -> int:
         # decimal.format=BASE64 (the default): the unscaled value, big-endian two's complement
         u = int.from_bytes(binascii.a2b_base64(v), "big", signed=True) if isinstance(v, str) else _unscaled(v, scale)
         if not -bound < u < bound:
             raise ConnectSchemaError(f"{decimal_text(u, scale)} does not fit decimal({precision},{scale})")
-        return u
+        return u * factor
 
-    digits = max(precision, abs(scale))
+    digits = max(precision, scale) + (-scale if scale < 0 else 0)
     if digits > MAX_PRECISION_256:
-        return pa.string(), lambda values: pa.array([None if v is None else decimal_text(unscaled(v), scale)
+        return pa.string(), lambda values: pa.array([None if v is None else decimal_text(unscaled(v), kept_scale)
                                                      for v in values], pa.string())
-    kind = pa.decimal128(precision, scale) if digits <= MAX_PRECISION else pa.decimal256(precision, scale)
+    kind = pa.decimal128(digits, kept_scale) if digits <= MAX_PRECISION else pa.decimal256(digits, kept_scale)
     width = kind.byte_width
     zero = bytes(width)
 

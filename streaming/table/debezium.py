@@ -15,6 +15,7 @@ from __future__ import annotations
 import decimal
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable
 
 import pyarrow as pa
@@ -44,10 +45,6 @@ class _Column:
     convert: Converter
     connect: dict
 
-    @property
-    def field(self) -> pa.Field:
-        return with_default(pa.field(self.name, self.kind), self.connect)
-
 
 @dataclass(frozen=True)
 class _RowSchema:
@@ -57,6 +54,7 @@ class _RowSchema:
     key: bytes
     columns: dict[str, _Column] | None
     envelope: bool
+    decimals: tuple[str, ...] = ()  # its Decimal columns: their JSON numbers are parsed exactly
 
 
 @dataclass
@@ -66,6 +64,7 @@ class _Decoded:
     rows: list[dict] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)  # each row's index in the partition's records
     schemas: list[_RowSchema | None] = field(default_factory=list)
+    timestamps_ms: list[int] | None = None  # each row's record time, where known
 
 
 class ChangeEvents:
@@ -97,11 +96,39 @@ class ChangeEvents:
     def newest(self) -> _RowSchema | None:
         return None if self._newest is None else self._newest[1]
 
-    def rows(self, values: list[bytes], keys: list[bytes], where: str) -> tuple[pa.Table, list[int]]:
+    @property
+    def newest_mark(self) -> tuple[int, str] | None:
+        """The newest schema and its record time, for an output to keep: a later snapshot then learns only
+        from the partitions that changed since (streaming.table.values.TableShape.seed)."""
+        return None if self._newest is None else (self._newest[0], self._newest[1].key.decode())
+
+    def seed(self, mark: tuple[int, str], where: str) -> None:
+        """The newest schema an earlier snapshot learned (newest_mark)."""
+        ms, text = mark
+        if self._newest is None or ms > self._newest[0]:
+            key = text.encode()
+            known = self._schemas.get(key)
+            if known is None:
+                parsed = json.loads(key[len(SCHEMA_OPEN):] if key.startswith(SCHEMA_OPEN) else key)
+                known = self._decode_schema(key, parsed, where)
+            self._newest = (ms, known)
+
+    def newest_fields(self) -> list[pa.Field] | None:
+        """The newest schema's columns as fields (None: none learned), each with its default."""
+        newest = self.newest
+        if newest is None:
+            return None
+        return [with_default(pa.field(c.name, c.kind), c.connect, None) for c in (newest.columns or {}).values()]
+
+    def rows(self, values: list[bytes], keys: list[bytes], where: str,
+             timestamps_ms: list[int] | None = None) -> tuple[pa.Table, list[int]]:
         """The live rows of these records (a partition's winners) as a table of the database's columns, and
         the index of each row's record among them. The key's fields are columns too: a field of the key
-        that the row lacks (a key made of other columns, `message.key.columns`) is taken from the key."""
+        that the row lacks (a key made of other columns, `message.key.columns`) is taken from the key.
+        ``timestamps_ms``: the records' times, which tell a row written before a column from one after it."""
         decoded = self._decoded(values, where)
+        if timestamps_ms is not None:
+            decoded.timestamps_ms = [timestamps_ms[i] for i in decoded.kept]
         table = _table(decoded, where, self.newest)
         if not decoded.kept:
             return table, decoded.kept
@@ -146,14 +173,14 @@ class ChangeEvents:
                     return known, self._payload(known, raw[cut + len(PAYLOAD):-1], where) if payload else None
             whole = _loads(raw, where, True)  # parse it all
             if isinstance(whole, dict) and set(whole) == {"schema", "payload"}:
-                key = json.dumps(whole["schema"]).encode()
+                key = json.dumps(whole["schema"], default=str).encode()
                 return self._schemas.get(key) or self._decode_schema(key, whole, where), whole["payload"]
         return None, _loads(raw, where, False) if payload else None
 
     def _payload(self, schema: _RowSchema, text: bytes, where: str) -> object:
         """A payload, its numbers parsed exactly where the schema's decimals come as JSON numbers
         (decimal.format=NUMERIC), which a float would round; the first payload with a decimal's value tells."""
-        decimals = [c.name for c in (schema.columns or {}).values() if c.connect.get("name") == DECIMAL]
+        decimals = schema.decimals
         exact = bool(decimals) and self._numbers.get(schema.key, True)
         parsed = _loads(text, where, exact)
         if exact and schema.key not in self._numbers and isinstance(parsed, dict):
@@ -179,7 +206,8 @@ class ChangeEvents:
             columns = {name: _Column(name, kind, convert, connect)
                        for (name, kind, convert), connect in zip(typed, row.get("fields") or [], strict=True)
                        if not name.startswith(ADDED)}
-            decoded = _RowSchema(key, columns, envelope)
+            decoded = _RowSchema(key, columns, envelope,
+                                 tuple(c.name for c in columns.values() if c.connect.get("name") == DECIMAL))
         self._schemas[key] = decoded
         return decoded
 
@@ -203,9 +231,12 @@ class ChangeEvents:
         return {k: v for k, v in payload.items() if not k.startswith(ADDED)}
 
 
+EXACT_JSON = json.JSONDecoder(parse_float=decimal.Decimal)
+
+
 def _loads(text: bytes, where: str, exact: bool):
     try:
-        return json.loads(text, parse_float=decimal.Decimal) if exact else json.loads(text)
+        return EXACT_JSON.decode(text.decode()) if exact else json.loads(text)
     except ValueError:
         raise ChangeEventError(f"{where}: a value is not JSON, so not a Debezium change event from JsonConverter; "
                                f"use --value-format string or binary") from None
@@ -232,11 +263,37 @@ def _table(decoded: _Decoded, where: str, newest: _RowSchema | None) -> pa.Table
     groups: dict[bytes, list[int]] = {}
     for i, s in enumerate(decoded.schemas):
         groups.setdefault(s.key, []).append(i)
-    parts = [(distinct[k], idx, decoded.rows if len(groups) == 1 else [decoded.rows[i] for i in idx])
+    times = decoded.timestamps_ms
+    parts = [_Group(distinct[k], idx, decoded.rows if len(groups) == 1 else [decoded.rows[i] for i in idx],
+                    None if times is None else pa.array([times[i] for i in idx], pa.int64()))
              for k, idx in groups.items()]
-    order = None if len(groups) == 1 else pc.sort_indices(pa.array([i for _, idx, _ in parts for i in idx]))
-    arrays = [_column(parts, c, order, where) for c in columns.values()]
-    return pa.Table.from_arrays(arrays, schema=pa.schema([c.field for c in columns.values()]))
+    order = None if len(groups) == 1 else pc.sort_indices(pa.array([i for g in parts for i in g.indices]))
+    fields = [_field(c, parts) for c in columns.values()]
+    arrays = [_column(parts, c, f, order, where) for c, f in zip(columns.values(), fields, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A partition's rows written under one schema version."""
+
+    schema: _RowSchema
+    indices: list[int]
+    rows: list[dict]
+    timestamps_ms: pa.Array | None
+
+    @cached_property
+    def since_ms(self) -> int | None:
+        return None if self.timestamps_ms is None else pc.min(self.timestamps_ms).as_py()
+
+
+def _field(column: _Column, parts: list[_Group]) -> pa.Field:
+    """The column's field, with where it began (streaming.table.column_defaults): the default of the
+    earliest schema version that has it, and the time of that version's earliest record."""
+    having = [(g.since_ms, g.schema.columns[column.name]) for g in parts if column.name in (g.schema.columns or {})]
+    timed = [h for h in having if h[0] is not None]
+    since, first = min(timed, key=lambda h: h[0]) if timed else (None, column)
+    return with_default(pa.field(column.name, column.kind), first.connect, since)
 
 
 def _union(schemas: Iterable[_RowSchema], where: str) -> dict[str, _Column]:
@@ -251,25 +308,21 @@ def _union(schemas: Iterable[_RowSchema], where: str) -> dict[str, _Column]:
             elif known.kind != column.kind and not widens(column.kind, known.kind):
                 raise SchemaChangeError(f"{where}: column {name} is {known.kind} in one Connect schema and "
                                         f"{column.kind} in another: {WAY_OUT}")
-            elif known.connect.get("default") is None and column.connect.get("default") is not None:
-                columns[name] = column
     return columns
 
 
-def _column(parts: list[tuple[_RowSchema, list[int], list[dict]]], column: _Column, order: pa.Array | None,
-            where: str) -> pa.Array:
-    """One column of the rows, each group of rows read under its own schema: the column's values, its
-    default (or null) where that schema lacks it, converted without loss where it had another type."""
+def _column(parts: list[_Group], column: _Column, field: pa.Field, order: pa.Array | None, where: str) -> pa.Array:
+    """One column of the rows, each group of rows read by its own schema's converter (a type's unit may
+    differ between versions: milliseconds, microseconds): the values, in the column's type where they had
+    another, without loss; where that schema lacks the column, its default (or null)."""
     pieces = []
-    for schema, idx, rows in parts:
-        own = (schema.columns or {}).get(column.name)
+    for g in parts:
+        own = (g.schema.columns or {}).get(column.name)
         try:
             if own is None:
-                pieces.append(filled(column.field, len(idx)))
-            elif own.kind == column.kind or widens(own.kind, column.kind):
-                pieces.append(column.convert([row.get(column.name) for row in rows]))
+                pieces.append(filled(field, len(g.indices), g.timestamps_ms))
             else:
-                pieces.append(converted(own.convert([row.get(column.name) for row in rows]), column.kind))
+                pieces.append(converted(own.convert([row.get(column.name) for row in g.rows]), column.kind))
         except LossyChange as exc:
             raise SchemaChangeError(f"{where}: column {column.name} is {own.kind if own else None} in rows written "
                                     f"under an older Connect schema, and the newest has {column.kind}: {exc}; "
@@ -278,6 +331,4 @@ def _column(parts: list[tuple[_RowSchema, list[int], list[dict]]], column: _Colu
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, KeyError) as exc:
             raise ChangeEventError(f"{where}: column {column.name}'s values do not fit its Connect schema "
                                    f"({column.kind}): {exc}") from None
-    if order is None:
-        return pieces[0]
-    return pa.concat_arrays([p.cast(column.kind) if p.type != column.kind else p for p in pieces]).take(order)
+    return pieces[0] if order is None else pa.concat_arrays(pieces).take(order)

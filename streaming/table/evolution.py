@@ -1,7 +1,7 @@
 """A table's schema as its source changes: a column added at the source is added to the output (rows written
-before read it as null), an integer or float column may widen (int32 to int64, float to double, as Iceberg
-allows), and anything else is refused in one line naming the column, so a column never changes type under
-its readers.
+before read it as null, or as the column's default: streaming.table.column_defaults), an integer or float
+column may widen (int32 to int64, float to double, as Iceberg allows), and any other change of type stops
+the output in one line naming the column and the way out, so a column never changes type under its readers.
 
 Shapes Iceberg cannot hold are made nullable columns it can: a field that was always null (Arrow's null
 type) and a struct with no fields become strings, which a later snapshot fills if values ever come.
@@ -10,11 +10,14 @@ type) and a struct with no fields become strings, which a later snapshot fills i
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.errors import UserError
-from streaming.table.column_defaults import filled
+from streaming.table.column_defaults import earliest, filled
 from streaming.table.lossless import LossyChange, converted
+from streaming.table.rows import CHANGE_COLUMNS
 
+CHANGED_AT = CHANGE_COLUMNS.timestamp  # a change stream's row's record time
 NEW_OUTPUT = ("a type change an output cannot take; write a new output (another --output or --iceberg-table) to "
               "start from the new type")
 # a change stream's way out of a type change: every row in the newest schema, in an output of its own
@@ -51,7 +54,7 @@ def merged(kept: pa.Schema, new: pa.Schema, output: str, way_out: str = NEW_OUTP
         if f.name in fields:
             had = fields[f.name]
             fields[f.name] = pa.field(f.name, _merged_type(had.type, f.type, f.name, output, way_out),
-                                      metadata={**(had.metadata or {}), **(f.metadata or {})} or None)
+                                      metadata=earliest(had, f))
         else:
             fields[f.name] = f
     return pa.schema(list(fields.values()), metadata=kept.metadata)
@@ -78,19 +81,22 @@ def _merged_type(kept: pa.DataType, new: pa.DataType, column: str, output: str, 
 def conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """The batch in ``schema``: columns it lacks take their default (or null), narrower ones widened, and
     ones of an older type converted without loss (``schema`` is a merge of the batch's own, or the newest)."""
-    columns = [_conformed(batch.column(f.name), f.type) if f.name in batch.schema.names else filled(f, batch.num_rows)
+    names = batch.schema.names
+    times = pc.divide(batch.column(CHANGED_AT).cast(pa.int64()), 1000) if CHANGED_AT in names else None
+    columns = [_conformed(batch.column(f.name), f.type, f.name) if f.name in names else filled(f, batch.num_rows, times)
                for f in schema]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _conformed(array: pa.Array, kind: pa.DataType) -> pa.Array:
+def _conformed(array: pa.Array, kind: pa.DataType, column: str) -> pa.Array:
     if array.type == kind:
         return array
     if storable(array.type) != array.type and not pa.types.is_struct(kind):  # nothing in it to keep
         return pa.nulls(len(array), kind)
     if pa.types.is_struct(kind) and pa.types.is_struct(array.type):
         given = dict(zip([f.name for f in array.type], array.flatten(), strict=True))
-        children = [_conformed(given[f.name], f.type) if f.name in given else pa.nulls(len(array), f.type)
+        children = [_conformed(given[f.name], f.type, f"{column}.{f.name}") if f.name in given
+                    else pa.nulls(len(array), f.type)
                     for f in kind]
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=array.is_null())
     if pa.types.is_nested(kind):
@@ -98,4 +104,5 @@ def _conformed(array: pa.Array, kind: pa.DataType) -> pa.Array:
     try:
         return converted(array, kind)
     except LossyChange as exc:
-        raise SchemaChangeError(f"a column of {array.type} cannot be held as {kind}: {exc}") from None
+        raise SchemaChangeError(f"column {column} is {array.type} in rows the output holds, and cannot be held as "
+                                f"{kind}: {exc}") from None

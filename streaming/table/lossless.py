@@ -15,9 +15,6 @@ import pyarrow.compute as pc
 
 from streaming.table.connect_types import exact_text
 
-EXACT_FLOAT = 2 ** 53  # integers a double holds exactly
-
-
 class LossyChange(ValueError):
     """The older type's values cannot all be held by the newer type unchanged."""
 
@@ -31,21 +28,20 @@ def converted(array: pa.Array, kind: pa.DataType) -> pa.Array:
         return pa.nulls(len(array), kind)
     if pa.types.is_string(kind):
         return _text(array)
-    if pa.types.is_integer(have) and pa.types.is_integer(kind) and kind.bit_width >= have.bit_width:
+    if not any(widening(have, kind) for widening in _WIDENINGS):
+        raise LossyChange(f"{have} has no lossless conversion to {kind}")
+    try:  # Arrow's safe cast refuses a value that would overflow, be rounded or be rescaled with loss
         return array.cast(kind)
-    if pa.types.is_floating(have) and pa.types.is_floating(kind) and kind.bit_width >= have.bit_width:
-        return array.cast(kind)
-    if pa.types.is_integer(have) and pa.types.is_floating(kind):
-        biggest = pc.max(pc.abs(array)).as_py()
-        if biggest is None or biggest <= EXACT_FLOAT:
-            return array.cast(kind)
-        raise LossyChange(f"the integer {biggest} has no exact {kind}")
-    if (pa.types.is_integer(have) or pa.types.is_decimal(have)) and pa.types.is_decimal(kind):
-        try:
-            return array.cast(kind)  # Arrow refuses a value that would overflow or be rescaled with loss
-        except pa.ArrowInvalid as exc:
-            raise LossyChange(str(exc)) from None
-    raise LossyChange(f"{have} has no lossless conversion to {kind}")
+    except pa.ArrowInvalid as exc:
+        raise LossyChange(str(exc)) from None
+
+
+_WIDENINGS = (
+    lambda have, kind: pa.types.is_integer(have) and pa.types.is_integer(kind) and kind.bit_width >= have.bit_width,
+    lambda have, kind: pa.types.is_floating(have) and pa.types.is_floating(kind) and kind.bit_width >= have.bit_width,
+    lambda have, kind: pa.types.is_integer(have) and pa.types.is_floating(kind),
+    lambda have, kind: (pa.types.is_integer(have) or pa.types.is_decimal(have)) and pa.types.is_decimal(kind),
+)
 
 
 def _text(array: pa.Array) -> pa.Array:

@@ -8,6 +8,7 @@ file is rewritten in the newest schema when it changes."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -23,6 +24,7 @@ from streaming.table.values import TableShape, ValueSpec
 
 SUFFIX = ".parquet"
 END_OFFSET = b"kcompact.end_offset"
+NEWEST_SCHEMA = b"kcompact.newest_schema"  # --from-schema latest: the newest Connect schema and its record time
 
 
 def parquet_file(output: Path, pid: PartitionId) -> Path:
@@ -35,10 +37,11 @@ def write_parquet(state_uri: str, output: str, spec: ValueSpec, topics: frozense
         raise UsageError(f"--output {output} is a file; give a directory for the snapshot's files")
     logs = snapshot_logs(state_uri, topics)
     out.mkdir(parents=True, exist_ok=True)
-    ends, kept = _written(out)
+    ends, kept, newest = _written(out)
     shape = TableShape(spec, kept, str(out))
     if shape.latest:
-        for state in partition_states(logs, {}):
+        shape.seed(newest)
+        for state in partition_states(logs, ends if newest else {}):
             shape.learn(state.batches, str(state.pid))
     report = SnapshotReport(str(out))
     for state in partition_states(logs, ends):
@@ -49,28 +52,33 @@ def write_parquet(state_uri: str, output: str, spec: ValueSpec, topics: frozense
         batches = shape.apply(state.batches, str(state.pid))
         if shape.schema is None:  # JSON with no value anywhere yet: nothing to write
             continue
-        _replace(parquet_file(out, state.pid), _with_end(shape.schema, state.end), batches)
+        _replace(parquet_file(out, state.pid), _with_end(shape.schema, state.end, shape.newest_mark), batches)
         report.rows += sum(b.num_rows for b in batches)
     if shape.schema is not None:
         _evolve(out, shape.schema)
     return report
 
 
-def _with_end(schema: pa.Schema, end: int) -> pa.Schema:
-    return schema.with_metadata({END_OFFSET: str(end).encode()})
+def _with_end(schema: pa.Schema, end: int, newest: tuple[int, str] | None) -> pa.Schema:
+    return schema.with_metadata({END_OFFSET: str(end).encode(),
+                                 **({NEWEST_SCHEMA: json.dumps(newest).encode()} if newest else {})})
 
 
-def _written(out: Path) -> tuple[dict[PartitionId, int], pa.Schema | None]:
-    """What an earlier snapshot wrote: the source offset each file is as of, and the rows' schema (all the
-    files', merged: a snapshot stopped while it evolved them leaves some narrower)."""
-    ends, kept = {}, None
+def _written(out: Path) -> tuple[dict[PartitionId, int], pa.Schema | None, tuple[int, str] | None]:
+    """What an earlier snapshot wrote: the source offset each file is as of, the rows' schema (all the
+    files', merged: a snapshot stopped while it evolved them leaves some narrower), and the newest Connect
+    schema one learned (--from-schema latest)."""
+    ends, kept, newest = {}, None, None
     for path in sorted(out.glob(f"*{SUFFIX}")):
         schema = pq.read_schema(path)
         kept = schema.remove_metadata() if kept is None else merged(kept, schema.remove_metadata(), str(out))
+        metadata = schema.metadata or {}
         pid = PartitionId.from_name(path.name[: -len(SUFFIX)])
-        if pid is not None and END_OFFSET in (schema.metadata or {}):
-            ends[pid] = int(schema.metadata[END_OFFSET])
-    return ends, kept
+        if pid is not None and END_OFFSET in metadata:
+            ends[pid] = int(metadata[END_OFFSET])
+        mark = tuple(json.loads(metadata[NEWEST_SCHEMA])) if NEWEST_SCHEMA in metadata else None
+        newest = mark if newest is None or (mark is not None and mark[0] > newest[0]) else newest
+    return ends, kept, newest
 
 
 def _evolve(out: Path, schema: pa.Schema) -> None:

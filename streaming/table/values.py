@@ -19,12 +19,11 @@ import pyarrow.json as pj
 
 from streaming.errors import UserError
 from streaming.table.debezium import ChangeEvents
-from streaming.table.connect_types import exact_text
+from streaming.table.connect_types import MAX_PRECISION_256, exact_text
 from streaming.table.evolution import NEW_OUTPUT, WAY_OUT, conformed, merged, storable
-from streaming.table.rows import CHANGE_COLUMNS, KAFKA_COLUMNS, Coordinates, change_rows, table_schema
+from streaming.table.rows import CHANGE_COLUMNS, KAFKA_COLUMNS, TABLE_SCHEMA, Coordinates, change_rows, table_schema
 
 BLOCK_BYTES = 64 << 20
-MAX_DECIMAL256 = 76
 JSON_NULL = b"null"
 
 
@@ -88,12 +87,15 @@ def _with_value(batch: pa.RecordBatch, value: pa.Array) -> pa.RecordBatch:
                                       schema=schema)
 
 
+def _too_wide(kind: pa.DataType, widest: int) -> bool:
+    return pa.types.is_decimal(kind) and kind.precision > widest
+
+
 def _within(batch: pa.RecordBatch, widest: int) -> pa.RecordBatch:
     """The batch with each decimal column wider than the output holds as its exact text."""
-    wide = [i for i, f in enumerate(batch.schema) if pa.types.is_decimal(f.type) and f.type.precision > widest]
-    for i in wide:
-        f = batch.schema.field(i)
-        batch = batch.set_column(i, f.with_type(pa.string()), exact_text(batch.column(i)))
+    for i, f in enumerate(batch.schema):
+        if _too_wide(f.type, widest):
+            batch = batch.set_column(i, f.with_type(pa.string()), exact_text(batch.column(i)))
     return batch
 
 
@@ -123,14 +125,15 @@ class TableShape:
     its exact text there."""
 
     def __init__(self, spec: ValueSpec, kept: pa.Schema | None = None, output: str = "",
-                 widest_decimal: int = MAX_DECIMAL256) -> None:
+                 widest_decimal: int = MAX_PRECISION_256) -> None:
         if kept is not None and format_of(kept) is not spec.format:
             had = format_of(kept).value
             raise ValueFormatError(f"{output} holds values as {had}, not {spec.format.value}; keep "
                                    f"--value-format {had} or write a new snapshot")
-        self.spec, self.kept, self.output, self.widest_decimal = spec, kept, output, widest_decimal
+        self.spec, self.output, self.widest_decimal = spec, output, widest_decimal
         self.schema = None if self.latest else kept
         self._events = ChangeEvents(spec.null_deletes)
+        self._topics: set[str] = set()
 
     @property
     def latest(self) -> bool:
@@ -138,16 +141,45 @@ class TableShape:
 
     def learn(self, batches: list[pa.RecordBatch], where: str) -> None:
         """With --from-schema latest, a partition's records before any is read: the newest schema is known
-        before the first row is made."""
+        before the first row is made. It is one topic's: two topics' tables are not one schema's versions."""
         for b in batches:
+            self._topics.update(b.column("topic").unique().to_pylist())
+            if len(self._topics) > 1:
+                raise ValueFormatError(f"{self.output}: --from-schema latest reads one topic's newest schema, and "
+                                       f"this output takes {len(self._topics)} topics; give each an output of its "
+                                       f"own ({{table}} or {{topic}} in the name) or one --topic")
             self._events.learn(b.column("value").to_pylist(), b.column("timestamp").cast(pa.int64()).to_pylist(),
                                where)
+
+    @property
+    def newest_mark(self) -> tuple[int, str] | None:
+        """With --from-schema latest: the newest schema learned, for the output to keep."""
+        return self._events.newest_mark if self.latest else None
+
+    def seed(self, mark: tuple[int, str] | None) -> None:
+        """The newest schema the output kept from its last snapshot: only the partitions that changed since
+        need to be learned from, as no older one can hold a newer record."""
+        if self.latest and mark is not None:
+            self._events.seed(mark, self.output)
+
+    def _newest_schema(self) -> pa.Schema | None:
+        """The output's columns from the newest schema alone, before any row: a partition left with no live
+        rows still has its table's columns, and its rows are deleted from the output."""
+        fields = self._events.newest_fields()
+        if fields is None:
+            return None
+        placing = [pa.field(name, TABLE_SCHEMA.field(getattr(KAFKA_COLUMNS, attr)).type)
+                   for attr, name in vars(CHANGE_COLUMNS).items()]
+        return pa.schema(placing + [f.with_type(pa.string()) if _too_wide(f.type, self.widest_decimal) else f
+                                    for f in fields])
 
     def apply(self, batches: list[pa.RecordBatch], where: str) -> list[pa.RecordBatch]:
         """The rows (TABLE_SCHEMA, values as stored) in the output's columns; the schema grows first when
         they bring new ones. A partition with nothing to infer from, before any schema, gives no rows."""
         rows = [_within(r, self.widest_decimal) for r in (self._rows(b, where) for b in batches) if r is not None]
         way_out = WAY_OUT if self.spec.format is ValueFormat.DEBEZIUM else NEW_OUTPUT
+        if self.latest and self.schema is None:
+            self.schema = self._newest_schema()
         for r in rows:
             self.schema = r.schema if self.schema is None else merged(self.schema, r.schema, self.output, way_out)
         if self.schema is None:
@@ -167,7 +199,9 @@ class TableShape:
         batch = self._without_json_nulls(batch, where)
         if fmt is ValueFormat.DEBEZIUM:
             live = batch.filter(batch.column("value").is_valid())
-            columns, kept = self._events.rows(live.column("value").to_pylist(), live.column("key").to_pylist(), where)
+            millis = pc.divide(live.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+            columns, kept = self._events.rows(live.column("value").to_pylist(), live.column("key").to_pylist(), where,
+                                              millis)
             return change_rows(live.take(pa.array(kept, pa.int64())), columns) if kept else None
         raw = batch.column("value")
         present = raw.drop_null()

@@ -22,7 +22,7 @@ from streaming.iceberg.target import IcebergTarget
 from streaming.partition_id import PartitionId
 from streaming.table.evolution import SchemaChangeError
 from streaming.table.parquet_snapshot import write_parquet
-from streaming.table.values import FromSchema, ValueFormat, ValueSpec
+from streaming.table.values import FromSchema, ValueFormat, ValueFormatError, ValueSpec
 from tests.table.change_events import envelope
 from tests.table.state_dirs import StateDirModel, append_values
 
@@ -125,3 +125,35 @@ def test_a_decimal_wider_than_38_digits_is_decimal256_in_parquet_and_its_exact_t
     assert parquet.schema.field("wide").type == pa.decimal256(45, 3)
     assert parquet.column("wide").to_pylist() == [Decimal("-99999999999999999999999999999999999999999.999")]
     assert iceberg.column("wide").to_pylist() == ["-99999999999999999999999999999999999999999.999"]
+
+
+def test_from_the_latest_schema_a_partition_left_without_rows_is_emptied_in_both_outputs(tmp_path) -> None:
+    model = _model(tmp_path)
+    _write(model, CUSTOMERS, 0, [({"id": 1, "name": "a"}, [ID, NAME])])
+    _write(model, CUSTOMERS, 1, [({"id": 2, "name": "b"}, [ID, NAME])])
+    _both(model, tmp_path, LATEST, "out", "s.customers")
+    append_values(model, PartitionId(CUSTOMERS, 0), [(json.dumps({"id": 1}).encode(), None)])  # its tombstone
+    for table in _both(model, tmp_path, LATEST, "out", "s.customers"):
+        assert _rows(table, "id", "name") == [(2, "b")]
+
+
+def test_from_the_latest_schema_one_output_of_two_topics_is_refused(tmp_path) -> None:
+    model = _model(tmp_path, partitions=1)
+    _write(model, CUSTOMERS, 0, [({"id": 1, "name": "a"}, [ID, NAME])])
+    _write(model, ORDERS, 0, [({"id": 7, "score": 2.5}, [ID, SCORE])])
+    with pytest.raises(ValueFormatError, match="--from-schema latest reads one topic's newest schema"):
+        write_parquet(model.uri, str(tmp_path / "one"), LATEST)
+
+
+def test_from_the_latest_schema_a_later_snapshot_reads_only_what_changed_and_keeps_the_newest_schema(tmp_path) -> None:
+    """The newest schema is kept by the output: a partition re-read for a delete, whose rows are all older,
+    is still read in it, and a partition that did not change is not read at all."""
+    model = _model(tmp_path)
+    _write(model, CUSTOMERS, 0, [({"id": 1, "score": 1.5}, [ID, SCORE]), ({"id": 2, "score": 2.5}, [ID, SCORE])])
+    _write(model, CUSTOMERS, 1, [({"id": 3, "score": "high"}, [ID, SCORE_TEXT])])
+    _both(model, tmp_path, LATEST, "out", "s.customers")
+    append_values(model, PartitionId(CUSTOMERS, 0), [(json.dumps({"id": 1}).encode(), None)])
+    report = write_parquet(model.uri, str(tmp_path / "out"), LATEST, frozenset({CUSTOMERS}))
+    assert report.unchanged == 1
+    for table in _both(model, tmp_path, LATEST, "out", "s.customers"):
+        assert _rows(table, "id", "score") == [(2, "2.5"), (3, "high")]

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import hypothesis.strategies as st
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 
@@ -55,10 +56,12 @@ def decimals(draw: st.DrawFn, widest: int = 76) -> tuple[int, int, int]:
 
 
 def arrow_type(precision: int, scale: int) -> pa.DataType:
-    """The narrowest Arrow type holding both the digits and the scale (Arrow holds no scale past its digits)."""
-    digits = max(precision, abs(scale))
-    return (pa.decimal128(precision, scale) if digits <= 38 else
-            pa.decimal256(precision, scale) if digits <= 76 else pa.string())
+    """The narrowest Arrow type Parquet and Iceberg take holding both the digits and the scale: no scale past
+    the digits, none below 0."""
+    digits = max(precision, scale) + max(-scale, 0)
+    scale = max(scale, 0)
+    return (pa.decimal128(digits, scale) if digits <= 38 else
+            pa.decimal256(digits, scale) if digits <= 76 else pa.string())
 
 
 def check(array: pa.Array, unscaled: int, scale: int, precision: int) -> None:
@@ -157,12 +160,14 @@ def test_a_json_number_with_more_digits_than_the_scale_is_refused() -> None:
         field_type(decimal_schema(2, 12))[1]([Decimal("1.234")])
 
 
-@pytest.mark.parametrize("scale,kind", [(38, pa.decimal128(5, 38)), (39, pa.decimal256(5, 39)),
-                                        (-76, pa.decimal256(5, -76)), (77, pa.string())])
-def test_a_scale_past_the_digits_takes_a_type_that_holds_it(scale: int, kind: pa.DataType) -> None:
+@pytest.mark.parametrize("scale,kind", [(38, pa.decimal128(38, 38)), (39, pa.decimal256(39, 39)),
+                                        (-2, pa.decimal128(7, 0)), (-71, pa.decimal256(76, 0)), (77, pa.string())])
+def test_a_scale_past_the_digits_or_below_zero_takes_a_type_parquet_holds(scale: int, kind: pa.DataType) -> None:
     array = field_type(decimal_schema(scale, 5))[1]([b64(-12345)])
     assert array.type == kind
     assert (exact_text(array) if kind != pa.string() else array).to_pylist() == [decimal_text(-12345, scale)]
+    if kind != pa.string():
+        pq.write_table(pa.table({"d": array}), pa.BufferOutputStream())
 
 
 def test_a_decimal_without_a_precision_is_a_decimal128_of_38() -> None:

@@ -161,3 +161,33 @@ def test_a_key_field_the_row_lacks_is_a_column_taken_from_the_key() -> None:
                         "payload": {"region": r}}).encode() for r in ("eu", "us")]
     table, _ = _read([_envelope("c", ROW), _envelope("c", {**ROW, "id": 8})], keys=keys)
     assert table.column_names[0] == "region" and table.column("region").to_pylist() == ["eu", "us"]
+
+
+def test_each_schema_versions_rows_are_read_in_its_own_unit() -> None:
+    """timestamp(3) altered to timestamp(6): Debezium's Timestamp (ms) then MicroTimestamp (µs), one Arrow type."""
+    millis = [{"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp", "version": 1, "field": "at"}]
+    micros = [{**millis[0], "name": "io.debezium.time.MicroTimestamp"}]
+    at = dt.datetime(2026, 11, 28, 2, 46, 43, 474000)
+    values = [_envelope("r", {"id": 1, "at": 1795834003474}, ROW_FIELDS[:1] + millis),
+              _envelope("u", {"id": 2, "at": 1795834003474000}, ROW_FIELDS[:1] + micros)]
+    assert _read(values)[0].column("at").to_pylist() == [at, at]
+    assert _latest(values, [1, 2]).column("at").to_pylist() == [at, at]
+
+
+def test_a_row_without_a_column_takes_its_default_only_when_written_before_the_column() -> None:
+    """ADD COLUMN tier DEFAULT 'basic' at 10, DROP COLUMN tier at 20: PostgreSQL gave the default to the rows
+    it held at 10; a row written after the drop has no such column, so the table's is null."""
+    events = ChangeEvents(False)
+    values = [_envelope("r", ROW), _envelope("u", {**ROW, "id": 8, "tier": "gold"}, ROW_FIELDS + [TIER]),
+              _envelope("u", {**ROW, "id": 9})]
+    table = events.rows(values, [b'{"id": 7}'] * 3, "t-0", [5, 10, 25])[0]
+    assert table.column("tier").to_pylist() == ["basic", "gold", None]
+
+
+def test_a_column_added_without_a_default_stays_null_in_older_rows_though_a_default_was_set_later() -> None:
+    """ADD COLUMN score (no default) at 10, then SET DEFAULT 5 at 20: rows held at 10 are NULL in PostgreSQL."""
+    later = [{**SCORE, "default": 5.0}]
+    values = [_envelope("r", ROW), _envelope("u", {**ROW, "id": 8, "score": 1.0}, ROW_FIELDS + [SCORE]),
+              _envelope("u", {**ROW, "id": 9, "score": 2.0}, ROW_FIELDS + later)]
+    table = ChangeEvents(False).rows(values, [b'{"id": 7}'] * 3, "t-0", [5, 10, 20])[0]
+    assert table.column("score").to_pylist() == [None, 1.0, 2.0]

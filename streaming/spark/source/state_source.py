@@ -27,7 +27,8 @@ from pyspark.sql.types import StructField, StructType
 
 from streaming.errors import UsageError
 from streaming.spark.source.options import boolean_option
-from streaming.table.column_defaults import defaults_of, restored
+from streaming.table.column_defaults import DEFAULT_KEY, defaults_of, restored
+from streaming.table.connect_types import MAX_PRECISION
 from streaming.table.evolution import conformed
 from streaming.table.rows import SPARK_DDL
 from streaming.table.snapshot import partition_states
@@ -35,8 +36,8 @@ from streaming.table.state_reader import LogToRead, TableQuery, logs_to_read, pa
 from streaming.table.values import FromSchema, TableShape, ValueFormat, ValueSpec
 
 SOURCE_NAME = "kcompact"
-SPARK_DECIMAL = 38
-DEFAULT = "kcompact.connect.default"  # a Spark field's metadata key: its default (streaming.table.column_defaults)
+SPARK_DECIMAL = MAX_PRECISION  # Spark's widest decimal
+DEFAULT = DEFAULT_KEY.decode()  # a Spark field's metadata key: where the column began (its default)
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
@@ -66,13 +67,14 @@ def _query(options: dict[str, str]) -> TableQuery:
 
 
 def _values(options: dict[str, str]) -> ValueSpec:
-    return ValueSpec(_choice(options, "valueFormat", ValueFormat),
+    return ValueSpec(_choice(options, "valueFormat", ValueFormat.BINARY),
                      boolean_option("jsonNullDeletes", options.get("jsonNullDeletes"), False),
-                     _choice(options, "fromSchema", FromSchema))
+                     _choice(options, "fromSchema", FromSchema.ALL))
 
 
-def _choice(options: dict[str, str], option: str, kind: type[Enum]) -> Any:
-    name = options.get(option, next(iter(kind)).value)
+def _choice(options: dict[str, str], option: str, default: Enum) -> Any:
+    kind = type(default)
+    name = options.get(option, default.value)
     try:
         return kind(name)
     except ValueError:
