@@ -221,10 +221,9 @@ class CompactorJob:
 
     def progress(self) -> Progress:
         """The figures the progress display shows; the phase counts the Spark tasks done in a long stage."""
-        t = self.totals
-        phase = self._phase
-        if phase == IDLE and self._ingest_lag:  # the source has records the next micro-batch is to read
-            phase = (f"{self._ingest_lag:,} records to read; the last micro-batch began "
+        t, phase, lag = self.totals, self._phase, self._ingest_lag  # read once: a stage's end sets them meanwhile
+        if phase == IDLE and lag:  # the source has records the next micro-batch is to read
+            phase = (f"{lag:,} records to read; the last micro-batch began "
                      f"{time.monotonic() - self._batch_began:.0f}s ago")
         done = self.engine.tasks_done()
         if done and phase != IDLE:
@@ -234,7 +233,7 @@ class CompactorJob:
             outages["a cluster of the group sync"] = self.group_sync.outage
         outages.update((f"another writer's transaction to end on {tx.sink}", Outage(tx.since_ms))
                        for tx in self.stages.watch.alarms())
-        return Progress(phase, t.ingested, self._ingest_lag, t.passes, t.emitted, time.monotonic() - self.started,
+        return Progress(phase, t.ingested, lag, t.passes, t.emitted, time.monotonic() - self.started,
                         waits(outages, int(time.time() * 1000)))
 
     # ----- running ----------------------------------------------------------------------------------------

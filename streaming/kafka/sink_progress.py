@@ -17,11 +17,12 @@ from confluent_kafka.admin import AdminClient
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import UNUSED_GROUP_REFUSED
 from streaming.kafka.offset_header import source_offset
-from streaming.kafka.sink_state import SinkPartitionState, read_states
+from streaming.kafka.sink_state import SinkPartitionState, read_states, settled
 from streaming.partition_id import PartitionId
 
 WINDOW = 64  # records read back first; each further try reads 16 times as far
 READ_TIMEOUT_S = 60.0
+MARKERS_S = 10.0
 POLL_S = 0.1
 
 
@@ -92,7 +93,10 @@ def read_progress(client_config: Mapping[str, str], states: Mapping[PartitionId,
 
 def committed_progress(client_config: Mapping[str, str], partitions: Iterable[PartitionId],
                        timeout_s: float = READ_TIMEOUT_S) -> dict[PartitionId, int]:
-    """read_progress of partitions whose states are read first: for a reader outside a task (verify, the
-    drills); a partition of a topic that does not exist is left out."""
+    """read_progress of partitions whose states are read first: for a reader outside a task (the drills, the
+    chaos campaign); a partition of a topic that does not exist is left out. A partition showing a
+    transaction open is read again for up to MARKERS_S: the markers of one just committed land a moment
+    after its commit returns, later still from a coordinator that has just restarted."""
     admin = AdminClient(client_settings(dict(client_config)))
-    return read_progress(client_config, read_states(admin, partitions, timeout_s), timeout_s)
+    read = lambda pids: read_states(admin, pids, timeout_s)  # noqa: E731
+    return read_progress(client_config, settled(read, read(list(partitions)), MARKERS_S, 0.2), timeout_s)
