@@ -21,7 +21,7 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.table.column_defaults import filled, with_default
+from streaming.table.column_defaults import default_text, filled, with_default
 from streaming.table.connect_types import DECIMAL, ConnectSchemaError, Converter, row_fields
 from streaming.table.evolution import WAY_OUT, SchemaChangeError, storable, widens
 from streaming.table.lossless import LossyChange, converted
@@ -44,6 +44,10 @@ class _Column:
     kind: pa.DataType
     convert: Converter
     connect: dict
+
+    @cached_property
+    def default(self) -> bytes:
+        return default_text(self.connect)
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class ChangeEvents:
         newest = self.newest
         if newest is None:
             return None
-        return [with_default(pa.field(c.name, c.kind), c.connect, None) for c in (newest.columns or {}).values()]
+        return [with_default(pa.field(c.name, c.kind), c.default, None) for c in (newest.columns or {}).values()]
 
     def rows(self, values: list[bytes], keys: list[bytes], where: str,
              timestamps_ms: list[int] | None = None) -> tuple[pa.Table, list[int]]:
@@ -293,7 +297,7 @@ def _field(column: _Column, parts: list[_Group]) -> pa.Field:
     having = [(g.since_ms, g.schema.columns[column.name]) for g in parts if column.name in (g.schema.columns or {})]
     timed = [h for h in having if h[0] is not None]
     since, first = min(timed, key=lambda h: h[0]) if timed else (None, column)
-    return with_default(pa.field(column.name, column.kind), first.connect, since)
+    return with_default(pa.field(column.name, column.kind), first.default, since)
 
 
 def _union(schemas: Iterable[_RowSchema], where: str) -> dict[str, _Column]:

@@ -49,6 +49,8 @@ def widens(narrow: pa.DataType, wide: pa.DataType) -> bool:
 def merged(kept: pa.Schema, new: pa.Schema, output: str, way_out: str = NEW_OUTPUT) -> pa.Schema:
     """``kept`` with ``new``'s columns it lacks added at the end, and columns widened where ``new`` is wider;
     a column's default (streaming.table.column_defaults) comes with it."""
+    if kept.equals(new, check_metadata=True):  # the common case: a partition's batches of one schema
+        return kept
     fields = {f.name: f for f in kept}
     for f in new:
         if f.name in fields:
