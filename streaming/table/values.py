@@ -118,7 +118,7 @@ def _parse_json(values: pa.Array, where: str) -> pa.StructArray:
 class TableShape:
     """The output's schema across one snapshot: fixed by the output when it has one (``kept``), else by the
     first partition with rows, and grown by later partitions' new fields, so every partition's rows share
-    it. With --from-schema latest, the newest Connect schema's (``learn`` sees every partition first), and
+    it. With --from-schema latest, the newest Connect schema's (``learn`` sees the changed partitions first, ``seed`` the rest), and
     the output's own is left to follow it.
 
     ``widest_decimal``: the most digits the output holds in a decimal (Iceberg and Spark: 38); a wider one is
