@@ -2,9 +2,9 @@
 
     python bench/bench_store.py [--records N --keys K --batch B]
 
-The object store is an S3-compatible server on 127.0.0.1 (moto's server mode, started and stopped here):
-it has no network latency but serves every call from a Python process, so it measures what the log
-asks of a store (calls, bytes, no append or rename), not what S3 itself costs. Phases, each timed on both:
+The object store is MinIO on 127.0.0.1 (tests.minio, started and stopped here, its data on the local
+disk): it has no network latency, so it measures what the log asks of a store (calls, bytes, no append or
+rename), not what S3 itself costs. Phases, each timed on both:
 append (micro-batches of B records, each one object and one manifest), a clean pass over everything,
 and opening the log and reading it whole. A warm-up on a local directory runs first, so neither side
 pays for compiling the codec.
@@ -27,7 +27,7 @@ from streaming.partition_id import PartitionId
 from streaming.log import batch_from_records, make_record
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.stores import open_state_dir
-from tests.s3_server import start_s3_server
+from tests.minio import S3Server
 
 CONFIG = CompactionConfig(segment_bytes=8 * 2**20, min_cleanable_dirty_ratio=0.0)
 
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="records per append (one micro-batch)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="kcompact-bench-store-")
-    server = start_s3_server()
+    server = S3Server(Path(work) / "minio")
     try:
         bucket = server.new_bucket()
         warm = argparse.Namespace(records=args.keys * 2, keys=args.keys, batch=args.batch)

@@ -62,8 +62,8 @@ from streaming.kafka.offset_header import source_offset  # noqa: E402
 from streaming.partition_id import PartitionId  # noqa: E402
 from tests.e2e.cluster import isr_full  # noqa: E402
 from tests.e2e.helpers import commit_group_offsets, group_offsets, wait_for  # noqa: E402
-from tests.s3_server import S3Server, start_s3_server  # noqa: E402
-from tests.toxiproxy import Proxy, Toxic, Toxiproxy, ensure_toxiproxy, in_front_of_nodes, toxic  # noqa: E402
+from tests.minio import S3Server  # noqa: E402
+from tests.toxiproxy import TOXIPROXY, Proxy, Toxic, Toxiproxy, in_front_of_nodes, toxic  # noqa: E402
 
 # Short enough that a fault outlasts every client timeout, as a real outage outlasts the defaults (the
 # network-fault tests' settings)
@@ -396,11 +396,11 @@ def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes:
 @contextlib.contextmanager
 def own_site(work: Path) -> Iterator[Site]:
     """A site of the campaign's own, every process stopped by PID when it ends."""
-    server = Toxiproxy(ensure_toxiproxy(), work / "toxiproxy.log")
+    server = Toxiproxy(TOXIPROXY.ensure(), work / "toxiproxy.log")
     try:
         proxied, cluster_proxies = in_front_of_nodes(server, NODES, "cluster")
         sink_proxied, sink_proxies = in_front_of_nodes(server, 1, "sink")
-        store = start_s3_server()
+        store = S3Server(work / "minio")
         try:
             store_proxy = server.proxy("store", store.endpoint)
             with start_local_cluster(proxied=proxied) as cluster:

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' Toxip
 
 from streaming.brokers.broker import Broker
 from streaming.brokers.choice import start_local_broker
-from tests.toxiproxy import BOTH, Proxy, Toxic, Toxiproxy, ensure_toxiproxy, in_front_of_nodes
+from tests.toxiproxy import BOTH, TOXIPROXY, Proxy, Toxic, Toxiproxy, in_front_of_nodes
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _shape(proxy: Proxy, link: Link) -> None:
 @contextlib.contextmanager
 def wan_site(work: Path, link: Link) -> Iterator[WanSite]:
     """Two brokers and the link between their regions; every process stopped by PID when it ends."""
-    server = Toxiproxy(ensure_toxiproxy(), work / "toxiproxy.log")
+    server = Toxiproxy(TOXIPROXY.ensure(), work / "toxiproxy.log")
     try:
         proxied, proxies = in_front_of_nodes(server, 2, "wan")
         for proxy in proxies:

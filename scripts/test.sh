@@ -16,6 +16,7 @@ elif [[ "${1:-}" == "--asan" ]]; then
 else
     python -m tests.asan_lane  # the native path under AddressSanitizer: a finding fails the run
     python -m tests.toxiproxy >&2  # the network-fault tests' proxy, built once into ~/.cache/kcompact with Go
+    python -m tests.minio >&2      # the object-store tests' S3 server, built once the same way
     ensure_postgres                # the CDC tests' database (Debian's postgresql-15)
     ensure_maven
     python -m tests.cdc.connect >&2  # Kafka Connect and Debezium's connector, fetched once with Maven

@@ -20,8 +20,8 @@ from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.crashing_broker import CrashingBroker
 from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
-from tests.s3_server import CREDENTIALS, S3Server, start_s3_server
-from tests.toxiproxy import Toxiproxy, ensure_toxiproxy
+from tests.minio import CREDENTIALS, S3Server
+from tests.toxiproxy import TOXIPROXY, Toxiproxy
 from tests.workers import assert_grouped, group_by_side, without_group
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
@@ -94,19 +94,20 @@ def bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers
 
 
-BROKER_FIXTURES = frozenset({"kafka_broker", "bootstrap_servers", "cluster_broker", "cluster", "docker_engine"})
+SERVER_FIXTURES = frozenset({"kafka_broker", "bootstrap_servers", "cluster_broker", "cluster", "docker_engine",
+                             "s3_server"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The fast lane (scripts/test.sh --fast: not integration, not slow) must start no broker: a test that
-    asks for one and carries neither mark is a collection error naming it. Each test goes to the worker
+    """The fast lane (scripts/test.sh --fast: not integration, not slow) must start no broker and no S3
+    server: a test that asks for one and carries neither mark is a collection error naming it. Each test goes to the worker
     holding the services it uses (tests/workers.py)."""
-    unmarked = [f"{item.nodeid} ({', '.join(sorted(BROKER_FIXTURES & set(item.fixturenames)))})"
-                for item in items if BROKER_FIXTURES & set(getattr(item, "fixturenames", ()))
+    unmarked = [f"{item.nodeid} ({', '.join(sorted(SERVER_FIXTURES & set(item.fixturenames)))})"
+                for item in items if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and not (item.get_closest_marker("integration") or item.get_closest_marker("slow"))]
     if unmarked:
-        raise pytest.UsageError("tests that use a broker must be marked integration (or slow): " + "; ".join(unmarked))
+        raise pytest.UsageError("tests that use a broker or an S3 server must be marked integration (or slow): " + "; ".join(unmarked))
     group_by_side(config, items)
 
 
@@ -148,7 +149,7 @@ def crashing_broker(tmp_path) -> Iterator[CrashingBroker]:
 @pytest.fixture(scope="session")
 def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
     """One Toxiproxy for the session: the three-node cluster's clients go through it (tests.e2e.conftest)."""
-    server = Toxiproxy(ensure_toxiproxy(), tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log")
+    server = Toxiproxy(TOXIPROXY.ensure(), tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log")
     try:
         yield server
     finally:
@@ -156,9 +157,9 @@ def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
-    """One S3-compatible server (moto) on 127.0.0.1 per test session."""
-    server = start_s3_server()
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One S3 server (MinIO) on 127.0.0.1 per test session; each test makes a bucket of its own."""
+    server = S3Server(tmp_path_factory.mktemp("minio") / "data")
     try:
         yield server
     finally:

@@ -7,15 +7,13 @@ proxy's port, so every connection a client makes to that node passes through its
 streaming.brokers.properties). The kernel here has no netem: delay comes from Toxiproxy.
 
 ``python -m tests.toxiproxy`` builds the server (the test set-up runs it): Go fetches version
-TOXIPROXY_VERSION from the module proxy and compiles it into ~/.cache/kcompact.
+TOXIPROXY.version from the module proxy and compiles it into ~/.cache/kcompact.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -28,43 +26,15 @@ from typing import Any, Iterator
 from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.brokers.local.server import LOCAL_HOST, Proxied, die_with_parent, free_port
-from streaming.runtime.user_cache import cache_root, publish, scratch_beside
+from tests.go_tools import GoBuildError, GoTool
 from tests.processes import stop, wait_answering
-
-TOXIPROXY_VERSION = "v2.12.0"
-MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
-BINARY = "server"  # what go install names the command
 
 
 class ToxiproxyError(RuntimeError):
-    """Toxiproxy could not be built, started or driven; the message says why."""
+    """Toxiproxy could not be started or driven; the message says why."""
 
 
-def _cache_dir() -> Path:
-    return cache_root() / f"toxiproxy-{TOXIPROXY_VERSION}"
-
-
-def _complete(directory: Path) -> bool:
-    return (directory / BINARY).is_file() and os.access(directory / BINARY, os.X_OK)
-
-
-def ensure_toxiproxy() -> Path:
-    """The server binary, built with ``go install`` the first time."""
-    target = _cache_dir()
-    if _complete(target):
-        return target / BINARY
-    go = shutil.which("go")
-    if go is None:
-        raise ToxiproxyError(f"go is missing: the network-fault tests build Toxiproxy {TOXIPROXY_VERSION} with "
-                             f"it (Go 1.22 or newer, https://go.dev/dl)")
-    scratch = scratch_beside(target)
-    done = subprocess.run([go, "install", f"{MODULE}@{TOXIPROXY_VERSION}"], capture_output=True, text=True,
-                          env={**os.environ, "GOBIN": str(scratch), "CGO_ENABLED": "0"}, stdin=subprocess.DEVNULL)
-    if done.returncode != 0 or not _complete(scratch):
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise ToxiproxyError(f"building Toxiproxy {TOXIPROXY_VERSION} failed: {(done.stdout + done.stderr).strip()[-800:]}")
-    publish(scratch, target, _complete)
-    return target / BINARY
+TOXIPROXY = GoTool("Toxiproxy", "github.com/Shopify/toxiproxy/v2/cmd/server", "v2.12.0", "server")
 
 
 class Stream(Enum):
@@ -202,7 +172,7 @@ def toxic(proxies: list[Proxy], toxic: Toxic, streams: tuple[Stream, ...] = BOTH
 
 if __name__ == "__main__":
     try:
-        print(f"Toxiproxy {TOXIPROXY_VERSION} at {ensure_toxiproxy()}")
-    except ToxiproxyError as exc:
+        print(f"Toxiproxy {TOXIPROXY.version} at {TOXIPROXY.ensure()}")
+    except GoBuildError as exc:
         print(f"kcompact: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -221,21 +221,16 @@ def test_a_missing_bucket_is_one_line_before_the_sink_topic_is_made(bootstrap_se
     assert not topic_exists(bootstrap_servers, f"{src}.c")
 
 
-def test_a_store_that_refuses_the_credentials_is_one_line_in_status(tmp_path: Path) -> None:
-    from tests.s3_server import start_s3_server
-
-    server = start_s3_server(checks_credentials=True)
-    try:
-        uri = server.uri("some-bucket")
-        unknown_key = kcompact("status", "--state-dir", uri)
-        assert_one_error(unknown_key, uri, "the store cannot be read", "ACCESS_DENIED", "Check the credentials")
-        none = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        no_key = kcompact("status", "--state-dir", uri, env={**none, "AWS_EC2_METADATA_DISABLED": "true",
-                                                              "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-                                                              "AWS_CONFIG_FILE": str(tmp_path / "none")})
-        assert_one_error(no_key, uri, "the store cannot be read", "Check the credentials")
-    finally:
-        server.stop()
+@pytest.mark.integration
+def test_a_store_that_refuses_the_credentials_is_one_line_in_status(tmp_path: Path, s3_server) -> None:
+    uri = s3_server.uri(s3_server.new_bucket())
+    unknown_key = kcompact("status", "--state-dir", uri, env={**os.environ, "AWS_ACCESS_KEY_ID": "no-such-user"})
+    assert_one_error(unknown_key, uri, "the store cannot be read", "ACCESS_DENIED", "Check the credentials")
+    none = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    no_key = kcompact("status", "--state-dir", uri, env={**none, "AWS_EC2_METADATA_DISABLED": "true",
+                                                          "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                                                          "AWS_CONFIG_FILE": str(tmp_path / "none")})
+    assert_one_error(no_key, uri, "the store cannot be read", "Check the credentials")
 
 
 # ----- 5. dump ----------------------------------------------------------------------------------------------

@@ -94,14 +94,7 @@ class JobProgress:
 
     @classmethod
     def of(cls, state_dir: str) -> "JobProgress":
-        for _ in range(4):  # moto's S3 server can serve a document while a PUT overwrites it, a mix of both
-            try:            # (its setter takes no lock); S3 never does, and a local state dir replaces it whole
-                doc = read_doc(open_state_dir(state_dir))
-                break
-            except json.JSONDecodeError:
-                time.sleep(0.2)
-        else:
-            doc = read_doc(open_state_dir(state_dir))
+        doc = read_doc(open_state_dir(state_dir))
         parts = doc.partitions if doc else ()
         return cls(sum(p.log_end_offset for p in parts),
                    sum(p.emitted_up_to + 1 for p in parts if p.emitted_up_to is not None))

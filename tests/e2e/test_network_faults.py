@@ -30,7 +30,7 @@ from tests.e2e.conftest import SinkSite
 from tests.e2e.helpers import JobProgress, assert_sink_contract, commit_group_offsets, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import ChangeProducer
-from tests.s3_server import S3Server
+from tests.minio import S3Server
 from tests.toxiproxy import Toxic, Toxiproxy, toxic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -183,6 +183,7 @@ def test_a_key_whose_tombstone_left_the_log_before_the_snapshot_is_deleted_all_t
     assert _rows(target) == expected(model)
 
 
+@pytest.mark.integration
 def test_a_warehouse_on_object_storage_is_named_by_its_uri(tmp_path, s3_server) -> None:
     """The store's endpoint and region reach pyiceberg as its own settings of the catalog `kcompact`, here
     from the environment (~/.pyiceberg.yaml does the same)."""

@@ -52,6 +52,7 @@ def test_a_partition_writer_waits_for_the_one_before_it(tmp_path) -> None:
         pass
 
 
+@pytest.mark.integration
 def test_a_state_dir_is_a_local_path_or_a_uri_of_a_pyarrow_filesystem(tmp_path, s3_server) -> None:
     for uri in (str(tmp_path), f"file://{tmp_path}"):
         state = open_state_dir(uri)

@@ -59,6 +59,7 @@ def test_as_of_offsets_and_times_read_the_state_then_or_are_refused_before_the_e
         spark.read.format("kcompact").option("asOfTimestamp", "0").option("topic", "by-time").load(model.uri).collect()
 
 
+@pytest.mark.integration
 def test_a_state_dir_on_object_storage_reads_the_same(spark, s3_server, tmp_path) -> None:
     model = state_dir(s3_server.uri(s3_server.new_bucket()), partitions=1, records=40)
     df = spark.read.format("kcompact").option("includeTombstones", "true").load(model.uri)
