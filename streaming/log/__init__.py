@@ -7,7 +7,8 @@ from streaming.log.manifest import LogFencedError
 from streaming.log.partition_log import AppendResult, PartitionLog, RecoveryReport
 from streaming.log.record import CREATE_TIME, LOG_APPEND_TIME, BadRecordError, Header, LogRecord, make_record
 from streaming.log.segment import CorruptSegmentError, SegmentMeta
-from streaming.log.storage import ArrowStorage, LocalStorage, Storage
+from streaming.log.arrow_storage import ArrowStorage
+from streaming.log.storage import LocalStorage, Storage
 
 __all__ = ["AppendResult", "ArrowStorage", "BadRecordError", "CREATE_TIME", "CorruptSegmentError", "Header",
            "LOG_APPEND_TIME", "LOG_BATCH_SCHEMA", "LocalStorage", "LogFencedError", "LogConfig", "LogRecord", "PartitionLog",

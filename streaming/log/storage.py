@@ -9,10 +9,8 @@ Two implementations:
 - ``LocalStorage``: plain ``os`` calls, the default and the fast path. Whole-object writes go through a
   temporary name (fsynced, then renamed, so a reader never sees half an object); put-if-absent is a
   hard link, which POSIX makes fail when the name exists.
-- ``ArrowStorage``: any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS), chosen over fsspec because pyarrow is
-  already a hard dependency and its filesystems are C++. pyarrow has no conditional write, so the
-  store's own one is handed in (see streaming.state.stores). Its calls are watched (store_watch), so a
-  store that stops answering is said while the job waits on it.
+- ``ArrowStorage`` (streaming.log.arrow_storage): any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS), each
+  call tried until the store answers, and said while it waits (store_watch).
 """
 
 from __future__ import annotations
@@ -22,12 +20,8 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Protocol
+from typing import BinaryIO, Iterator, Protocol
 
-from streaming.log.store_watch import WATCH, watched_stream
-
-if TYPE_CHECKING:
-    import pyarrow.fs
 
 TMP_MARK = ".tmp-"  # a local object still being written (listed: one a killed writer left is garbage)
 
@@ -142,68 +136,6 @@ class LocalStorage:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-class ArrowStorage:
-    """Any pyarrow filesystem, with the store's own put-if-absent (``put_if_absent(path, data) -> bool``)."""
-
-    def __init__(self, fs: pyarrow.fs.FileSystem, put_if_absent: Callable[[str, bytes], bool]) -> None:
-        self.fs = fs
-        self._put_if_absent = put_if_absent
-
-    def list(self, directory: str) -> list[ObjectInfo]:
-        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
-
-        with WATCH.call(f"a listing of {directory}"):
-            infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
-        return sorted((ObjectInfo(os.path.basename(i.path), i.size, int(i.mtime.timestamp() * 1000) if i.mtime else 0)
-                       for i in infos if i.type == FileType.File), key=lambda i: i.name)
-
-    def subdirs(self, directory: str) -> list[str]:
-        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
-
-        with WATCH.call(f"a listing of {directory}"):
-            infos = self.fs.get_file_info(FileSelector(directory, allow_not_found=True))
-        return sorted(os.path.basename(i.path) for i in infos if i.type == FileType.Directory)
-
-    def exists(self, path: str) -> bool:
-        from pyarrow.fs import FileType  # noqa: PLC0415
-
-        with WATCH.call(f"a look at {path}"):
-            return self.fs.get_file_info(path).type != FileType.NotFound
-
-    def get(self, path: str) -> bytes:
-        with self.open_read(path) as f:
-            return f.read()
-
-    def open_read(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        """Sequential: every reader of the log reads an object front to back, and a stream is one
-        download, where a random-access file on a store is a ranged request per read."""
-        return watched_stream(f"a read of {path}", lambda: self.fs.open_input_stream(path))
-
-    def open_put(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        """An object store publishes the object when the stream closes; one left half-written by a
-        failure is never referenced by a manifest, so garbage collection removes it."""
-        return watched_stream(f"a write of {path}", lambda: self._open_output(path))
-
-    def _open_output(self, path: str) -> BinaryIO:
-        try:
-            return self.fs.open_output_stream(path)
-        except FileNotFoundError:  # a filesystem with real directories (object stores have none)
-            self.fs.create_dir(os.path.dirname(path), recursive=True)
-            return self.fs.open_output_stream(path)
-
-    def put(self, path: str, data: bytes) -> None:
-        with self.open_put(path) as f:
-            f.write(data)
-
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        with WATCH.call(f"a write of {path}"):
-            return self._put_if_absent(path, data)
-
-    def delete(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError), WATCH.call(f"a delete of {path}"):
-            self.fs.delete_file(path)
 
 
 def write_json(storage: Storage, path: str, doc: object, indent: int | None = 1) -> None:

@@ -1,11 +1,12 @@
-"""Calls to a remote state store that stop answering, said while they wait.
+"""Calls to a remote state store that stop answering: tried again until it answers, and said while they wait.
 
-Arrow's S3 client retries inside its own calls, so a store that stops answering holds its caller (a
-driver's manifest write, a task's segment read) silently for as long as the client retries. Each call is
-noted as it starts and touched as its data moves; a thread of the process says, once a call has had no
-answer for SAY_AFTER_S, what waits and since when, again every REPEAT_S, and that the store answers again
-when it does. The call itself is left alone: it ends with the client's own error, or goes on once the store
-is back.
+A store's client waits and retries inside its own calls, so a store that stops answering would hold its
+caller (a driver's manifest write, a task's segment read) silently, and a store that restarts would fail
+it: a task's error, a failed job. So each attempt has a deadline of its own (the client's timeouts, set
+where the store is opened), a call the store did not answer (``StoreUnanswered``) is tried again after a
+pause, and the call is noted from its first attempt to its answer. A thread of the process says, once a
+call has had no answer for SAY_AFTER_S, what waits and since when, again every REPEAT_S, and that the store
+answers again when it does. A refusal (a missing object, denied access) is no outage: it is raised at once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from streaming.utc import Outage
 
@@ -26,6 +27,15 @@ log = logging.getLogger(__name__)
 SAY_AFTER_S = 5.0
 REPEAT_S = 15.0
 TICK_S = 1.0
+FIRST_PAUSE_S = 0.1  # between attempts, doubling up to MAX_PAUSE_S: a restarted store is used within 2 s
+MAX_PAUSE_S = 2.0
+
+T = TypeVar("T")
+
+
+class StoreUnanswered(OSError):
+    """The store did not answer an attempt (a refused or reset connection, a deadline passed, a 5xx): worth
+    another attempt, unlike a refusal. Each store's client says which of its errors these are."""
 
 
 @dataclass
@@ -66,6 +76,19 @@ class StoreWatch:
         finally:
             self.end(key)
 
+    def answered(self, what: str, attempt: Callable[[], T]) -> T:
+        """What ``attempt`` returns once the store answers it: tried again while it raises StoreUnanswered,
+        under one watched call, so the wait is said from the first attempt on."""
+        with self.call(what):
+            pause = FIRST_PAUSE_S
+            while True:
+                try:
+                    return attempt()
+                except StoreUnanswered as exc:
+                    log.debug("%s: %s; trying again in %.1fs", what, exc, pause)
+                    time.sleep(pause)
+                    pause = min(2 * pause, MAX_PAUSE_S)
+
     def _start_thread(self) -> None:
         with self._lock:
             if self._pid != os.getpid():
@@ -93,44 +116,6 @@ class StoreWatch:
             log.warning("the state store answers again, after %.0fs", (now_ms - self.outage.since_ms) / 1000)
             self.outage.ended()
             self._next_say = 0.0
-
-
-class WatchedStream:
-    """A store's stream, each read and write a watched call: time spent between calls (a reader that
-    waits on the sink, say) is not the store's."""
-
-    def __init__(self, stream: BinaryIO, what: str) -> None:
-        self._stream, self._what = stream, what
-
-    def read(self, *args: int) -> bytes:
-        key = WATCH.begin(self._what)
-        try:
-            return self._stream.read(*args)
-        finally:
-            WATCH.end(key)
-
-    def write(self, data: bytes) -> int:
-        key = WATCH.begin(self._what)
-        try:
-            return self._stream.write(data)
-        finally:
-            WATCH.end(key)
-
-    def __getattr__(self, name: str):
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def watched_stream(what: str, opener: Callable[[], BinaryIO]) -> Iterator[BinaryIO]:
-    """The stream ``opener`` opens, its opening, reads, writes and closing (an object store's upload) each
-    watched."""
-    with WATCH.call(what):
-        stream = opener()
-    try:
-        yield WatchedStream(stream, what)  # type: ignore[misc]
-    finally:
-        with WATCH.call(what):
-            stream.close()
 
 
 WATCH = StoreWatch()

@@ -3,7 +3,8 @@
 A plain path or file:// is a local directory (LocalStorage, the fast default). Anything else goes through
 pyarrow.fs, which reads and writes every store alike but has no conditional write; each store's own
 put-if-absent, the one operation the logs' fencing needs, is chosen here by scheme:
-- s3://   a PUT with ``If-None-Match: *`` (S3 and S3-compatible servers), through boto3
+- s3://   a PUT with ``If-None-Match: *`` (S3 and S3-compatible servers), through boto3; each call under a
+          deadline and tried again until the store answers (streaming.state.s3)
 - gs://   an upload with ``ifGenerationMatch=0``, through google-cloud-storage (installed on demand)
 - hdfs:// a rename onto the final name, which HDFS refuses when the name exists
 S3 options ride on the URI as pyarrow reads them (``?endpoint_override=host:port&scheme=http&region=...``);
@@ -17,11 +18,11 @@ import os
 import posixpath
 import uuid
 from dataclasses import dataclass
-from typing import Callable
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 from streaming.errors import UserError
-from streaming.log.storage import ArrowStorage, LocalStorage, Storage
+from streaming.log.arrow_storage import ArrowStorage
+from streaming.log.storage import LocalStorage, Storage
 
 SCHEMES = ("s3", "gs", "gcs", "hdfs")
 
@@ -65,15 +66,16 @@ def open_state_dir(uri: str) -> StateDir:
         filesystem, root = pafs.FileSystem.from_uri(uri)
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise StateStoreError(f"--state-dir {uri}: {exc}") from None
-    state = StateDir(uri, ArrowStorage(filesystem, _put_if_absent(scheme, uri, filesystem)), root.rstrip("/"), False)
+    state = StateDir(uri, _storage(scheme, filesystem), root.rstrip("/"), False)
     bucket = root.split("/", 1)[0]
-    try:  # one look now, so an unreachable store or a missing bucket is one clear line, not a traceback
-        from pyarrow.fs import FileType  # noqa: PLC0415
+    try:  # one look now, one attempt only: an unreachable store or a missing bucket is one clear line
+        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
 
-        if scheme in ("s3", "gs", "gcs") and filesystem.get_file_info(bucket).type == FileType.NotFound:
+        looked = state.storage.fs
+        if scheme in ("s3", "gs", "gcs") and looked.get_file_info(bucket).type == FileType.NotFound:
             raise StateStoreError(f"--state-dir {uri}: bucket {bucket!r} does not exist; create it, or choose "
                                   f"another --state-dir")
-        state.storage.list(state.root)
+        looked.get_file_info(FileSelector(state.root, allow_not_found=True))
     except OSError as exc:
         raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0].rstrip('.')}. Check "
                               f"the credentials in the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS) and "
@@ -127,17 +129,17 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
-def _put_if_absent(scheme: str, uri: str, filesystem) -> Callable[[str, bytes], bool]:
+def _storage(scheme: str, filesystem) -> ArrowStorage:
     if scheme == "s3":
-        from streaming.state.s3 import S3Conditional  # noqa: PLC0415
+        from streaming.state import s3  # noqa: PLC0415
 
-        query = {k: v[-1] for k, v in parse_qs(urlparse(uri).query).items()}
-        return S3Conditional(query.get("endpoint_override"), query.get("scheme", "https"), query.get("region"))
+        filesystem = s3.with_deadlines(filesystem)
+        return ArrowStorage(filesystem, s3.S3Conditional(filesystem.__reduce__()[1][0]), s3.unanswered)
     if scheme in ("gs", "gcs"):
         from streaming.state.gcs import GcsConditional  # noqa: PLC0415
 
-        return GcsConditional()
-    return functools.partial(_rename_if_absent, filesystem)
+        return ArrowStorage(filesystem, GcsConditional())
+    return ArrowStorage(filesystem, functools.partial(_rename_if_absent, filesystem))
 
 
 def _rename_if_absent(filesystem, path: str, data: bytes) -> bool:

@@ -9,9 +9,11 @@ import threading
 import time
 
 import pyarrow.fs as pafs
+import pytest
 
-from streaming.log.storage import ArrowStorage
-from streaming.log.store_watch import SAY_AFTER_S, WATCH
+from streaming.log.arrow_storage import ArrowStorage
+from streaming.log import store_watch
+from streaming.log.store_watch import SAY_AFTER_S, WATCH, StoreUnanswered
 
 WAITING = re.compile(r"waiting for the state store since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+s\): "
                      r"a read of bucket/log/m-1 has had no answer")
@@ -70,3 +72,25 @@ def test_a_call_that_answers_in_time_says_nothing(caplog) -> None:
 def _read_ignoring_errors(storage: ArrowStorage) -> None:
     with contextlib.suppress(FileNotFoundError):  # the stalled filesystem has nothing to read once released
         storage.get("bucket/log/m-1")
+
+
+def test_a_call_the_store_does_not_answer_is_tried_again_and_a_refusal_is_raised_at_once(monkeypatch) -> None:
+    monkeypatch.setattr(store_watch, "FIRST_PAUSE_S", 0.01)
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 4:
+            raise StoreUnanswered("connection refused")
+        return "answer"
+
+    assert WATCH.answered("a look at x", flaky) == "answer" and len(attempts) == 4
+
+    def refused() -> str:
+        attempts.append(1)
+        raise PermissionError("access denied")
+
+    attempts.clear()
+    with pytest.raises(PermissionError):
+        WATCH.answered("a look at x", refused)
+    assert len(attempts) == 1
