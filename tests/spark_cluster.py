@@ -15,6 +15,9 @@ from typing import Iterator
 from streaming.brokers.local.server import free_port
 from streaming.spark.home import pyspark_dir
 
+EXECUTOR = "CoarseGrainedExecutorBackend"
+WORKER = "org.apache.spark.deploy.worker.Worker"
+
 
 @dataclass
 class StandaloneCluster:
@@ -64,7 +67,7 @@ def standalone_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str
         _wait_for(log, "I have been elected leader", master)
         for i, work_dir in enumerate(cluster.work_dirs):
             work_dir.mkdir(parents=True)
-            worker, log = start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", cluster.master_url,
+            worker, log = start(f"worker-{i}", WORKER, cluster.master_url,
                                 "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
                                 "--webui-port", str(free_port()), "--work-dir", str(work_dir))
             _wait_for(log, "Successfully registered with master", worker)
@@ -78,3 +81,33 @@ def standalone_cluster(root: Path, workers: int = 2, cores: int = 1, memory: str
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(10)
+
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _command(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def process_tree(task_pid: int, root: str = EXECUTOR) -> list[int]:
+    """The process above a task's Python worker whose command names ``root`` (its executor JVM, or the
+    worker JVM that started that executor), and every process under it."""
+    top = task_pid
+    while root not in _command(top):
+        top = _parent(top)
+        assert top > 1, f"process {task_pid} runs under no {root}"
+    tree, changed = {top}, True
+    while changed:
+        changed = False
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                pid, parent = int(stat.parent.name), _parent(int(stat.parent.name))
+            except (OSError, ValueError, IndexError):  # gone meanwhile
+                continue
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                changed = True
+    return sorted(tree)

@@ -1,21 +1,30 @@
-"""The job with its state dir on an S3-compatible server (moto on 127.0.0.1), on the session's local Spark:
-the same sink as with a local state dir, status and dump read the store, and a checkpoint Spark cannot
-write is a one-line error."""
+"""The job with its state dir on a real S3 server (MinIO on 127.0.0.1), on the session's local Spark:
+the same sink as with a local state dir, status and dump read the store, a checkpoint Spark cannot
+write is a one-line error, and a store that dies mid-stage and comes back is waited for."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from streaming.kafka.admin import unique_topic_name
-from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
+from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
+from tests.cli.test_first_contact import kcompact
+from tests.e2e.helpers import (assert_sink_contract, dump_json, read_topic, run_once, sent_view, sink_caught_up,
+                               sink_view, status_json, wait_for, winners)
+from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent, produce
+from tests.minio import S3Server
 
 pytestmark = pytest.mark.integration
 
 HOUR = 3_600_000
 FORCE = "max.compaction.lag.ms=60000"
+CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
+CATCH_UP_S = 30.0
+WAITING = re.compile(r"WARNING .*waiting for the state store since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
 
 
 def test_a_state_dir_on_s3_gives_the_sink_of_the_model_across_runs(spark, bootstrap_servers, new_topic, s3_server,
@@ -47,3 +56,43 @@ def test_a_checkpoint_spark_cannot_write_is_a_one_line_error(spark, bootstrap_se
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after the job's own log lines
     assert rc == 2 and last.startswith("kcompact: error: Spark has no filesystem for s3a://"), last
     assert "--checkpoint-location" in last
+
+
+@pytest.mark.slow
+def test_the_store_killed_mid_stage_and_started_again_is_waited_for_and_caught_up(bootstrap_servers, new_topic,
+                                                                                   tmp_path) -> None:
+    """MinIO SIGKILLed while an append task holds its records, then started again on its data dir: the job
+    waits, says since when, and every winner is in the sink within CATCH_UP_S of the store's return, with the
+    sink contract held and verify clean."""
+    store = S3Server(tmp_path / "minio")  # the test's own: the session's goes on for the others
+    try:
+        src, sink = new_topic(partitions=2), unique_topic_name("sink")
+        past = int(time.time() * 1000) - 2 * HOUR
+        sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 40), b"a%d" % i, past + i) for i in range(400)])
+        hold = tmp_path / "hold"
+        hold.mkdir()
+        state = store.uri(store.new_bucket(), "jobs/restart")
+        with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG, state_dir=state,
+                        extra=("--checkpoint-location", str(tmp_path / "checkpoint")),
+                        env={HOLD_ENV: f"{Moment.APPEND.value}:{hold}"}) as job:
+            wait_for(lambda: job.running() or (hold / REACHED).exists(), 180, "an append task held")
+            store.kill()
+            (hold / RELEASE).touch()
+            wait_for(lambda: job.running() or WAITING.search(job.log()), 60, "the job says it waits for the store")
+            store.start()
+            back = time.monotonic()
+            wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), CATCH_UP_S,
+                     "every winner, after the store's return", pause_s=0.2)
+            print(f"caught up {time.monotonic() - back:.1f}s after the store's return")
+            sent += produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 40), b"b%d" % i, past + 1000 + i)
+                                                     for i in range(100)])
+            wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 120, "every winner")
+            job.stop()
+            log = job.log()
+        assert "the state store answers again" in log
+        assert "Traceback" not in log, log[-4000:]
+        assert_sink_contract(bootstrap_servers, sink, sent, 2)
+        verified = kcompact("verify", "--state-dir", state)
+        assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
+    finally:
+        store.stop()

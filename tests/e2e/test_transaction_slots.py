@@ -102,41 +102,13 @@ def test_ids_of_more_slots_than_the_job_runs_now_are_fenced_when_it_shrinks(spar
     assert_sink_contract(bootstrap_servers, sink, sent, 4)
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def _command(pid: int) -> str:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-
-
-def _executor_tree(task_pid: int) -> list[int]:
-    """The executor JVM that runs a task's Python worker, and every process under it (its daemon, workers)."""
-    jvm = task_pid
-    while "CoarseGrainedExecutorBackend" not in _command(jvm):
-        jvm = _parent(jvm)
-        assert jvm > 1, f"process {task_pid} runs under no executor"
-    tree, changed = {jvm}, True
-    while changed:
-        changed = False
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                pid, parent = int(stat.parent.name), _parent(int(stat.parent.name))
-            except (OSError, ValueError, IndexError):  # gone meanwhile
-                continue
-            if parent in tree and pid not in tree:
-                tree.add(pid)
-                changed = True
-    return sorted(tree)
-
-
 def test_a_frozen_task_whose_stage_ran_again_elsewhere_never_commits(bootstrap_servers, new_topic, tmp_path) -> None:
     """A lost executor's task still alive: its executor (the JVM and its Python processes) frozen with SIGSTOP
     after its task produced records into its transaction and before the commit. Spark declares it lost and
     runs the task again on the other executor; the new attempt, with the same slot's id, fences the frozen
     one and emits. Thawed, the frozen task's commit fails (or it dies with its executor): none of its writes
     is ever committed, and the sink contract and verify hold."""
-    from tests.spark_cluster import standalone_cluster
+    from tests.spark_cluster import process_tree, standalone_cluster
 
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 40), b"a%d" % i, _past() + i)
@@ -152,7 +124,7 @@ def test_a_frozen_task_whose_stage_ran_again_elsewhere_never_commits(bootstrap_s
         with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG, extra=extra) as job:
             wait_for(lambda: job.running() or ((hold / REACHED).exists() and (hold / REACHED).read_text()), 240,
                      "a task held at its flush")
-            frozen = _executor_tree(int((hold / HOLDER).read_text()))
+            frozen = process_tree(int((hold / HOLDER).read_text()))
             for pid in frozen:
                 os.kill(pid, signal.SIGSTOP)
             try:
