@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0  # no byte for this long ends an attempt
-CLIENT_ATTEMPTS = 2       # each client's own, within one of ours
+CLIENT_ATTEMPTS = 2       # pyarrow's own, within one of ours (its calls are idempotent)
 # pyarrow's S3 errors (OSError, its message only) that mean the store did not answer: the AWS SDK's names
 # for a connection refused or reset, a deadline passed, a server starting or overloaded, and any 5xx
 UNANSWERED = ("NETWORK_CONNECTION", "curlCode", "REQUEST_TIMEOUT", "SERVICE_UNAVAILABLE", "SLOW_DOWN",
@@ -71,8 +71,10 @@ class S3Conditional:
                 endpoint = f"{o['scheme'] or 'https'}://{o['endpoint_override']}" if o["endpoint_override"] else None
                 keys = {"aws_access_key_id": o["access_key"], "aws_secret_access_key": o["secret_key"],
                         "aws_session_token": o["session_token"] or None} if o["access_key"] else {}
+                # one attempt a call: a retry inside boto3 that met the object its lost first attempt created
+                # would call the create another writer's (put_if_absent reads it back instead)
                 config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=REQUEST_TIMEOUT_S,
-                                retries={"max_attempts": CLIENT_ATTEMPTS, "mode": "standard"})
+                                retries={"total_max_attempts": 1, "mode": "standard"})
                 self._client = boto3.session.Session().client("s3", endpoint_url=endpoint, region_name=o["region"] or None,
                                                                verify=o["tls_ca_file_path"] or None, config=config, **keys)
             return self._client
