@@ -68,6 +68,11 @@ class Toxic:
         return cls("timeout", {"timeout": 0})
 
     @classmethod
+    def limit_data(cls, limit: int) -> "Toxic":
+        """Each connection closed once it carried ``limit`` bytes: a transfer cut off mid-way."""
+        return cls("limit_data", {"bytes": limit})
+
+    @classmethod
     def reset_peer(cls, after_ms: int = 0) -> "Toxic":
         """Connections reset (TCP RST) ``after_ms`` after they carry data."""
         return cls("reset_peer", {"timeout": after_ms})

@@ -32,7 +32,7 @@ from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, Partition
 from streaming.log.columns import validity
 from streaming.state.locks import partition_lock
 from streaming.state.layout import REJECTED, LogDir, open_partition_log, rejected_file
-from streaming.state.stores import StateDir, open_state_dir
+from streaming.state.stores import StateDir, task_state_dir
 from streaming.job.append_counts import COUNTS, STATS_SCHEMA, AppendCounts
 from streaming.job.engine import MicroBatch
 from streaming.job.task import prepare_task
@@ -153,7 +153,7 @@ def append_partitions(batches: Iterator[pa.RecordBatch], task: AppendTask) -> It
     logs: dict[PartitionId, PartitionLog] = {}
     stats: dict[PartitionId, AppendCounts] = {}
     with contextlib.ExitStack() as locks:
-        yield from _append_locked(batches, open_state_dir(task.state_dir), task.config_of, task.now_ms, logs, stats,
+        yield from _append_locked(batches, task_state_dir(task.state_dir), task.config_of, task.now_ms, logs, stats,
                                   locks, task.audit_keys)
 
 

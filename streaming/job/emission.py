@@ -36,7 +36,7 @@ from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader, sett
 from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
 from streaming.kafka.transactional_ids import transactional_id
 from streaming.partition_id import PartitionId
-from streaming.state.stores import open_state_dir
+from streaming.state.stores import task_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         return
     ready: dict[PartitionWork, SinkPartition] = {}
     try:
-        if is_stale(open_state_dir(spec.state_dir), spec.job_id, task.fences):
+        if is_stale(task_state_dir(spec.state_dir), spec.job_id, task.fences):
             raise EmitterFenced(f"{tid}: the job's transactional ids were fenced after this task was made (a later "
                                 f"stage may write its partitions): it writes nothing")
         ready = _resume(works, task, spec, emitter)

@@ -13,7 +13,7 @@ from streaming.job.spec import JobSpec
 from streaming.job.task import prepare_task
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.locks import partition_lock
-from streaming.state.stores import StateDir, open_state_dir
+from streaming.state.stores import StateDir, task_state_dir
 
 
 def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt: int, drain: bool) -> PartitionWork:
@@ -31,7 +31,7 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
     """One Spark task's share of a stage: its logs rolled, cleaned and emitted, each one's report. ``attempt``:
     the task's attempt, in its reports (the driver fences the job's ids after a stage with a retried task)."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
-    state = open_state_dir(spec.state_dir)
+    state = task_state_dir(spec.state_dir)
     with contextlib.ExitStack() as locks:
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other
             locks.enter_context(partition_lock(state, log_dir.directory))

@@ -5,19 +5,22 @@ conditional write, so the store's own one is handed in (see streaming.state.stor
 which of its errors mean "no answer", so the store's own judge of that is handed in too.
 
 A call is tried again only where that is safe:
-- a read resumes where the failed attempt left off (a ranged read of the rest);
-- a write is spooled first (memory, then a temporary file), so an attempt that fails mid-upload is sent
-  again whole. A part-written object left by a failure is never referenced by a manifest, and the next
-  attempt replaces it;
+- a read of a stream is tried again at the same position: on S3 each read is a ranged request of its own,
+  and one that failed moved nothing;
+- a write is spooled first (in memory, then in a temporary file under TMPDIR), so an attempt that fails
+  mid-upload is sent again whole. A failed multipart upload may leave its parts on the store (a bucket's
+  rule to abort incomplete uploads removes them), or a part-written object under its name: never one a
+  manifest references, since objects are written before the manifest that names them (and on S3 a JSON
+  document goes up in one PUT: all or nothing);
 - a put-if-absent that finds the object there after an attempt the store did not answer reads it back: the
-  lost attempt may have been its own, and the object holds this writer's bytes only if it was.
+  lost attempt may have been its own, and it was if the object holds this writer's bytes. Two writers
+  whose bytes are equal (the same roll of the same version) both see their commit: the log is the same.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, TypeVar
 
@@ -87,18 +90,23 @@ class ArrowStorage:
         return self.answered(f"a read of {path}", lambda: self._read_all(path))
 
     def _read_all(self, path: str) -> bytes:
+        parts = []
         with self.fs.open_input_stream(path) as f:
-            return f.read()
+            while part := f.read(COPY_BYTES):
+                parts.append(part)
+                WATCH.moved()
+        return b"".join(parts)
 
     @contextlib.contextmanager
     def open_read(self, path: str) -> Iterator[BinaryIO]:
-        """Sequential: every reader of the log reads an object front to back, and a stream is one
-        download, where a random-access file on a store is a ranged request per read."""
-        reader = ResumedRead(self, path)
+        """Front to back, in large reads (every reader of the log reads so): a read is a request on a store."""
+        what = f"a read of {path}"
+        stream = self.answered(what, lambda: self.fs.open_input_stream(path))
         try:
-            yield reader  # type: ignore[misc]
+            yield _WatchedRead(self, stream, what)  # type: ignore[misc]
         finally:
-            reader.close()
+            with contextlib.suppress(OSError):
+                stream.close()
 
     @contextlib.contextmanager
     def open_put(self, path: str) -> Iterator[BinaryIO]:
@@ -115,7 +123,9 @@ class ArrowStorage:
         def once() -> None:
             source.seek(0)
             out = self._open_output(path)
-            shutil.copyfileobj(source, out, COPY_BYTES)
+            while part := source.read(COPY_BYTES):
+                out.write(part)
+                WATCH.moved()
             out.close()  # an object store publishes the object here
 
         self.answered(f"a write of {path}", once)
@@ -146,41 +156,15 @@ class ArrowStorage:
             self.answered(f"a delete of {path}", lambda: self.fs.delete_file(path))
 
 
-class ResumedRead:
-    """An object read front to back; a read the store drops resumes at the same byte, on a new request."""
+class _WatchedRead:
+    """A stream whose every read is a call tried until the store answers."""
 
-    def __init__(self, storage: ArrowStorage, path: str) -> None:
-        self._storage, self._path, self._what = storage, path, f"a read of {path}"
-        self._at = 0  # bytes handed to the reader so far
-        self._stream: pyarrow.NativeFile | None = storage.answered(self._what, lambda: storage.fs.open_input_stream(path))
-
-    def _once(self, op: Callable[[pyarrow.NativeFile], T]) -> T:
-        if self._stream is None:
-            stream = self._storage.fs.open_input_file(self._path)
-            stream.seek(self._at)
-            self._stream = stream
-        try:
-            return op(self._stream)
-        except OSError:
-            self._drop()
-            raise
-
-    def _drop(self) -> None:
-        stream, self._stream = self._stream, None
-        with contextlib.suppress(OSError):
-            if stream is not None:
-                stream.close()
+    def __init__(self, storage: ArrowStorage, stream: pyarrow.NativeFile, what: str) -> None:
+        self._storage, self._stream, self._what = storage, stream, what
 
     def read(self, size: int | None = -1) -> bytes:
-        data = self._storage.answered(self._what, lambda: self._once(
-            lambda s: s.read() if size is None or size < 0 else s.read(size)))
-        self._at += len(data)
-        return data
+        whole = size is None or size < 0
+        return self._storage.answered(self._what, lambda: self._stream.read() if whole else self._stream.read(size))
 
     def readinto(self, buffer) -> int:
-        got = self._storage.answered(self._what, lambda: self._once(lambda s: s.readinto(buffer)))
-        self._at += got
-        return got
-
-    def close(self) -> None:
-        self._drop()
+        return self._storage.answered(self._what, lambda: self._stream.readinto(buffer))

@@ -41,8 +41,9 @@ class StoreUnanswered(OSError):
 @dataclass
 class _Call:
     what: str          # "a read of <path>"
-    since: float       # monotonic
+    since: float       # monotonic: its start, or when its data last moved
     since_ms: int      # the same, as wall time
+    unanswered: bool = False  # an attempt failed unanswered: the wait counts on until the call ends
 
 
 class StoreWatch:
@@ -55,6 +56,7 @@ class StoreWatch:
         self._pid: int | None = None  # the thread is this process's: a forked worker starts its own
         self.outage = Outage()  # since when a call has waited, while one does: the progress line says it
         self._next_say = 0.0
+        self._mine = threading.local()  # this thread's calls in flight, innermost last
 
     def begin(self, what: str) -> int:
         if self._pid != os.getpid():
@@ -71,10 +73,26 @@ class StoreWatch:
     @contextlib.contextmanager
     def call(self, what: str) -> Iterator[None]:
         key = self.begin(what)
+        stack = self._mine.__dict__.setdefault("keys", [])
+        stack.append(key)
         try:
             yield
         finally:
+            stack.pop()
             self.end(key)
+
+    def moved(self) -> None:
+        """This thread's innermost call moved data: the store answers it, however long the whole call takes
+        (a large upload), so its wait counts from now. Not once an attempt of it went unanswered: an attempt
+        that moves data into a client's buffers proves nothing of the store."""
+        with self._lock:
+            call = self._innermost()
+            if call is not None and not call.unanswered:
+                call.since, call.since_ms = time.monotonic(), time.time_ns() // 1_000_000
+
+    def _innermost(self) -> _Call | None:
+        stack = self._mine.__dict__.get("keys")
+        return self._calls.get(stack[-1]) if stack else None
 
     def answered(self, what: str, attempt: Callable[[], T]) -> T:
         """What ``attempt`` returns once the store answers it: tried again while it raises StoreUnanswered,
@@ -85,6 +103,10 @@ class StoreWatch:
                 try:
                     return attempt()
                 except StoreUnanswered as exc:
+                    with self._lock:
+                        call = self._innermost()
+                        if call is not None:
+                            call.unanswered = True
                     log.debug("%s: %s; trying again in %.1fs", what, exc, pause)
                     time.sleep(pause)
                     pause = min(2 * pause, MAX_PAUSE_S)

@@ -22,6 +22,10 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Their errors are ours to report: the job reports py4j's, and streaming.brokers a container that fails (one
 # WARNING line, then the local broker); testcontainers' own INFO ("Pulling image" for an image built here) is noise.
 QUIET_LOGGERS = ("py4j", "testcontainers")
+# The state store's client (boto3): at DEBUG each call is pages of headers and signatures, and a connection
+# error it meets is logged with its stack though the call is tried again; what waits or fails is ours to say
+# (streaming.log.store_watch), so it says only its warnings, whatever the level.
+CLIENT_LOGGERS = ("boto3", "botocore", "urllib3", "s3transfer")
 LEVEL_ENV = "KCOMPACT_LOG_LEVEL"
 FORMAT_ENV = "KCOMPACT_LOG_FORMAT"
 _worker_configured = False
@@ -56,6 +60,8 @@ def configure(level: str, fmt: str) -> None:
     root.setLevel(level)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
+    for name in CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def route_through(stream: TextIO | None) -> None:

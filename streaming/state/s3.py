@@ -11,9 +11,12 @@ pyarrow's, so a task on an executor needs nothing the driver did not have.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse
 
+from streaming.log.arrow_storage import ArrowStorage
 from streaming.log.store_watch import StoreUnanswered
 
 if TYPE_CHECKING:
@@ -23,33 +26,58 @@ CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0  # no byte for this long ends an attempt
 CLIENT_ATTEMPTS = 2       # pyarrow's own, within one of ours (its calls are idempotent)
 # pyarrow's S3 errors (OSError, its message only) that mean the store did not answer: the AWS SDK's names
-# for a connection refused or reset, a deadline passed, a server starting or overloaded, and any 5xx
-UNANSWERED = ("NETWORK_CONNECTION", "curlCode", "REQUEST_TIMEOUT", "SERVICE_UNAVAILABLE", "SLOW_DOWN",
-              "INTERNAL_FAILURE", "HTTP status 5")
+# for a connection refused or reset, a deadline passed, a server starting or overloaded, and a 500/502/503/504
+# (a 501 is a store without a feature: no answer will change it)
+UNANSWERED = re.compile(r"NETWORK_CONNECTION|curlCode|REQUEST_TIMEOUT|SERVICE_UNAVAILABLE|SLOW_DOWN|INTERNAL_FAILURE"
+                        r"|HTTP status 50[0234]\b")
+# curl's errors of TLS (a certificate refused, a CA file that cannot be read, a failed handshake): a store
+# that refuses to be trusted answers the same way every time
+TLS_REFUSED = re.compile(r"curlCode: (35|51|53|54|58|59|60|64|66|77|80|82|83|90|91)\b")
 # boto3's error codes worth another attempt; ConditionalRequestConflict is another conditional write to the
 # same key still in flight: the next attempt finds which one won
 RETRIED_CODES = frozenset({"RequestTimeout", "ServiceUnavailable", "SlowDown", "InternalError",
                            "XMinioServerNotInitialized", "ConditionalRequestConflict"})
+RETRIED_STATUS = frozenset({500, 502, 503, 504})
 
 
-def with_deadlines(filesystem: pyarrow.fs.S3FileSystem) -> pyarrow.fs.S3FileSystem:
-    """The same filesystem (as pyarrow read it from the URI), each attempt under CONNECT_TIMEOUT_S and
-    REQUEST_TIMEOUT_S, and small objects written with one PUT: all or nothing."""
+def s3_storage(uri: str, filesystem: pyarrow.fs.S3FileSystem) -> ArrowStorage:
+    """The log's storage on the filesystem pyarrow read from ``uri``, with deadlines, the judge of its
+    errors and the conditional create. An option of the URI the rebuilt filesystem would not keep is refused
+    (pyarrow reads some, such as tls_verify_certificates, that its constructor does not take)."""
+    options = _options(filesystem)
+    given = set(parse_qs(urlparse(uri).query))
+    lost = sorted(given - set(options))
+    if lost:
+        raise ValueError(f"{', '.join(lost)}: pyarrow reads this from the URI, but its S3FileSystem does not take it, "
+                         f"so kcompact cannot keep it; leave it out (tls_ca_file_path names a CA to trust)")
     from pyarrow.fs import AwsStandardS3RetryStrategy, S3FileSystem  # noqa: PLC0415
 
+    deadlined = S3FileSystem(**{**options, "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": REQUEST_TIMEOUT_S,
+                                "allow_delayed_open": True},  # an object of one part goes up in one PUT
+                             retry_strategy=AwsStandardS3RetryStrategy(max_attempts=CLIENT_ATTEMPTS))
+    return ArrowStorage(deadlined, S3Conditional(options), unanswered)
+
+
+def _options(filesystem: pyarrow.fs.S3FileSystem) -> dict[str, Any]:
     _, (options,) = filesystem.__reduce__()  # the options pyarrow read from the URI
-    return S3FileSystem(**{**options, "connect_timeout": CONNECT_TIMEOUT_S, "request_timeout": REQUEST_TIMEOUT_S,
-                           "allow_delayed_open": True},
-                        retry_strategy=AwsStandardS3RetryStrategy(max_attempts=CLIENT_ATTEMPTS))
+    return options
 
 
 def unanswered(exc: OSError) -> bool:
-    return any(mark in str(exc) for mark in UNANSWERED)
+    text = str(exc)
+    return bool(UNANSWERED.search(text)) and not TLS_REFUSED.search(text)
+
+
+def look_with_conditional_client(filesystem: pyarrow.fs.S3FileSystem, bucket: str) -> None:
+    """One request with the conditional create's client (boto3), which trusts its own CAs and reads the
+    credentials its own way: a store pyarrow reaches and boto3 does not is a clear line at start, not a
+    task's failure at its first commit. Raises OSError."""
+    S3Conditional(_options(filesystem)).look(bucket)
 
 
 class S3Conditional:
     def __init__(self, options: dict[str, Any]) -> None:
-        """``options``: pyarrow's S3FileSystem's, as with_deadlines gives them."""
+        """``options``: pyarrow's S3FileSystem's."""
         self.options = {k: options.get(k) for k in ("endpoint_override", "scheme", "region", "access_key",
                                                     "secret_key", "session_token", "tls_ca_file_path")}
         self._client = None
@@ -79,18 +107,33 @@ class S3Conditional:
                                                                verify=o["tls_ca_file_path"] or None, config=config, **keys)
             return self._client
 
+    def look(self, bucket: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+
+        try:
+            self._s3().head_bucket(Bucket=bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise OSError(f"{exc} (the conditional create's client, boto3)") from None
+
     def __call__(self, path: str, data: bytes) -> bool:
-        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError  # noqa: PLC0415
+        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError, SSLError  # noqa: PLC0415
 
         bucket, _, key = path.partition("/")
         try:
             self._s3().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            if error.get("Code") == "PreconditionFailed":
+            code = exc.response.get("Error", {}).get("Code")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code == "PreconditionFailed":
                 return False
-            if error.get("Code") in RETRIED_CODES or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+            if code in RETRIED_CODES or status in RETRIED_STATUS:
                 raise StoreUnanswered(str(exc)) from exc
+            if code == "NotImplemented" or status == 501:
+                raise OSError(f"s3://{bucket}: the store does not take conditional writes (If-None-Match: *), "
+                              f"which fence a second writer of a log; use AWS S3, MinIO or another store that "
+                              f"does") from exc
+            raise
+        except SSLError:  # a ConnectionError too, but a refusal: the certificate will not change
             raise
         except (ConnectionError, HTTPClientError) as exc:
             raise StoreUnanswered(str(exc)) from exc

@@ -50,8 +50,10 @@ def is_local(uri: str) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def open_state_dir(uri: str) -> StateDir:
-    """One per URI per process: executors' tasks share their worker's filesystem client."""
+def task_state_dir(uri: str) -> StateDir:
+    """A task's state dir, opened without a look at the store: one that does not answer as a task starts
+    is waited for by the task's first call, where a look would fail the task. One per URI per process:
+    executors' tasks share their worker's filesystem client."""
     if is_local(uri):
         path = os.path.abspath(urlparse(uri).path if uri.startswith("file:") else uri)
         _refuse_a_file_in_the_way(uri, path)
@@ -64,23 +66,42 @@ def open_state_dir(uri: str) -> StateDir:
 
     try:
         filesystem, root = pafs.FileSystem.from_uri(uri)
+        storage = _storage(scheme, uri, filesystem)
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise StateStoreError(f"--state-dir {uri}: {exc}") from None
-    state = StateDir(uri, _storage(scheme, filesystem), root.rstrip("/"), False)
-    bucket = root.split("/", 1)[0]
-    try:  # one look now, one attempt only: an unreachable store or a missing bucket is one clear line
-        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
+    return StateDir(uri, storage, root.rstrip("/"), False)
 
-        looked = state.storage.fs
-        if scheme in ("s3", "gs", "gcs") and looked.get_file_info(bucket).type == FileType.NotFound:
-            raise StateStoreError(f"--state-dir {uri}: bucket {bucket!r} does not exist; create it, or choose "
-                                  f"another --state-dir")
-        looked.get_file_info(FileSelector(state.root, allow_not_found=True))
-    except OSError as exc:
-        raise StateStoreError(f"--state-dir {uri}: the store cannot be read: {str(exc).splitlines()[0].rstrip('.')}. Check "
-                              f"the credentials in the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS) and "
-                              f"the address") from None
+
+def open_state_dir(uri: str) -> StateDir:
+    """The state dir at first contact (a command, the driver): one look at the store, once per process and
+    one attempt only, so an unreachable store, a missing bucket or refused credentials is one clear line."""
+    state = task_state_dir(uri)
+    if not state.local and uri not in _LOOKED:
+        _look(state, urlparse(uri).scheme)
+        _LOOKED.add(uri)
     return state
+
+
+_LOOKED: set[str] = set()
+
+
+def _look(state: StateDir, scheme: str) -> None:
+    from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
+
+    bucket = state.root.split("/", 1)[0]
+    try:
+        if scheme in ("s3", "gs", "gcs") and state.storage.fs.get_file_info(bucket).type == FileType.NotFound:
+            raise StateStoreError(f"--state-dir {state.uri}: bucket {bucket!r} does not exist; create it, or choose "
+                                  f"another --state-dir")
+        state.storage.fs.get_file_info(FileSelector(state.root, allow_not_found=True))
+        if scheme == "s3":
+            from streaming.state import s3  # noqa: PLC0415
+
+            s3.look_with_conditional_client(state.storage.fs, bucket)
+    except OSError as exc:
+        raise StateStoreError(f"--state-dir {state.uri}: the store cannot be read: {str(exc).splitlines()[0].rstrip('.')}. "
+                              f"Check the credentials in the environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS) and "
+                              f"the address") from None
 
 
 def check_access(state: StateDir, write: bool) -> None:
@@ -129,12 +150,11 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
-def _storage(scheme: str, filesystem) -> ArrowStorage:
+def _storage(scheme: str, uri: str, filesystem) -> ArrowStorage:
     if scheme == "s3":
         from streaming.state import s3  # noqa: PLC0415
 
-        filesystem = s3.with_deadlines(filesystem)
-        return ArrowStorage(filesystem, s3.S3Conditional(filesystem.__reduce__()[1][0]), s3.unanswered)
+        return s3.s3_storage(uri, filesystem)
     if scheme in ("gs", "gcs"):
         from streaming.state.gcs import GcsConditional  # noqa: PLC0415
 

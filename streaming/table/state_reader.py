@@ -22,7 +22,7 @@ from streaming.log.manifest import load_newest
 from streaming.log.read_hold import holding
 from streaming.partition_id import PartitionId, offsets_from_json
 from streaming.state.layout import list_log_dirs
-from streaming.state.stores import check_access, open_state_dir
+from streaming.state.stores import check_access, open_state_dir, task_state_dir
 from streaming.table.rows import table_rows
 
 LATEST = -1
@@ -96,14 +96,14 @@ def logs_to_read(state_uri: str, query: TableQuery) -> list[LogToRead]:
 
 def current_end(item: LogToRead) -> int:
     """The log's end as its newest manifest says, without reading a record."""
-    state = open_state_dir(item.state_uri)
+    state = task_state_dir(item.state_uri)
     return log_end(load_newest(state.storage, item.directory).manifest)
 
 
 @contextlib.contextmanager
 def opened_log(item: LogToRead) -> Iterator[Live]:
     """The log's live rows (TABLE_SCHEMA, in offset order) from its newest manifest, held while the body reads."""
-    state = open_state_dir(item.state_uri)
+    state = task_state_dir(item.state_uri)
     with holding(state.storage, item.directory):
         manifest = load_newest(state.storage, item.directory).manifest
         live = live_records(state.storage, item.directory, manifest, item.compaction, item.as_of, item.tombstones,

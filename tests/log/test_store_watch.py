@@ -94,3 +94,33 @@ def test_a_call_the_store_does_not_answer_is_tried_again_and_a_refusal_is_raised
     with pytest.raises(PermissionError):
         WATCH.answered("a look at x", refused)
     assert len(attempts) == 1
+
+
+def test_data_that_moves_keeps_a_long_call_quiet_until_one_of_its_attempts_goes_unanswered(caplog, monkeypatch) -> None:
+    """A large upload takes long and is answered all along; an attempt that failed proves the store away, and
+    data the next one hands to the client's buffers does not prove it back."""
+    monkeypatch.setattr(store_watch, "SAY_AFTER_S", 0.2)
+    monkeypatch.setattr(store_watch, "FIRST_PAUSE_S", 0.01)
+
+    def healthy() -> None:
+        time.sleep(0.3)
+        WATCH.moved()
+        WATCH.check(time.monotonic())
+
+    failed: list[int] = []
+
+    def after_a_failure() -> None:
+        if not failed:
+            failed.append(1)
+            raise StoreUnanswered("connection refused")
+        time.sleep(0.3)
+        WATCH.moved()
+        WATCH.check(time.monotonic())
+
+    with caplog.at_level(logging.WARNING, logger="streaming.log.store_watch"):
+        WATCH.answered("a write of big", healthy)
+        assert not caplog.records, [r.getMessage() for r in caplog.records]
+        WATCH.answered("a write of big", after_a_failure)
+        WATCH.check(time.monotonic())
+    said = [r.getMessage() for r in caplog.records]
+    assert said and said[0].startswith("waiting for the state store since") and "a write of big" in said[0], said

@@ -4,6 +4,7 @@ manifest leaving the log as it was."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -27,12 +28,11 @@ from streaming.log.store_watch import SAY_AFTER_S, WATCH
 from streaming.log.manifest import MANIFESTS, OBJECTS
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state import s3
-from streaming.state.stores import StateDir, open_state_dir
+from streaming.state.stores import StateDir, open_state_dir, task_state_dir
 from tests.log.objects import PatchedStorage
 from tests.cli.test_status import NOW, write_state_dir
-from tests.e2e.helpers import wait_for
 from tests.minio import S3Server
-from tests.toxiproxy import Stream, Toxic, toxic
+from tests.toxiproxy import Proxy, Stream, Toxic, toxic
 
 pytestmark = pytest.mark.integration
 
@@ -44,8 +44,8 @@ def state(s3_server):
     return open_state_dir(s3_server.uri(s3_server.new_bucket()))
 
 
-def _log(state) -> PartitionLog:
-    return open_partition_log(state, LogDir.of(state, PartitionId("t", 0)), CONFIG.log_config)
+def _log(state: StateDir, config: CompactionConfig = CONFIG) -> PartitionLog:
+    return open_partition_log(state, LogDir.of(state, PartitionId("t", 0)), config.log_config)
 
 
 def _records(start: int, n: int, keys: int = 7) -> list[dict]:
@@ -130,7 +130,7 @@ def test_status_and_dump_read_a_state_dir_on_s3(s3_server) -> None:
 
 def _fresh(uri: str) -> StateDir:
     """A state dir with clients of its own, as another process (a zombie task, a second job) has."""
-    return open_state_dir.__wrapped__(uri)
+    return task_state_dir.__wrapped__(uri)
 
 
 def _race(*calls: Callable[[], object]) -> list[object]:
@@ -190,24 +190,20 @@ def test_two_logs_appending_from_one_manifest_version_one_commits_and_the_other_
 def test_a_segment_larger_than_the_multipart_threshold_is_written_in_parts_and_read_back(s3_server) -> None:
     state = _fresh(s3_server.uri(s3_server.new_bucket()))
     config = CompactionConfig.from_mapping({"min.cleanable.dirty.ratio": "0", "segment.bytes": str(1 << 30)})
-    plog = open_partition_log(state, LogDir.of(state, PartitionId("t", 0)), config.log_config)
+    plog = _log(state, config)
     values = [os.urandom(1 << 20) for _ in range(24)]  # 24 MiB that no codec shrinks, in one append
     plog.append([make_record(o, b"k%d" % (o % 12), v, 1000 + o) for o, v in enumerate(values)])
     plog.roll()
     plog.append(_records(24, 1))
     assert [r["value"] for r in plog.read(0, 24)] == values
     LogCleanerManager(config).clean_partition(PartitionId("t", 0), plog, now_ms=10**13)
-    cleaned = _log_of(state, config)
+    cleaned = _log(state, config)
     assert [(r["offset"], r["value"]) for r in cleaned.read(0, 24)] == [(o, values[o]) for o in range(12, 24)]
     bucket, _, _ = state.root.partition("/")
     for segment in (plog.segments[0], cleaned.segments[0]):
         key = segment_key(state, segment)
         etag = s3_server.client().head_object(Bucket=bucket, Key=key)["ETag"]
         assert "-" in etag, f"{key} went up in one PUT ({etag}): not a multipart upload"
-
-
-def _log_of(state: StateDir, config: CompactionConfig) -> PartitionLog:
-    return open_partition_log(state, LogDir.of(state, PartitionId("t", 0)), config.log_config)
 
 
 def segment_key(state: StateDir, segment) -> str:
@@ -262,15 +258,43 @@ def own_store(tmp_path_factory) -> Iterator[S3Server]:
         server.stop()
 
 
+@contextlib.contextmanager
+def _retries() -> Iterator[threading.Event]:
+    """An event set when a call the store did not answer is tried again (store_watch's DEBUG line)."""
+    tried_again = threading.Event()
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "trying again" in record.getMessage():
+                tried_again.set()
+
+    logger = logging.getLogger("streaming.log.store_watch")
+    handler, level = Seen(logging.DEBUG), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield tried_again
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _proxied(s3_server: S3Server, toxiproxy) -> tuple[StateDir, Proxy, str]:
+    """A state dir reached through a proxy of its own, and its bucket."""
+    proxy = toxiproxy.proxy(unique_topic_name("s3"), s3_server.endpoint)
+    bucket = s3_server.new_bucket()
+    return _fresh(s3_server.uri(bucket, endpoint=proxy.listen)), proxy, bucket
+
+
 def test_an_append_while_the_store_restarts_waits_says_since_when_and_lands(own_store, caplog) -> None:
     state = _fresh(own_store.uri(own_store.new_bucket()))
     plog = _log(state)
     plog.append(_records(0, 10))
     own_store.kill()
     appending = threading.Thread(target=plog.append, args=(_records(10, 10),))
-    with caplog.at_level(logging.WARNING, logger="streaming.log.store_watch"):
+    with caplog.at_level(logging.WARNING, logger="streaming.log.store_watch"), _retries() as tried_again:
         appending.start()
-        time.sleep(0.5)
+        assert tried_again.wait(30), "the append met the store down"
         WATCH.check(time.monotonic() + SAY_AFTER_S + 1)
         own_store.start()
         appending.join(30)
@@ -283,33 +307,48 @@ def test_an_append_while_the_store_restarts_waits_says_since_when_and_lands(own_
     assert [r["offset"] for r in _log(_fresh(state.uri)).read()] == list(range(20))
 
 
-def test_a_read_across_a_store_restart_resumes_at_the_byte_it_stopped(own_store) -> None:
-    state = _fresh(own_store.uri(own_store.new_bucket()))
-    data = os.urandom(3 << 20)
-    state.storage.put(state.path("object"), data)
-    with state.storage.open_read(state.path("object")) as f:
+def test_a_read_cut_off_mid_transfer_is_tried_again_at_the_same_byte(s3_server, toxiproxy) -> None:
+    state, proxy, bucket = _proxied(s3_server, toxiproxy)
+    data = os.urandom(8 << 20)
+    s3_server.client().put_object(Bucket=bucket, Key="state/object", Body=data)
+    rest: list[bytes] = []
+    with state.storage.open_read(state.path("object")) as f, _retries() as tried_again:
         head = f.read(1 << 20)
-        own_store.kill()
-        own_store.start()
-        rest = f.read()
-    assert head + rest == data
+        cut = proxy.add(Toxic.limit_data(256 << 10), (Stream.DOWNSTREAM,))
+        reading = threading.Thread(target=lambda: rest.append(f.read()))
+        reading.start()
+        assert tried_again.wait(60), "the read was cut off"
+        proxy.remove(cut)
+        reading.join(60)
+    assert head + rest[0] == data
+
+
+def test_a_write_cut_off_mid_upload_is_sent_again_whole(s3_server, toxiproxy) -> None:
+    state, proxy, bucket = _proxied(s3_server, toxiproxy)
+    data = os.urandom(24 << 20)  # parts of a multipart upload
+    cut = proxy.add(Toxic.limit_data(4 << 20), (Stream.UPSTREAM,))
+    with _retries() as tried_again:
+        writing = threading.Thread(target=state.storage.put, args=(state.path("object"), data))
+        writing.start()
+        assert tried_again.wait(60), "the upload was cut off"
+        proxy.remove(cut)
+        writing.join(120)
+    assert not writing.is_alive()
+    assert s3_server.client().get_object(Bucket=bucket, Key="state/object")["Body"].read() == data
 
 
 def test_a_conditional_create_whose_answer_was_lost_is_known_as_its_own(s3_server, toxiproxy, monkeypatch) -> None:
     """The request reaches the server and its answer never comes back: the next attempt finds the object
     there, and it holds this writer's bytes, so the create was this writer's."""
     monkeypatch.setattr(s3, "REQUEST_TIMEOUT_S", 2.0)
-    proxy = toxiproxy.proxy(unique_topic_name("s3-lost"), s3_server.endpoint)
-    bucket = s3_server.new_bucket()
-    state = _fresh(s3_server.uri(bucket, endpoint=proxy.listen))
-    path, key = state.path("manifest-1"), "state/manifest-1"
+    state, proxy, bucket = _proxied(s3_server, toxiproxy)
+    path = state.path("manifest-1")
     created: list[bool] = []
-    with toxic([proxy], Toxic.blackhole(), (Stream.DOWNSTREAM,)):
+    with toxic([proxy], Toxic.blackhole(), (Stream.DOWNSTREAM,)), _retries() as tried_again:
         writing = threading.Thread(target=lambda: created.append(state.storage.put_if_absent(path, b"mine")))
         writing.start()
-        wait_for(lambda: s3_server.client().list_objects_v2(Bucket=bucket, Prefix=key).get("KeyCount"), 30,
-                 "the create reached the server")
-        time.sleep(s3.REQUEST_TIMEOUT_S + 1)  # the attempt's deadline passes with no answer
+        assert tried_again.wait(30), "the first attempt had no answer"
     writing.join(30)
+    assert s3_server.client().get_object(Bucket=bucket, Key="state/manifest-1")["Body"].read() == b"mine"
     assert created == [True]
     assert state.storage.put_if_absent(path, b"theirs") is False, "a second create is refused"

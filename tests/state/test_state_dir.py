@@ -68,6 +68,8 @@ def test_a_state_dir_is_a_local_path_or_a_uri_of_a_pyarrow_filesystem(tmp_path, 
 @pytest.mark.parametrize("uri,error", [
     ("ftp://host/dir", "unsupported scheme ftp://"),
     ("s3://bucket/a?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1", "the store cannot be read: .*connect"),
+    ("s3://bucket/a?endpoint_override=127.0.0.1:9&scheme=http&tls_verify_certificates=false",
+     "tls_verify_certificates: pyarrow reads this from the URI, but its S3FileSystem does not take it"),
 ])
 def test_a_state_dir_that_cannot_be_used_is_one_clear_error(uri: str, error: str) -> None:
     with pytest.raises(StateStoreError, match=error) as err:
