@@ -29,8 +29,10 @@ HEADER = "version"
 PID = PartitionId("topic", 0)
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
 EXAMPLES = 200
-CLEANING_SHARE = 0.6
-TICKS = st.sampled_from([0, 100, 600, 1500, 3000, 12_000])  # at least this share of examples must run a pass, or the test shows little
+# At least this share of examples must run a pass, or the test shows little. Hypothesis's draws vary it from
+# run to run (0.59 to 0.87 in six runs): the floor is below that spread, far above a cleaner that never cleans.
+CLEANING_SHARE = 0.5
+TICKS = st.sampled_from([0, 100, 600, 1500, 3000, 12_000])
 
 
 @st.composite
