@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,14 @@ class GoTool:
                                f"{(done.stdout + done.stderr).strip()[-800:]}")
         publish(scratch, self.directory, lambda d: _complete(d, self.binary))
         return self.directory / self.binary
+
+    def main(self) -> None:
+        """``python -m tests.<module>`` (the test set-up runs it): built, or one line saying why not."""
+        try:
+            print(f"{self.name} {self.version} at {self.ensure()}")
+        except GoBuildError as exc:
+            print(f"kcompact: {exc}", file=sys.stderr)
+            sys.exit(1)
 
 
 def _complete(directory: Path, binary: str) -> bool:

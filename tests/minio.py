@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import urllib.request
 import uuid
 from pathlib import Path
 
 from streaming.brokers.local.server import LOCAL_HOST, die_with_parent, free_port
-from tests.go_tools import GoBuildError, GoTool
+from tests.go_tools import GoTool
 from tests.processes import stop, wait_answering
 
 MINIO = GoTool("MinIO", "github.com/minio/minio", "v0.0.0-20260212201848-7aac2a2c5b7c", "minio")
@@ -91,8 +90,4 @@ class S3Server:
 
 
 if __name__ == "__main__":
-    try:
-        print(f"MinIO {MINIO.version} at {MINIO.ensure()}")
-    except GoBuildError as exc:
-        print(f"kcompact: {exc}", file=sys.stderr)
-        sys.exit(1)
+    MINIO.main()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any, Iterator
 from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.brokers.local.server import LOCAL_HOST, Proxied, die_with_parent, free_port
-from tests.go_tools import GoBuildError, GoTool
+from tests.go_tools import GoTool
 from tests.processes import stop, wait_answering
 
 
@@ -176,8 +175,4 @@ def toxic(proxies: list[Proxy], toxic: Toxic, streams: tuple[Stream, ...] = BOTH
 
 
 if __name__ == "__main__":
-    try:
-        print(f"Toxiproxy {TOXIPROXY.version} at {TOXIPROXY.ensure()}")
-    except GoBuildError as exc:
-        print(f"kcompact: {exc}", file=sys.stderr)
-        sys.exit(1)
+    TOXIPROXY.main()

@@ -58,55 +58,44 @@ class StoreWatch:
         self._next_say = 0.0
         self._mine = threading.local()  # this thread's calls in flight, innermost last
 
-    def begin(self, what: str) -> int:
+    @contextlib.contextmanager
+    def call(self, what: str) -> Iterator[_Call]:
+        """A call to the store in flight while the block runs, this thread's innermost."""
         if self._pid != os.getpid():
             self._start_thread()
         key = next(self._ids)
+        call = _Call(what, time.monotonic(), time.time_ns() // 1_000_000)
         with self._lock:
-            self._calls[key] = _Call(what, time.monotonic(), time.time_ns() // 1_000_000)
-        return key
-
-    def end(self, key: int) -> None:
-        with self._lock:
-            del self._calls[key]
-
-    @contextlib.contextmanager
-    def call(self, what: str) -> Iterator[None]:
-        key = self.begin(what)
-        stack = self._mine.__dict__.setdefault("keys", [])
-        stack.append(key)
+            self._calls[key] = call
+        stack = self._mine.__dict__.setdefault("calls", [])
+        stack.append(call)
         try:
-            yield
+            yield call
         finally:
             stack.pop()
-            self.end(key)
+            with self._lock:
+                del self._calls[key]
 
     def moved(self) -> None:
         """This thread's innermost call moved data: the store answers it, however long the whole call takes
         (a large upload), so its wait counts from now. Not once an attempt of it went unanswered: an attempt
         that moves data into a client's buffers proves nothing of the store."""
+        stack = self._mine.__dict__.get("calls")
         with self._lock:
-            call = self._innermost()
-            if call is not None and not call.unanswered:
-                call.since, call.since_ms = time.monotonic(), time.time_ns() // 1_000_000
-
-    def _innermost(self) -> _Call | None:
-        stack = self._mine.__dict__.get("keys")
-        return self._calls.get(stack[-1]) if stack else None
+            if stack and not stack[-1].unanswered:
+                stack[-1].since, stack[-1].since_ms = time.monotonic(), time.time_ns() // 1_000_000
 
     def answered(self, what: str, attempt: Callable[[], T]) -> T:
         """What ``attempt`` returns once the store answers it: tried again while it raises StoreUnanswered,
         under one watched call, so the wait is said from the first attempt on."""
-        with self.call(what):
+        with self.call(what) as call:
             pause = FIRST_PAUSE_S
             while True:
                 try:
                     return attempt()
                 except StoreUnanswered as exc:
                     with self._lock:
-                        call = self._innermost()
-                        if call is not None:
-                            call.unanswered = True
+                        call.unanswered = True
                     log.debug("%s: %s; trying again in %.1fs", what, exc, pause)
                     time.sleep(pause)
                     pause = min(2 * pause, MAX_PAUSE_S)

@@ -22,7 +22,7 @@ from tests.e2e.helpers import (NO_SINK_COMPACTION, assert_sink_contract, read_to
                                sink_view, wait_for, winners)
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent, produce
-from tests.cli.test_first_contact import KCOMPACT, TEXT_LINE
+from tests.cli.test_first_contact import KCOMPACT, TEXT_LINE, kcompact
 from tests.spark_cluster import WORKER, process_tree, standalone_cluster
 
 pytestmark = pytest.mark.integration
@@ -99,5 +99,5 @@ def test_a_worker_killed_mid_stage_with_state_on_s3_has_the_stage_run_again_and_
             log = job.log()
     assert re.search(r"Lost executor|executor \d+ .*(lost|exited)", log, re.IGNORECASE), "the worker's executor was lost"
     assert_sink_contract(bootstrap_servers, sink, sent, 2)
-    verified = subprocess.run([*KCOMPACT, "verify", "--state-dir", state], capture_output=True, text=True, timeout=300)
+    verified = kcompact("verify", "--state-dir", state)
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
