@@ -34,9 +34,12 @@ from streaming.kafka.client_log import with_client_log
 from streaming.kafka.task_emitter import TRANSACTION_RECORDS, SinkPartition, TaskEmitter
 from streaming.kafka.native import DEFAULT_CLIENT_ID
 from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.origin_header import Origins
 from streaming.kafka.record_produce import Columns
 from streaming.log import LogConfig, PartitionLog, batch_from_records, make_record
 from streaming.partition_id import PartitionId
+
+ORIGINS = Origins("bench-source", "bench-sink")  # every record gets the origin header, none is left out
 
 
 def fill_log(directory: str, records: int, value_bytes: int, headers: int, distinct: bool) -> PartitionLog:
@@ -67,7 +70,7 @@ def bare(bootstrap: str, topic: str, rows: list[tuple], per_transaction: int) ->
             while True:
                 try:
                     produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
-                            headers=[*own, (OFFSET_HEADER, offset_header.encode(offset))])
+                            headers=ORIGINS.sink_headers([*own, (OFFSET_HEADER, offset_header.encode(offset))]))
                     break
                 except BufferError:  # a transaction beyond the queue's 100k records: wait for room, as the emitter does
                     producer.poll(0.05)
@@ -84,7 +87,7 @@ def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: i
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
                                          "enable.idempotence": True, "linger.ms": 5}))
     producer.init_transactions(30)
-    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0)
+    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
     t = time.perf_counter()
     cols = [Columns.of(batch) for batch in log.read_batches(0, log.log_end_offset)]
     for part in cols:
@@ -99,7 +102,7 @@ def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: i
 
 
 def emitter(bootstrap: str, topic: str, log: PartitionLog, per_transaction: int) -> float:
-    sink = TaskEmitter(bootstrap, f"bench-{topic}", transaction_records=per_transaction)
+    sink = TaskEmitter(bootstrap, f"bench-{topic}", transaction_records=per_transaction, origins=ORIGINS)
     t = time.perf_counter()
     sink.emit([(SinkPartition(PartitionId(topic, 0), -1), log.read_batches(0, log.log_end_offset))])
     seconds = time.perf_counter() - t

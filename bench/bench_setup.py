@@ -24,11 +24,13 @@ from wan import Link, wan_site
 from streaming.kafka import client_log
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.client_settings import client_settings
+from streaming.kafka.origin_header import Origins
 from streaming.kafka.sink_state import read_states
 from streaming.kafka.task_emitter import TaskEmitter
 from streaming.partition_id import PartitionId
 
 SENT = re.compile(r"Sent (\w+)Request")
+ORIGINS = Origins("bench-source", "bench-sink")
 
 
 class _Requests:
@@ -47,7 +49,7 @@ def setup(bootstrap: str, slot: int, sinks: list[PartitionId]) -> tuple[list[str
     requests = _Requests()
     client_log._LOG = requests
     t = time.perf_counter()
-    emitter = TaskEmitter(bootstrap, f"kcompact-bench-{slot}", {"debug": "protocol"})
+    emitter = TaskEmitter(bootstrap, f"kcompact-bench-{slot}", {"debug": "protocol"}, origins=ORIGINS)
     fence_s = time.perf_counter() - t
     emitter.producer.poll(0)  # the log lines of the set-up reach the logger as the client's queue is served
     fenced = list(requests.sent)

@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
+from streaming.kafka.origin_header import Origins
 from streaming.log import LogConfig, PartitionLog
 from streaming.state.layout import log_dir
 from streaming.state.stores import open_state_dir
 
+
+# The clusters' ids a test's emitter names: records name their origin, none left out (the sink is another id)
+ORIGINS = Origins("test-source-cluster", "test-sink-cluster")
 
 # The SASL/PLAIN login the session's local broker accepts on its SASL listener (tests/e2e/test_security.py).
 SASL_USER, SASL_PASSWORD = "compactor", "S3cret-Pa55-9z"

@@ -169,6 +169,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
                            settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
                            trigger_interval_ms=round(options.trigger_interval * 1000),
                            kafka_native=options.native_asked,
+                           source_cluster_id=source.cluster_id(), sink_cluster_id=sink.cluster_id(),
                            job_id=job_id_of(state))
             _print_plans(spec, source_kafka, sink_kafka)
             native.announce(spec.kafka_native)

@@ -103,7 +103,7 @@ class PartitionWork:
     plan: TopicPlan
     config: CompactionConfig  # the stage's (drained by --drain)
     report: StageReport
-    noted: int | None  # how far the log's own note says the sink committed (None: no note)
+    noted: EmissionNote | None  # the log's own note of how far the sink committed (None: no note)
 
     @property
     def pid(self) -> PartitionId:
@@ -136,9 +136,43 @@ class PartitionWork:
         report.log_end_offset = self.plog.log_end_offset
 
 
-def local_emitted(plog: PartitionLog) -> int | None:
+@dataclass(frozen=True)
+class EmissionNote:
+    """The log's note of its emission, written after each stage's: how far emission got, and the last record
+    the sink holds. The records between came from the sink's cluster (``looped_to``) and were left out
+    (streaming.kafka.task_emitter.SinkPartition): the sink's own progress read cannot see past them, and
+    this note is what keeps a partition whose sink is written by others from reading them again each stage."""
+
+    emitted_up_to: int
+    written_up_to: int
+    looped_to: str | None  # the sink cluster's id; None: a note from before records were left out
+
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "EmissionNote":
+        return cls(doc["emitted_up_to"], doc.get("written_up_to", doc["emitted_up_to"]), doc.get("looped_to"))
+
+    def written_for(self, emitted_up_to: int, sink_cluster_id: str) -> int | None:
+        """The last record the sink holds when emission got to ``emitted_up_to`` (the driver's word), if this
+        note knows it; None otherwise (none left out, as far as the job can tell)."""
+        same = self.emitted_up_to == emitted_up_to and self.looped_to == sink_cluster_id
+        return self.written_up_to if same else None
+
+    def resumes_after(self, found: int, sink_cluster_id: str) -> int:
+        """Where emission resumes when the sink's last record of the job's carries ``found``: past the records
+        this note left out when nothing but they follow it (an origin never changes: read again, they would
+        be left out again), else right after it (the sink was emptied, truncated or written further)."""
+        passed = self.looped_to == sink_cluster_id and self.written_up_to <= found <= self.emitted_up_to
+        return self.emitted_up_to if passed else found
+
+
+def emission_note(plog: PartitionLog) -> EmissionNote | None:
     doc = read_json(plog.storage, emitted_file(plog.dir))
-    return None if doc is None else doc["emitted_up_to"]
+    return None if doc is None else EmissionNote.from_doc(doc)
+
+
+def local_emitted(plog: PartitionLog) -> int | None:
+    note = emission_note(plog)
+    return None if note is None else note.emitted_up_to
 
 
 def is_idle(plog: PartitionLog, emitted: int | None, config: CompactionConfig, now_ms: int,
@@ -213,7 +247,9 @@ def count_erasures_overdue(plog: PartitionLog, report: StageReport, spec: JobSpe
             plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
 
 
-def note_emitted(work: PartitionWork, now_ms: int) -> None:
-    """The log's note of how far the sink committed its records, written after the stage's emission."""
+def note_emitted(work: PartitionWork, written_up_to: int, sink_cluster_id: str, now_ms: int) -> None:
+    """The log's note of how far the sink committed its records (EmissionNote), written after the stage's
+    emission."""
     write_json(work.plog.storage, emitted_file(work.log_dir.directory),
-               {"emitted_up_to": work.report.emitted_up_to, "at_ms": now_ms})
+               {"emitted_up_to": work.report.emitted_up_to, "written_up_to": written_up_to,
+                "looped_to": sink_cluster_id, "at_ms": now_ms})

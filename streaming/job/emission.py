@@ -7,9 +7,10 @@
    attempt, or a stale task, may have written since the driver read them): where a sink is still as the job's
    last stage left it (its topic's id and its end, StageTask.trusted) what that stage committed, nothing read
    where the sink partition is empty, else its last committed record of the job's, read back for every
-   partition with one read_committed consumer (streaming.kafka.sink_progress). A partition whose last stable
-   offset stays below its high watermark for SETTLE_S has a transaction open: it is reported (the driver
-   resolves it between stages), and nothing is emitted to it;
+   partition with one read_committed consumer (streaming.kafka.sink_progress), and past the records the log's
+   note says were left out after it (EmissionNote: they came from the sink's cluster). A partition whose last
+   stable offset stays below its high watermark for SETTLE_S has a transaction open: it is reported (the
+   driver resolves it between stages), and nothing is emitted to it;
 3. write: the erase audit's lost notes made good, the passes (dead letters in transactions of their own),
    then one emission in transactions spanning the partitions.
 """
@@ -55,7 +56,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
     try:
         config = works[0].config
         emitter = TaskEmitter(spec.sink_bootstrap, tid, spec.sink_kafka, config.emit_transaction_records,
-                              spec.kafka_native, config.emit_transaction_ms)
+                              spec.kafka_native, config.emit_transaction_ms, origins=spec.origins)
     except (EmitterFenced, NativePathError) as exc:  # init_transactions failed for good (not allowed); a defect
         _fail(works, exc)
         return
@@ -95,13 +96,15 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         for w, part in ready.items():
             w.report.emitted_up_to, w.report.emitted = part.emitted_up_to, part.committed_records
             w.report.erase_sink_ms.extend(d.at_ms - d.timestamp_ms for d in part.tombstones)
+            if part.looped_records:
+                log.debug("%s: %d records left out: they came from the sink's cluster", part, part.looped_records)
     for w, part in ready.items():
         if w.config.erase_audit_keys is not AuditKeys.OFF:
             try:
                 note_emission(w.plog, part)
             except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
                 w.report.error = w.report.error or TaskError.of(exc)
-        note_emitted(w, now_ms)
+        note_emitted(w, part.written_up_to, spec.sink_cluster_id, now_ms)
 
 
 def _owes(work: PartitionWork, part: SinkPartition) -> bool:
@@ -125,7 +128,7 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
     ready: dict[PartitionWork, SinkPartition] = {}
     unread: dict[PartitionWork, SinkPartitionState] = {}
     for w in works:
-        w.report.emitted_up_to = -1 if w.noted is None else w.noted  # until the sink says otherwise
+        w.report.emitted_up_to = -1 if w.noted is None else w.noted.emitted_up_to  # until the sink says otherwise
         held = task.held.get(w.pid)
         state = states.get(w.sink)
         if held is not None:
@@ -135,7 +138,9 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
             w.report.error = TaskError(ErrorKind.SINK_UNREACHABLE, f"sink topic {w.plan.sink!r} does not exist "
                                        f"(deleted?); the job's topic sync makes it again", True)
         elif w.pid in task.trusted and _unchanged(w.sink, state, task.sinks):
-            ready[w] = SinkPartition(w.sink, task.trusted[w.pid])
+            trusted = task.trusted[w.pid]
+            ready[w] = SinkPartition(w.sink, trusted, None if w.noted is None else
+                                     w.noted.written_for(trusted, spec.sink_cluster_id))
         elif state.empty:
             ready[w] = SinkPartition(w.sink, -1)
         else:
@@ -152,11 +157,12 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
     progress = read_progress(client, {w.sink: s for w, s in unread.items()}) if unread else {}
     for w in unread:
         found = progress[w.sink]
-        if w.noted is not None and found < w.noted:
+        if w.noted is not None and found < w.noted.written_up_to:
             log.warning("%s: the sink holds less than this job committed to it (source offsets through %d, the sink "
                         "through %d): it was emptied, re-created or truncated; emission resumes after %d", w.sink,
-                        w.noted, found, found)
-        ready[w] = SinkPartition(w.sink, found)
+                        w.noted.written_up_to, found, found)
+        resume = found if w.noted is None else w.noted.resumes_after(found, spec.sink_cluster_id)
+        ready[w] = SinkPartition(w.sink, resume, found)
         w.report.sink_seen = (state.topic_id, state.high)
     return ready
 

@@ -12,6 +12,7 @@ from streaming.configuration.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
 from streaming.configuration.subscription import Subscription, select_topics, subscription_from_doc
+from streaming.kafka.origin_header import Origins
 from streaming.security.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
@@ -90,6 +91,10 @@ class JobSpec:
     trigger_interval_ms: int = 5000  # a tombstone's erasure is due max.compaction.lag.ms plus one trigger after it
     kafka_native: bool = True  # records take the native path where it can run (--kafka-native)
     job_id: str = field(default_factory=new_job_id)
+    # Kafka's ids of the two clusters, as read at start: each sink record names where it came from, and a
+    # record that came from the sink's cluster is not emitted (streaming.kafka.origin_header)
+    source_cluster_id: str = ""
+    sink_cluster_id: str = ""
 
     @property
     def source_bootstrap(self) -> str:
@@ -99,10 +104,15 @@ class JobSpec:
     def sink_bootstrap(self) -> str:
         return self.mapping.sink_bootstrap
 
+    @property
+    def origins(self) -> Origins:
+        return Origins(self.source_cluster_id, self.sink_cluster_id)
+
     def save(self, state: StateDir) -> None:
         """The job's settings beside its logs (secrets redacted) so status, dump and translate work offline."""
         doc = {"job_id": self.job_id, "mapping": self.mapping.to_doc(), "settings": self.settings.to_kafka(),
                "dead_letter_topic": self.dead_letter_topic,
+               "source_cluster_id": self.source_cluster_id, "sink_cluster_id": self.sink_cluster_id,
                "trigger_interval_ms": self.trigger_interval_ms,
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
@@ -123,6 +133,8 @@ class SavedJob:
     source_kafka: Mapping[str, str] = field(default_factory=dict)
     sink_kafka: Mapping[str, str] = field(default_factory=dict)
     job_id: str | None = None  # None: a state dir of a kcompact from before jobs had one
+    source_cluster_id: str | None = None  # None: saved by a kcompact from before records named their origin
+    sink_cluster_id: str | None = None
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "SavedJob":
@@ -130,7 +142,8 @@ class SavedJob:
         return cls(JobMapping.from_doc(doc["mapping"]),
                    {t: TopicPlan.from_doc(t, d, settings) for t, d in doc["topics"].items()}, settings,
                    doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000), doc.get("source_kafka", {}),
-                   doc.get("sink_kafka", {}), doc.get("job_id"))
+                   doc.get("sink_kafka", {}), doc.get("job_id"),
+                   source_cluster_id=doc.get("source_cluster_id"), sink_cluster_id=doc.get("sink_cluster_id"))
 
     def principals(self) -> frozenset[str]:
         """The principals the job itself logs in as on its two clusters."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import contextlib
 
-from streaming.job.compact import (PartitionWork, StageReport, StageTask, count_erasures_overdue, is_idle, local_emitted,
-                                   quiet_until_of, stage_config)
+from streaming.job.compact import (PartitionWork, StageReport, StageTask, count_erasures_overdue, emission_note,
+                                   is_idle, quiet_until_of, stage_config)
 from streaming.job.emission import emit_task
 from streaming.job.spec import JobSpec
 from streaming.job.task import prepare_task
@@ -23,7 +23,7 @@ def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt:
     report = StageReport(log_dir.pid, attempt=attempt)
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
-    return PartitionWork(log_dir, plog, plan, config, report, local_emitted(plog))
+    return PartitionWork(log_dir, plog, plan, config, report, emission_note(plog))
 
 
 def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int, drain: bool = False

@@ -493,38 +493,42 @@ static int read_varint(const uint8_t *buf, size_t *pos, size_t end, int64_t *out
 }
 
 /* The log's Avro encoding of a record's headers (array of {key: string, value: null|bytes}) added to hdrs;
- * 0 when the bytes are not such an array. */
-static int add_headers(rd_kafka_headers_t *hdrs, const uint8_t *buf, size_t pos, size_t end) {
+ * -1 when the bytes are not such an array, else 1 when one of them is a header named origin with a value (the
+ * record names its origin itself), 0 otherwise. */
+static int add_headers(rd_kafka_headers_t *hdrs, const uint8_t *buf, size_t pos, size_t end, const char *origin,
+                       size_t origin_len) {
     int64_t count, skip, len, branch;
+    int has_origin = 0;
     while (pos < end) {
         if (!read_varint(buf, &pos, end, &count))
-            return 0;
+            return -1;
         if (count == 0)
-            return pos == end;
+            return pos == end ? has_origin : -1;
         if (count < 0) { /* a block with its byte size */
             count = -count;
             if (!read_varint(buf, &pos, end, &skip))
-                return 0;
+                return -1;
         }
         for (int64_t k = 0; k < count; k++) {
             if (!read_varint(buf, &pos, end, &len) || len < 0 || (size_t)len > end - pos)
-                return 0;
+                return -1;
             const char *name = (const char *)buf + pos;
             ssize_t name_len = (ssize_t)len;
             pos += (size_t)len;
             if (!read_varint(buf, &pos, end, &branch))
-                return 0;
+                return -1;
             if (branch == 0) {
                 rd.header_add(hdrs, name, name_len, NULL, 0);
                 continue;
             }
             if (branch != 1 || !read_varint(buf, &pos, end, &len) || len < 0 || (size_t)len > end - pos)
-                return 0;
+                return -1;
             rd.header_add(hdrs, name, name_len, buf + pos, (ssize_t)len);
+            has_origin |= (size_t)name_len == origin_len && memcmp(name, origin, origin_len) == 0;
             pos += (size_t)len;
         }
     }
-    return 0;
+    return -1;
 }
 
 /* A buffer argument of int64 items, aligned for them; their count, or -1 with an exception naming it. */
@@ -574,21 +578,23 @@ static int validity_of(PyObject *obj, Py_buffer *view, const char *name, Py_ssiz
 #define VALID(bits, i) ((bits).buf == NULL || ((const uint8_t *)(bits).buf)[i])
 
 /*
- * produce_rows(producer, topic, partition, offset header name, offsets int64, timestamps int64,
- *              key valid bool|None, key offsets int64, key data, value valid|None, value offsets, value data,
- *              header offsets int64, header data, start, stop) -> (records produced, error code)
- * Records [start, stop), each with its own headers and then the offset header, in order; stops at the
- * first record librdkafka refuses (error code non-zero, e.g. its queue is full) and says how many went.
+ * produce_rows(producer, topic, partition, offset header name, origin header name, origin, offsets int64,
+ *              timestamps int64, key valid bool|None, key offsets int64, key data, value valid|None,
+ *              value offsets, value data, header offsets int64, header data, start, stop)
+ *   -> (records produced, error code)
+ * Records [start, stop), each with its own headers, then the offset header, then the origin header with the
+ * value origin unless its own headers hold one with a value, in order; stops at the first record librdkafka
+ * refuses (error code non-zero, e.g. its queue is full) and says how many went.
  */
 static PyObject *produce_rows(PyObject *self, PyObject *args) {
     PyObject *producer;
-    const char *topic, *offset_name;
+    const char *topic, *offset_name, *origin_name;
     int partition;
     Py_ssize_t start, stop;
-    Py_buffer offsets, stamps, kvalid = {0}, koffs, kdata, vvalid = {0}, voffs, vdata, hoffs, hdata;
+    Py_buffer origin, offsets, stamps, kvalid = {0}, koffs, kdata, vvalid = {0}, voffs, vdata, hoffs, hdata;
     PyObject *kvalid_obj, *vvalid_obj;
-    if (!PyArg_ParseTuple(args, "Osisy*y*Oy*y*Oy*y*y*y*nn", &producer, &topic, &partition, &offset_name, &offsets,
-                          &stamps, &kvalid_obj, &koffs, &kdata, &vvalid_obj, &voffs, &vdata, &hoffs, &hdata, &start,
+    if (!PyArg_ParseTuple(args, "Osissy*y*y*Oy*y*Oy*y*y*y*nn", &producer, &topic, &partition, &offset_name,
+                          &origin_name, &origin, &offsets, &stamps, &kvalid_obj, &koffs, &kdata, &vvalid_obj, &voffs, &vdata, &hoffs, &hdata, &start,
                           &stop))
         return NULL;
     PyObject *result = NULL;
@@ -602,6 +608,10 @@ static PyObject *produce_rows(PyObject *self, PyObject *args) {
     }
     if (offset_name[0] == '\0') {
         PyErr_SetString(PyExc_ValueError, "the offset header has no name");
+        goto done;
+    }
+    if (origin_name[0] == '\0' || strcmp(origin_name, offset_name) == 0) {
+        PyErr_SetString(PyExc_ValueError, "the origin header needs a name of its own");
         goto done;
     }
     if (start < 0 || start > stop || stop > n) {
@@ -628,16 +638,20 @@ static PyObject *produce_rows(PyObject *self, PyObject *args) {
     Py_ssize_t i = start;
     int err = 0;
     char number[24];
+    size_t origin_len = strlen(origin_name);
     Py_BEGIN_ALLOW_THREADS
     for (; i < stop; i++) {
         rd_kafka_headers_t *hdrs = rd.headers_new(4);
-        if (!add_headers(hdrs, headers, (size_t)ho[i], (size_t)ho[i + 1])) {
+        int has_origin = add_headers(hdrs, headers, (size_t)ho[i], (size_t)ho[i + 1], origin_name, origin_len);
+        if (has_origin < 0) {
             rd.headers_destroy(hdrs);
             err = ERR_BAD_MSG;
             break;
         }
         int digits = snprintf(number, sizeof(number), "%lld", (long long)off[i]);
         rd.header_add(hdrs, offset_name, -1, number, digits);
+        if (!has_origin)
+            rd.header_add(hdrs, origin_name, -1, origin.buf, origin.len);
         const void *key = VALID(kvalid, i) ? keys + ko[i] : NULL;
         const void *value = VALID(vvalid, i) ? values + vo[i] : NULL;
         err = rd.producev(rk, V_RKT, rkt, V_PARTITION, (int32_t)partition, V_VALUE, value,
@@ -652,6 +666,7 @@ static PyObject *produce_rows(PyObject *self, PyObject *args) {
     rd.topic_destroy(rkt);
     result = Py_BuildValue("(ni)", i - start, err);
 done:
+    PyBuffer_Release(&origin);
     PyBuffer_Release(&offsets);
     PyBuffer_Release(&stamps);
     if (kvalid.obj != NULL)

@@ -49,6 +49,7 @@ class Cluster:
     given_by: str = ""
     origins: Mapping[str, str] = field(default_factory=dict)
     _refusals: list[KafkaError] = field(default_factory=list, init=False, repr=False)
+    _cluster_id: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.given_by = self.given_by or ("--kafka" if self.role == "source" else "--sink-kafka")
@@ -111,10 +112,14 @@ class Cluster:
                                 self.bootstrap_servers, timeout_s, exc.args[0].str(), utc_text(since_ms))
 
     def cluster_id(self) -> str:
-        """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree."""
-        self.metadata()  # a refusal or an absent cluster is named first
-        return self.answer(lambda: self.admin.describe_cluster(request_timeout=30).result(30).cluster_id,
-                            "cluster id")
+        """Kafka's id of the cluster: two bootstrap lists name the same cluster exactly when these agree. Asked
+        once (a cluster keeps its id for life): the start compares the clusters by it, and the job's records
+        name their origin by it."""
+        if self._cluster_id is None:
+            self.metadata()  # a refusal or an absent cluster is named first
+            self._cluster_id = self.answer(
+                lambda: self.admin.describe_cluster(request_timeout=30).result(30).cluster_id, "cluster id")
+        return self._cluster_id
 
     def answer(self, call: Callable[[], T], what: str, quiet: bool = False) -> T:
         """A request retried while the cluster passes through a restart or a leader moves (a broker going

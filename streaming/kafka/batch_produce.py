@@ -12,19 +12,21 @@ from confluent_kafka import KafkaError, Producer
 
 from streaming.kafka import native
 from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.origin_header import ORIGIN_HEADER, Origins
 from streaming.kafka.record_produce import Columns, RecordProduce
 
 
 class BatchProduce(RecordProduce):
     """Through ``producer``'s librdkafka handle, a run of records in one C call."""
 
-    def __init__(self, producer: Producer, client_id: str, topic: str, partition: int) -> None:
+    def __init__(self, producer: Producer, client_id: str, topic: str, partition: int, origins: Origins) -> None:
         native.check_handle(producer, native.PRODUCER, client_id)  # a tested client, and its handle where it is read
-        super().__init__(producer, topic, partition)
+        super().__init__(producer, topic, partition, origins)
 
     def produce(self, cols: Columns, start: int, stop: int) -> tuple[int, KafkaError | None]:
         went, code = native.columns().produce_rows(
-            self.producer, self.topic, self.partition, OFFSET_HEADER, cols.offsets, cols.timestamps,
+            self.producer, self.topic, self.partition, OFFSET_HEADER, ORIGIN_HEADER, self.origins.source_value,
+            cols.offsets, cols.timestamps,
             cols.key_valid, cols.key_offsets, cols.keys, cols.value_valid, cols.value_offsets, cols.values,
             cols.header_offsets, cols.headers, start, stop)
         if code == 0:

@@ -1,6 +1,7 @@
 """Keyless records under compaction.keyless.policy=dead-letter: to the dead-letter topic, in a transaction of
 their own through the task's producer, in the source partition's number (topic sync gives that topic as many
-partitions as the largest source), each naming its source topic, partition and offset in headers."""
+partitions as the largest source), each naming its source topic, partition and offset in headers, and its origin
+as every sink record does (streaming.kafka.origin_header): one that came from the sink's cluster is left out."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from confluent_kafka import Producer
 
 from streaming.kafka import offset_header
 from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.origin_header import Origins
 from streaming.kafka.task_emitter import TaskEmitter
 from streaming.log.record import LogRecord
 from streaming.partition_id import PartitionId
@@ -18,9 +20,10 @@ TOPIC_HEADER = "kcompact.topic"  # where the record came from
 PARTITION_HEADER = "kcompact.partition"
 
 
-def sink_headers(r: LogRecord) -> list[tuple[str, bytes | None]]:
-    """A log record's headers as a sink record carries them: its own, then its source offset."""
-    return [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET_HEADER, offset_header.encode(r["offset"]))]
+def sink_headers(r: LogRecord, origins: Origins) -> list[tuple[str, bytes | None]]:
+    """A log record's headers as a sink record carries them: its own, its source offset, then its origin."""
+    return origins.sink_headers([(h["key"], h["value"]) for h in r["headers"]] +
+                                [(OFFSET_HEADER, offset_header.encode(r["offset"]))])
 
 
 def dead_letter(emitter: TaskEmitter, topic: str, source: PartitionId, records: Iterable[LogRecord]) -> int:
@@ -30,8 +33,11 @@ def dead_letter(emitter: TaskEmitter, topic: str, source: PartitionId, records: 
     def produce(producer: Producer) -> int:
         n = 0
         for r in records:
+            headers = sink_headers(r, emitter.origins)
+            if emitter.origins.looped(headers):
+                continue
             producer.produce(topic, key=r["key"], value=r["value"], timestamp=r["timestamp"],
-                             partition=source.partition, headers=sink_headers(r) + where)
+                             partition=source.partition, headers=headers + where)
             n += 1
         return n
     return emitter.transaction(produce)

@@ -20,11 +20,12 @@ class PlainProduce(RecordProduce):
                    run.column("key").to_pylist(), run.column("value").to_pylist(),
                    header_lists(run.column("headers")), strict=True)
         produce, topic, partition, header = self.producer.produce, self.topic, self.partition, offset_header.OFFSET_HEADER
+        origin = self.origins.sink_headers
         went = 0
         for offset, timestamp, key, value, headers in rows:
             try:
                 produce(topic, value, key, partition, timestamp=timestamp,
-                        headers=[*headers, (header, offset_header.encode(offset))])
+                        headers=origin([*headers, (header, offset_header.encode(offset))]))
             except BufferError:
                 return went, KafkaError(QUEUE_FULL)
             went += 1

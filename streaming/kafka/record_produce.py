@@ -1,6 +1,7 @@
 """The emitter's records, as runs of a log batch's rows, to a producer: what the native path (streaming.kafka.
-batch_produce) and the plain path (streaming.kafka.plain_produce) share. Each record goes with its own headers
-and then the offset header (streaming.kafka.offset_header), in order."""
+batch_produce) and the plain path (streaming.kafka.plain_produce) share. Each record goes with its own headers,
+then the offset header (streaming.kafka.offset_header), then the origin header unless it carries its own
+(streaming.kafka.origin_header), in order."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from streaming.kafka.origin_header import Origins
 from streaming.log.columns import binary_parts, offsets_of
 
 QUEUE_FULL = KafkaError._QUEUE_FULL  # noqa: SLF001 (librdkafka's local error, as confluent-kafka names it)
@@ -54,8 +56,8 @@ class RecordProduce(ABC):
     caller produces those that need one (tombstones, for the erase audit) through ``produce()``, in order
     between runs."""
 
-    def __init__(self, producer: Producer, topic: str, partition: int) -> None:
-        self.producer, self.topic, self.partition = producer, topic, partition
+    def __init__(self, producer: Producer, topic: str, partition: int, origins: Origins) -> None:
+        self.producer, self.topic, self.partition, self.origins = producer, topic, partition, origins
 
     @abstractmethod
     def produce(self, cols: Columns, start: int, stop: int) -> tuple[int, KafkaError | None]:

@@ -7,7 +7,8 @@ streaming.kafka.sink_progress) says how far emission got. The producer's transac
 (streaming.kafka.transactional_ids): its init_transactions fences an earlier attempt of the same task before
 anything is read or written, and the driver fences every other id of the job whenever one may still be
 writing. Records are emitted in source-offset order per partition, and a record at or below its partition's
-progress is never produced again.
+progress is never produced again. A record that came from the sink's cluster (streaming.kafka.origin_header) is
+left out, and progress moves past it all the same (SinkPartition.written_up_to says why).
 
 A producer that is fenced, or whose epoch is no longer the coordinator's, is never made again here: a new
 init_transactions would fence whoever holds the id now. The transaction is aborted where it still can be and
@@ -34,6 +35,7 @@ from streaming.kafka.batch_produce import BatchProduce
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
 from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.origin_header import Origins
 from streaming.kafka.plain_produce import PlainProduce
 from streaming.kafka.record_produce import Columns, RecordProduce
 from streaming.log.columns import header_pairs
@@ -67,12 +69,27 @@ class Delivered:
 
 @dataclass(eq=False)  # each is itself: a key of the open transaction's partitions
 class SinkPartition:
-    """One partition the task emits to, and how far the sink holds its records (source offsets)."""
+    """One partition the task emits to, and how far the sink holds its records (source offsets).
+
+    Progress moves past the records left out as looped, though the sink holds nothing of them: a partition
+    whose records all came from the sink's cluster would otherwise owe the sink forever, and every stage
+    would read them again. So two offsets: ``emitted_up_to``, how far emission got (what the job trusts while
+    the sink is as it left it, and notes in the log), and ``written_up_to``, the last record the sink holds
+    (what the sink's own progress read finds); every record between them was looped. A sink that shows
+    written_up_to (or any offset up to emitted_up_to) resumes after emitted_up_to: a record's origin never
+    changes, so those records are left out again whenever they are read; one that shows less was emptied or
+    truncated and is filled again from what it shows."""
 
     sink: PartitionId
-    emitted_up_to: int  # the source offset of the last record the sink committed; -1: none
+    emitted_up_to: int  # the source offset of the last record the sink committed or left out; -1: none
+    written_up_to: int | None = None  # the source offset of the last record the sink holds (None: emitted_up_to)
     committed_records: int = 0
+    looped_records: int = 0  # left out since the task began
     tombstones: list[Delivered] = field(default_factory=list)  # committed since the task began
+
+    def __post_init__(self) -> None:
+        if self.written_up_to is None:
+            self.written_up_to = self.emitted_up_to
 
     def __str__(self) -> str:
         return str(self.sink)
@@ -94,13 +111,15 @@ def waiting(call: Callable[[], T], what: str, client: MetadataClient, topic: str
 class TaskEmitter:
     def __init__(self, bootstrap_servers: str, transactional_id: str, client_config: Mapping[str, str] | None = None,
                  transaction_records: int = TRANSACTION_RECORDS, kafka_native: bool = True,
-                 transaction_ms: int = TRANSACTION_MS) -> None:
-        """A transaction holds up to ``transaction_records`` records, and about ``transaction_ms`` of them at
+                 transaction_ms: int = TRANSACTION_MS, *, origins: Origins) -> None:
+        """``origins``: the job's clusters, for each record's origin header and the records left out as looped.
+        A transaction holds up to ``transaction_records`` records, and about ``transaction_ms`` of them at
         the rate the last full one measured: each commit costs about three round trips (the last acks, EndTxn,
         and AddPartitionsToTxn before the next transaction's first records go), which across a WAN took more
         time than the records of a small transaction, while a transaction over a slow link must commit well
         within transaction.timeout.ms."""
         self.transactional_id = transactional_id
+        self.origins = origins
         self.transaction_records = transaction_records
         self.transaction_s = transaction_ms / 1000
         self._budget = min(transaction_records, FIRST_TRANSACTION_RECORDS)  # the records of the next transaction
@@ -122,8 +141,9 @@ class TaskEmitter:
         if runs is None:
             runs = self._runs[sink] = (
                 BatchProduce(self.producer, str(self._settings.get("client.id", native.DEFAULT_CLIENT_ID)), sink.topic,
-                             sink.partition)
-                if native.enabled(self.kafka_native) else PlainProduce(self.producer, sink.topic, sink.partition))
+                             sink.partition, self.origins)
+                if native.enabled(self.kafka_native) else PlainProduce(self.producer, sink.topic, sink.partition,
+                                                                       self.origins))
             log.debug("%s: records produced through the %s path", sink,
                       "native" if isinstance(runs, BatchProduce) else "plain")
         return runs
@@ -141,10 +161,12 @@ class TaskEmitter:
         """Produce each partition's records (LOG_BATCH_SCHEMA batches, in offset order) above its progress, in
         transactions that span the partitions (sized as __init__ says), and return how many. Runs
         of records go to the producer in one call each (the native path's batch produce, or the plain
-        path's); a tombstone goes alone, with a delivery report for the erase audit. A partition's progress
-        moves when a transaction holding its records commits."""
+        path's); a tombstone goes alone, with a delivery report for the erase audit; a looped record not at
+        all. A partition's progress moves when a transaction holding its records commits, and past looped
+        records at once where none of its records wait in the open transaction."""
         before = sum(part.committed_records for part, _ in work)
-        pending: dict[SinkPartition, tuple[int, int]] = {}  # in the open transaction: (last offset, records)
+        pending: dict[SinkPartition, tuple[int, int, int]] = {}  # in the open transaction: (last offset, last
+        # offset written, records)
         sent: list[tuple[SinkPartition, int, int, int]] = []  # tombstones delivered: (partition, source, ts, sink)
         in_txn = 0
         try:
@@ -153,8 +175,14 @@ class TaskEmitter:
                 for batch in batches:
                     cols = Columns.of(batch)
                     tombstones = cols.tombstones()
+                    starts, stops = _runs(self.origins.looped_rows(batch.column("headers")))
                     i, n = int(np.searchsorted(cols.offsets, part.emitted_up_to, side="right")), len(cols.offsets)
                     while i < n:
+                        k = int(np.searchsorted(stops, i, side="right"))  # the first run of looped records not behind
+                        if k < starts.size and starts[k] <= i:
+                            i, skipped = int(stops[k]), int(stops[k]) - i
+                            _left_out(part, pending, int(cols.offsets[i - 1]), skipped)
+                            continue
                         if in_txn == 0:
                             self._guarded(self.producer.begin_transaction)
                             self._in_transaction, self._began = True, time.monotonic()
@@ -164,14 +192,15 @@ class TaskEmitter:
                             went = 1
                         else:
                             stop = min(n, i + self._budget - in_txn,
-                                       i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist())
+                                       i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist(), *starts[k:k + 1].tolist())
                             self._guarded(functools.partial(runs.produce_all, cols, i, stop, QUEUE_FULL_WAIT_S))
                             went = stop - i
                         if (in_txn + went) // POLL_EVERY > in_txn // POLL_EVERY:
                             self.producer.poll(0)
                         in_txn += went
                         i += went
-                        pending[part] = (int(cols.offsets[i - 1]), pending.get(part, (0, 0))[1] + went)
+                        last = int(cols.offsets[i - 1])
+                        pending[part] = (last, last, pending.get(part, (0, 0, 0))[2] + went)
                         if in_txn >= self._budget:
                             self._commit(pending, sent)
                             self._measured(in_txn)
@@ -221,7 +250,7 @@ class TaskEmitter:
             except BufferError:  # the producer's queue is full (a slow link): deliveries are served, then again
                 self.producer.poll(QUEUE_FULL_WAIT_S)
 
-    def _commit(self, pending: dict[SinkPartition, tuple[int, int]], sent: list) -> None:
+    def _commit(self, pending: dict[SinkPartition, tuple[int, int, int]], sent: list) -> None:
         where = f"{self.transactional_id} ({', '.join(map(str, list(pending)[:3]))}{', ...' if len(pending) > 3 else ''})"
         reached(Moment.FLUSH, f"{next(iter(pending))} in {where}")
         self._flush(where)  # every delivery report first: the tombstones' sink offsets
@@ -233,8 +262,8 @@ class TaskEmitter:
         for part, source, ts, sink_offset in sent:
             part.tombstones.append(Delivered(source, ts, sink_offset, at_ms))
         sent.clear()
-        for part, (last, records) in pending.items():
-            part.emitted_up_to = last
+        for part, (last, written, records) in pending.items():
+            part.emitted_up_to, part.written_up_to = last, written
             part.committed_records += records
         pending.clear()
 
@@ -264,3 +293,24 @@ class TaskEmitter:
 
     def close(self) -> None:
         self.producer.flush(TIMEOUT_S)
+
+
+def _runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ascending row indexes as runs of consecutive rows: their starts, and their stops (one past the last), so
+    a stretch of looped records is stepped over at once."""
+    if rows.size == 0:
+        return rows, rows
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    return rows[np.r_[0, breaks]], rows[np.r_[breaks - 1, rows.size - 1]] + 1
+
+
+def _left_out(part: SinkPartition, pending: dict[SinkPartition, tuple[int, int, int]], last: int, records: int) -> None:
+    """Looped records through source offset ``last`` left out: the partition's progress passes them with its
+    open transaction's records, or now when none wait (the sink's progress read never sees them; see
+    SinkPartition)."""
+    part.looped_records += records
+    if part in pending:
+        _, written, count = pending[part]
+        pending[part] = (last, written, count)
+    else:
+        part.emitted_up_to = last

@@ -37,7 +37,7 @@ from tests.e2e.helpers import (
     winners,
 )
 from tests.crashing_broker import CrashingBroker
-from tests.kafka_helpers import ChangeProducer, Sent, log_contents, produce
+from tests.kafka_helpers import ORIGINS, ChangeProducer, Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
 
@@ -253,7 +253,7 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-crash"), 1,
                         {"retention.ms": "-1"})  # the records' timestamps are from 1970
     records = [make_record(o, b"k%d" % o, b"v" * 200, 1_000 + o) for o in range(100_000)]
-    emitter = TaskEmitter(broker.bootstrap_servers, f"kcompact-{sink}-0")
+    emitter = TaskEmitter(broker.bootstrap_servers, f"kcompact-{sink}-0", origins=ORIGINS)
     held, crashed = threading.Event(), threading.Event()
 
     def held_back():  # as the log hands records to the emitter: batches, the hold between two of them

@@ -28,6 +28,7 @@ from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.state.stores import open_state_dir
 from tests.e2e.helpers import wait_for
+from tests.kafka_helpers import ORIGINS
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def _watch(tmp_path, bootstrap: str, sink: str) -> SinkWatch:
 
 
 def _emit(bootstrap: str, tid: str, sink: str, offsets, after: int = -1) -> None:
-    emitter = TaskEmitter(bootstrap, tid)
+    emitter = TaskEmitter(bootstrap, tid, origins=ORIGINS)
     emitter.emit([(SinkPartition(PartitionId(sink, 0), after), _batches(offsets))])
     emitter.close()
 

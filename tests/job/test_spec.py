@@ -84,3 +84,15 @@ def test_a_state_dir_of_another_mapping_is_refused_naming_both(tmp_path) -> None
     other = JobMapping("b:1", Subscribe(("orders",)), "b:2", "{topic}.c")
     with pytest.raises(JobError, match=r"belongs to another mapping \(topics matching 'orders\.\*'.*not orders on"):
         check_state_dir_mapping(state, other)
+
+
+def test_the_clusters_ids_are_saved_and_a_state_dir_from_before_them_reads_without(tmp_path) -> None:
+    state = open_state_dir(str(tmp_path))
+    JobSpec(MAPPING, str(tmp_path), {}, source_cluster_id="cluster-a", sink_cluster_id="cluster-b").save(state)
+    saved = load_saved(state)
+    assert (saved.source_cluster_id, saved.sink_cluster_id) == ("cluster-a", "cluster-b")
+    doc = json.loads((tmp_path / "kcompact.json").read_text())
+    del doc["source_cluster_id"], doc["sink_cluster_id"]
+    (tmp_path / "kcompact.json").write_text(json.dumps(doc))
+    old = load_saved(state)
+    assert (old.source_cluster_id, old.sink_cluster_id) == (None, None)

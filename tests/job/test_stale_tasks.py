@@ -26,6 +26,7 @@ from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.state.layout import LogDir, log_dir, open_partition_log
 from streaming.state.stores import open_state_dir
+from tests.kafka_helpers import ORIGINS
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +84,7 @@ def test_a_task_whose_trusted_sink_moved_after_the_driver_read_it_resumes_from_t
     committed through 14 before this one began: it resumes after 14, not after 9."""
     spec, d, sink = _job(bootstrap_servers, tmp_path, 20)
     task = _task(spec, d, sink, fences=0, trusted={d.pid: -1})  # as the driver read it: empty, trusted
-    earlier = TaskEmitter(bootstrap_servers, transactional_id(spec.job_id, 0))
+    earlier = TaskEmitter(bootstrap_servers, transactional_id(spec.job_id, 0), origins=ORIGINS)
     part = SinkPartition(PartitionId(sink, 0), -1)
     earlier.emit([(part, [batch_from_records(_records(15))])])
     earlier.close()

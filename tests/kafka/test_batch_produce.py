@@ -14,6 +14,7 @@ from streaming.kafka.batch_produce import BatchProduce
 from streaming.kafka.native import DEFAULT_CLIENT_ID
 from streaming.kafka.record_produce import Columns
 from streaming.log import batch_from_records, make_record
+from tests.kafka_helpers import ORIGINS
 
 OFFSET = "kcompact.offset"
 
@@ -46,7 +47,7 @@ def test_a_run_goes_in_order_with_every_header_through_a_full_queue(bootstrap_se
     producer = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": uuid.uuid4().hex,
                          "queue.buffering.max.messages": 16, "linger.ms": 1})
     producer.init_transactions(30)
-    batch = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0)
+    batch = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
     cols = Columns.of(batch_from_records(records))
     producer.begin_transaction()
     batch.produce_all(cols, 0, 150, serve=0.05)
@@ -54,7 +55,9 @@ def test_a_run_goes_in_order_with_every_header_through_a_full_queue(bootstrap_se
     producer.commit_transaction(30)
     got = _read(bootstrap_servers, topic, len(records))
     want = [(r["key"], r["value"], r["timestamp"],
-             [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET, str(r["offset"]).encode())]) for r in records]
+             [(h["key"], h["value"]) for h in r["headers"]] + [(OFFSET, str(r["offset"]).encode()),
+                                                               ("kcompact.origin", ORIGINS.source_value)])
+            for r in records]
     assert got == want
 
 
@@ -67,7 +70,7 @@ def test_headers_that_are_not_the_logs_encoding_are_refused_with_nothing_sent(bo
     producer = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": uuid.uuid4().hex})
     producer.init_transactions(30)
     producer.begin_transaction()
-    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0)
+    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
     went, err = produce.produce(Columns.of(broken), 0, 3)
     assert went == 1 and err is not None and err.code() == KafkaError._BAD_MSG
     with pytest.raises(KafkaException):

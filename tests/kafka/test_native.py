@@ -25,7 +25,7 @@ from streaming.partition_id import PartitionId
 from streaming.spark.source import kafka_source
 from streaming.spark.source.options import KafkaSourceOptions
 from tests.cli.test_first_contact import kcompact, lines
-from tests.kafka_helpers import Sent, produce
+from tests.kafka_helpers import ORIGINS, Sent, produce
 
 ROOT = Path(__file__).resolve().parents[2]
 UNTESTED = "0.0.1"
@@ -82,7 +82,7 @@ def test_an_untested_version_reads_and_emits_on_the_plain_path(untested_client, 
     read = [row for batch in kafka_source.read_partition(options, topic, 0, 0, 30) for row in batch.to_pylist()]
     assert [(r["offset"], r["key"], r["headers"]) for r in read] == \
         [(s.offset, s.key, [{"key": "h", "value": b"%d" % i}]) for i, s in enumerate(sent)]
-    emitter = TaskEmitter(bootstrap_servers, f"kcompact-{sink}-0")
+    emitter = TaskEmitter(bootstrap_servers, f"kcompact-{sink}-0", origins=ORIGINS)
     emitter.emit([(SinkPartition(PartitionId(sink, 0), -1),
                    [batch_from_records([make_record(r["offset"], r["key"], r["value"], 1_000, []) for r in read])])])
     assert isinstance(emitter._runs[PartitionId(sink, 0)], PlainProduce)

@@ -1,11 +1,12 @@
 """The native path held to the plain path on a real broker, by random batches (hypothesis): null keys and
 values, empty values, values up to 1 MiB, 0 to 20 headers with null values and repeated names, non-ASCII
-bytes, tombstones.
+bytes, tombstones, records that name their origin themselves (kcompact.origin, with a value or null).
 
 Fetch: the source's Arrow columns read through the C extension equal those read through confluent-kafka's
 consume(), record for record, and both equal what was produced. Produce: what a plain consumer reads back of a
 log batch produced through the C extension equals what it reads of the same batch produced through
-produce(), and both are the log's records with their headers and kcompact.offset. The log's headers go in as
+produce(), and both are the log's records with their headers, kcompact.offset and (unless they name one
+themselves) kcompact.origin. The log's headers go in as
 the log writes them and also in Avro's block form (tests/log/test_header_encoding.py holds the Python readers to
 each other).
 """
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from streaming.kafka.batch_produce import BatchProduce
 from streaming.kafka.native import DEFAULT_CLIENT_ID
 from streaming.kafka.offset_header import OFFSET_HEADER, encode
+from streaming.kafka.origin_header import ORIGIN_HEADER
 from streaming.kafka.plain_produce import PlainProduce
 from streaming.kafka.record_produce import Columns, RecordProduce
 from streaming.log import batch_from_records, make_record
@@ -31,7 +33,7 @@ from streaming.spark.source import kafka_source
 from streaming.spark.source.columns import ARROW_SCHEMA
 from streaming.spark.source.options import KafkaSourceOptions
 from streaming.spark.source.range_read import OffsetRange
-from tests.kafka_helpers import Sent
+from tests.kafka_helpers import ORIGINS, Sent
 from tests.log.test_header_encoding import in_blocks
 
 pytestmark = pytest.mark.integration
@@ -46,7 +48,7 @@ _bytes = st.one_of(st.binary(max_size=40), st.just(b""),
                              st.integers(0, 255)))
 # Names as UTF-8 text: librdkafka hands a header's name over as a C string, cut at a NUL whichever path reads
 # it, and confluent-kafka's produce() crashes on a name that is no UTF-8 (a lone surrogate)
-_names = st.sampled_from(["trace", "trace", "тип", "ключ-✓", "", "h" * 300, "v"]) | \
+_names = st.sampled_from(["trace", "trace", "тип", "ключ-✓", "", "h" * 300, "v", ORIGIN_HEADER]) | \
     st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)
 _header = st.tuples(_names, st.none() | st.binary(max_size=30))
 _record = st.tuples(st.none() | st.binary(max_size=30), st.none() | _bytes, st.lists(_header, max_size=20),
@@ -148,7 +150,8 @@ def test_produced_records_are_the_same_through_either_path(bootstrap_servers, ne
     producer.init_transactions(30)
     cols = Columns.of(batch)
     split = min(cut, len(log))
-    paths: list[RecordProduce] = [BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0), PlainProduce(producer, topic, 1)]
+    paths: list[RecordProduce] = [BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS),
+                                  PlainProduce(producer, topic, 1, ORIGINS)]
     producer.begin_transaction()
     for path in paths:  # in two runs each, through a queue smaller than the batch
         path.produce_all(cols, 0, split, serve=0.05)
@@ -157,5 +160,6 @@ def test_produced_records_are_the_same_through_either_path(bootstrap_servers, ne
     natively, plainly = (_read_back(bootstrap_servers, topic, p, len(log)) for p in (0, 1))
     assert natively == plainly
     assert natively == [(r["key"], r["value"], r["timestamp"],
-                         [*((h["key"], h["value"]) for h in r["headers"]), (OFFSET_HEADER, encode(r["offset"]))])
+                         ORIGINS.sink_headers([*((h["key"], h["value"]) for h in r["headers"]),
+                                               (OFFSET_HEADER, encode(r["offset"]))]))
                         for r in log]

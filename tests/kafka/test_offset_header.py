@@ -7,10 +7,11 @@ from hypothesis import given, strategies as st
 from streaming.kafka.dead_letters import sink_headers
 from streaming.kafka.offset_header import OFFSET_HEADER, encode, source_offset
 from streaming.log import make_record
+from tests.kafka_helpers import ORIGINS
 
 
 def test_source_offset_is_the_last_offset_header() -> None:
-    assert source_offset(sink_headers(make_record(41, b"k", b"v", 1, [("h", b"x")]))) == 41
+    assert source_offset(sink_headers(make_record(41, b"k", b"v", 1, [("h", b"x")]), ORIGINS)) == 41
     assert source_offset([(OFFSET_HEADER, b"3"), ("h", None), (OFFSET_HEADER, b"7")]) == 7
     assert source_offset([("h", b"1")]) is None and source_offset(None) is None
 

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer
 
 from streaming.kafka import native
 from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.origin_header import ORIGIN_HEADER
 from streaming.kafka.record_produce import Columns
 from streaming.log import batch_from_records, make_record
 
@@ -46,7 +47,8 @@ def _cols() -> Columns:
 
 def _args(producer, cols: Columns, **changed) -> list:
     """produce_rows' arguments for records [0, 4) of ``cols``, some of them changed."""
-    args = dict(producer=producer, topic="t", partition=0, offset_header=OFFSET_HEADER, offsets=cols.offsets,
+    args = dict(producer=producer, topic="t", partition=0, offset_header=OFFSET_HEADER, origin_header=ORIGIN_HEADER,
+                origin=b"cluster-a", offsets=cols.offsets,
                 timestamps=cols.timestamps, key_valid=cols.key_valid, key_offsets=cols.key_offsets, keys=cols.keys,
                 value_valid=cols.value_valid, value_offsets=cols.value_offsets, values=cols.values,
                 header_offsets=cols.header_offsets, headers=cols.headers, start=0, stop=4)
@@ -64,6 +66,8 @@ def test_consistent_columns_are_taken(producer) -> None:
     (dict(start=3, stop=2), r"records \[3, 2\) are not within"),
     (dict(partition=-1), "partition must be >= 0"),
     (dict(offset_header=""), "the offset header has no name"),
+    (dict(origin_header=""), "the origin header needs a name of its own"),
+    (dict(origin_header=OFFSET_HEADER), "the origin header needs a name of its own"),
     (dict(timestamps=np.zeros(3, np.int64)), "timestamps holds 3 items for 4 records"),
     (dict(key_offsets=np.array([0, 2, 1, 3, 4], np.int64)), r"key offsets\[2\] = 1 is not within \[2, "),
     (dict(value_offsets=np.array([0, 0, 1, 3, 1000], np.int64)), r"value offsets\[4\] = 1000 is not within \[3, 6\]"),

@@ -18,12 +18,14 @@ from streaming.kafka.client_settings import SPARSE_CONNECTIONS
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.dead_letters import sink_headers
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.origin_header import ORIGIN_HEADER
 from streaming.kafka.sink_progress import committed_progress
 from streaming.kafka.task_emitter import (FEWEST_TRANSACTION_RECORDS, FIRST_TRANSACTION_RECORDS, EmitterFenced,
                                          SinkPartition, TaskEmitter)
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment
+from tests.kafka_helpers import ORIGINS
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +59,7 @@ def test_one_transaction_spans_the_tasks_partitions_each_record_with_its_source_
                                                                                       monkeypatch) -> None:
     sink = new_topic(partitions=2)
     commits = _commits(monkeypatch)
-    emitter = TaskEmitter(bootstrap_servers, _tid())
+    emitter = TaskEmitter(bootstrap_servers, _tid(), origins=ORIGINS)
     one, two = SinkPartition(PartitionId(sink, 0), -1), SinkPartition(PartitionId(sink, 1), 4)
     assert emitter.emit([(one, _batches([3, 5, 9])), (two, _batches([2, 4, 6, 8]))]) == 5
     emitter.close()
@@ -65,15 +67,16 @@ def test_one_transaction_spans_the_tasks_partitions_each_record_with_its_source_
     assert (one.emitted_up_to, one.committed_records, two.emitted_up_to, two.committed_records) == (9, 3, 8, 2)
     got = read_committed(bootstrap_servers, sink, 2)
     assert [(r.key, r.value, list(r.headers)) for r in got] == [
-        (b"k%d" % o, b"v%d" % o, [("h", b"x"), (OFFSET_HEADER, b"%d" % o)]) for o in (3, 5, 9, 6, 8)]
+        (b"k%d" % o, b"v%d" % o, [("h", b"x"), (OFFSET_HEADER, b"%d" % o), (ORIGIN_HEADER, ORIGINS.source_value)])
+        for o in (3, 5, 9, 6, 8)]
 
 
 def test_a_restarted_emitter_resumes_after_the_last_committed_record(bootstrap_servers, new_topic) -> None:
     sink, tid = new_topic(), _tid()
-    first = TaskEmitter(bootstrap_servers, tid)
+    first = TaskEmitter(bootstrap_servers, tid, origins=ORIGINS)
     first.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches(range(0, 10)))])
     first.close()
-    again = TaskEmitter(bootstrap_servers, tid)
+    again = TaskEmitter(bootstrap_servers, tid, origins=ORIGINS)
     part = SinkPartition(PartitionId(sink, 0), _progress(bootstrap_servers, sink))
     assert part.emitted_up_to == 9
     assert again.emit([(part, _batches(range(0, 15)))]) == 5, "offsets up to the progress are never produced again"
@@ -84,13 +87,13 @@ def test_a_restarted_emitter_resumes_after_the_last_committed_record(bootstrap_s
 def test_the_same_id_ends_an_earlier_producers_open_transaction(bootstrap_servers, new_topic) -> None:
     """A zombie attempt of a task: its open transaction is aborted by the new attempt's init_transactions."""
     sink, tid = new_topic(), _tid()
-    dead = TaskEmitter(bootstrap_servers, tid)
+    dead = TaskEmitter(bootstrap_servers, tid, origins=ORIGINS)
     dead.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches(range(3)))])
     dead.producer.begin_transaction()  # it stops with records 3 and 4 in an open transaction
     for r in _records([3, 4]):
-        dead.producer.produce(sink, key=r["key"], value=r["value"], partition=0, headers=sink_headers(r))
+        dead.producer.produce(sink, key=r["key"], value=r["value"], partition=0, headers=sink_headers(r, ORIGINS))
     dead.producer.flush(30)
-    successor = TaskEmitter(bootstrap_servers, tid)  # same transactional.id: fences and aborts it
+    successor = TaskEmitter(bootstrap_servers, tid, origins=ORIGINS)  # same transactional.id: fences and aborts it
     part = SinkPartition(PartitionId(sink, 0), _progress(bootstrap_servers, sink))
     assert part.emitted_up_to == 2
     successor.emit([(part, _batches(range(6)))])
@@ -102,17 +105,41 @@ def test_a_fenced_emitter_fails_as_fenced_and_commits_nothing(bootstrap_servers,
     """The zombie goes on after the new attempt took its id: the broker refuses its epoch, and the emission
     fails as EmitterFenced (the task then fails; nothing re-initialises the producer)."""
     sink, tid = new_topic(), _tid()
-    zombie = TaskEmitter(bootstrap_servers, tid)
-    TaskEmitter(bootstrap_servers, tid).close()
+    zombie = TaskEmitter(bootstrap_servers, tid, origins=ORIGINS)
+    TaskEmitter(bootstrap_servers, tid, origins=ORIGINS).close()
     part = SinkPartition(PartitionId(sink, 0), -1)
     with pytest.raises(EmitterFenced, match=tid):
         zombie.emit([(part, _batches(range(5)))])
     assert part.emitted_up_to == -1 and read_committed(bootstrap_servers, sink, 1) == []
 
 
+def _from(offsets, origin: bytes) -> list[dict]:
+    return [make_record(o, b"k%d" % o, b"v%d" % o, 1_700_000_000_000 + o, [(ORIGIN_HEADER, origin)]) for o in offsets]
+
+
+@pytest.mark.parametrize("kafka_native", [True, False], ids=["native", "plain"])
+def test_records_from_the_sinks_cluster_are_left_out_and_progress_passes_them(bootstrap_servers, new_topic,
+                                                                             kafka_native) -> None:
+    """Looped records are not produced, wherever they fall in a batch; a partition passes them with the open
+    transaction's records, or at once when it has none there (one whose records all looped writes nothing)."""
+    sink, sink_id = new_topic(partitions=2), ORIGINS.sink.encode()
+    mixed = sorted(_records([0, 1, 4]) + _from([2, 3, 6], sink_id) + _from([5], b"cluster-c") + _from([7, 8], sink_id),
+                   key=lambda r: r["offset"])
+    emitter = TaskEmitter(bootstrap_servers, _tid(), kafka_native=kafka_native, origins=ORIGINS)
+    one, two = SinkPartition(PartitionId(sink, 0), -1), SinkPartition(PartitionId(sink, 1), -1)
+    assert emitter.emit([(one, [batch_from_records(mixed)]), (two, [batch_from_records(_from(range(5), sink_id))])]) == 4
+    emitter.close()
+    assert (one.emitted_up_to, one.written_up_to, one.committed_records, one.looped_records) == (8, 5, 4, 5)
+    assert (two.emitted_up_to, two.written_up_to, two.committed_records, two.looped_records) == (4, -1, 0, 5)
+    got = read_committed(bootstrap_servers, sink, 2)
+    assert [(source_offset(r.headers), ORIGINS.origin_of(r.headers)) for r in got] == \
+        [(0, b"test-source-cluster"), (1, b"test-source-cluster"), (4, b"test-source-cluster"), (5, b"cluster-c")]
+    assert [len([h for h in r.headers if h[0] == ORIGIN_HEADER]) for r in got] == [1] * 4, "an origin kept, not added"
+
+
 def test_progress_is_found_behind_records_that_are_not_the_compactors(bootstrap_servers, new_topic) -> None:
     sink = new_topic(partitions=2)
-    emitter = TaskEmitter(bootstrap_servers, _tid())
+    emitter = TaskEmitter(bootstrap_servers, _tid(), origins=ORIGINS)
     emitter.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches(range(20))),
                   (SinkPartition(PartitionId(sink, 1), -1), _batches(range(7)))])
     emitter.close()
@@ -132,7 +159,7 @@ def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up
     caplog.set_level(logging.WARNING, logger="streaming.kafka.failures")
     began = time.monotonic()
     with pytest.raises(KafkaException, match=r"code=_(TIMED_OUT|TRANSPORT),"):
-        TaskEmitter(f"127.0.0.1:{free_port()}", "kcompact-nowhere-0")  # nothing listens there
+        TaskEmitter(f"127.0.0.1:{free_port()}", "kcompact-nowhere-0", origins=ORIGINS)  # nothing listens there
     assert time.monotonic() - began < 10, "its own timeout, not librdkafka's"
     waits = [r.getMessage() for r in caplog.records]
     assert waits and waits[0].startswith("waiting for the sink cluster: the transaction coordinator of "
@@ -142,7 +169,7 @@ def test_an_emitter_without_a_transaction_coordinator_says_it_waits_and_gives_up
 def test_the_emitter_keeps_the_users_connection_linger_and_transaction_timeout(bootstrap_servers, new_topic) -> None:
     sink = new_topic()
     users = {SPARSE_CONNECTIONS: "true", "linger.ms": "50", "transaction.timeout.ms": "90000"}
-    given = TaskEmitter(bootstrap_servers, _tid(), users)
+    given = TaskEmitter(bootstrap_servers, _tid(), users, origins=ORIGINS)
     assert {k: given.producer_config[k] for k in users} == users
     assert given.emit([(SinkPartition(PartitionId(sink, 0), -1), _batches([1]))]) == 1, "and it emits either way"
 
@@ -153,7 +180,8 @@ def test_transactions_hold_the_records_set_and_a_full_producer_queue_waits_for_r
     is served, not an error."""
     sink = new_topic(partitions=2)
     commits = _commits(monkeypatch)
-    emitter = TaskEmitter(bootstrap_servers, _tid(), {"queue.buffering.max.messages": "50"}, transaction_records=400)
+    emitter = TaskEmitter(bootstrap_servers, _tid(), {"queue.buffering.max.messages": "50"}, transaction_records=400,
+                          origins=ORIGINS)
     parts = [SinkPartition(PartitionId(sink, p), -1) for p in (0, 1)]
     assert emitter.emit([(parts[0], _batches(range(700))), (parts[1], _batches(range(500)))]) == 1200
     assert len(commits) == 3 and [p.emitted_up_to for p in parts] == [699, 499]
@@ -170,7 +198,7 @@ def test_a_transaction_holds_what_the_last_full_one_made_in_emit_transaction_ms(
     above what is left (one commit)."""
     sink = new_topic()
     commits = _commits(monkeypatch)
-    emitter = TaskEmitter(bootstrap_servers, _tid(), transaction_ms=transaction_ms)
+    emitter = TaskEmitter(bootstrap_servers, _tid(), transaction_ms=transaction_ms, origins=ORIGINS)
     part = SinkPartition(PartitionId(sink, 0), -1)
     total = FIRST_TRANSACTION_RECORDS + 5 * FEWEST_TRANSACTION_RECORDS
     assert emitter.emit([(part, _batches(range(total)))]) == total
@@ -182,7 +210,7 @@ def test_records_the_sink_refuses_fail_the_emission_and_commit_nothing(bootstrap
     """A sink partition that does not exist: the records go nowhere, and the transaction is aborted rather than
     committing what it has."""
     sink = new_topic()
-    emitter = TaskEmitter(bootstrap_servers, _tid(), {"message.timeout.ms": "3000"})
+    emitter = TaskEmitter(bootstrap_servers, _tid(), {"message.timeout.ms": "3000"}, origins=ORIGINS)
     part = SinkPartition(PartitionId(sink, 7), -1)
     with pytest.raises(KafkaException, match=r"UNKNOWN_(TOPIC|PARTITION)|_MSG_TIMED_OUT|failed delivery"):
         emitter.emit([(part, _batches(range(3)))])

@@ -1,0 +1,35 @@
+"""The log's note of its emission: where a partition resumes when the sink's last record of the job's is read,
+past the records the note says were left out as looped after it, and nowhere past what the sink shows when it
+holds less than the job wrote, or the note was made for another sink cluster."""
+
+from __future__ import annotations
+
+from streaming.job.compact import EmissionNote
+
+NOTE = EmissionNote(emitted_up_to=90, written_up_to=40, looped_to="cluster-b")
+
+
+def test_a_sink_that_shows_the_last_record_written_resumes_past_the_looped_ones() -> None:
+    assert NOTE.resumes_after(40, "cluster-b") == 90
+    assert NOTE.resumes_after(60, "cluster-b") == 90, "records up to 90 after any of them were left out"
+
+
+def test_a_sink_that_holds_less_or_more_resumes_after_what_it_shows() -> None:
+    assert NOTE.resumes_after(39, "cluster-b") == 39, "emptied or truncated: filled again from there"
+    assert NOTE.resumes_after(-1, "cluster-b") == -1
+    assert NOTE.resumes_after(95, "cluster-b") == 95, "written further than noted (a note lost in a crash)"
+
+
+def test_a_note_for_another_sink_cluster_passes_nothing() -> None:
+    assert NOTE.resumes_after(40, "cluster-c") == 40
+    assert NOTE.written_for(90, "cluster-c") is None
+
+
+def test_the_driver_trusted_progress_keeps_the_last_record_written_when_the_note_agrees() -> None:
+    assert NOTE.written_for(90, "cluster-b") == 40
+    assert NOTE.written_for(95, "cluster-b") is None, "a later stage the note missed: nothing known left out"
+
+
+def test_a_note_from_before_records_were_left_out_has_none() -> None:
+    old = EmissionNote.from_doc({"emitted_up_to": 12, "at_ms": 1})
+    assert old == EmissionNote(12, 12, None) and old.resumes_after(12, "cluster-b") == 12
