@@ -33,7 +33,7 @@ def cmd_sync_acls(args: argparse.Namespace) -> int:
              "--source-admin-config" if args.source_admin_config else "--admin-config"),
             ("sink", saved.mapping.sink_bootstrap, sink_kafka, args.admin_config, "--admin-config")):
         redaction.register([kafka])
-        clusters[role] = _admin_cluster(role, bootstrap, admin, flag) if admin else Cluster(role, bootstrap, kafka)
+        clusters[role] = admin_cluster(role, bootstrap, admin, flag) if admin else Cluster(role, bootstrap, kafka)
     syncer = TopicAclSync(clusters["source"], clusters["sink"], saved.principals())
     sinks = sinks_of(saved.topics)
     grants = syncer.missing(sinks) if args.dry_run else syncer.sync(sinks)
@@ -84,7 +84,7 @@ def print_acls(options, subscription, naming, source_kafka: dict, sink_kafka: di
     return 0
 
 
-def _admin_cluster(role: str, bootstrap: str, path: str, flag: str):
+def admin_cluster(role: str, bootstrap: str, path: str, flag: str):
     """A cluster reached as the admin whose client properties ``path`` holds (given with ``flag``); a
     bootstrap.servers in the file is the listener the admin logs in on."""
     from streaming.configuration.client_properties import read_client_properties  # noqa: PLC0415
@@ -105,7 +105,7 @@ def _apply(grants, where: dict[str, str], admin: dict[str, str]) -> int:
     for (bootstrap, config), wanted in by_cluster.items():
         flag = "--admin-config" if config == admin["source"] else "--sink-admin-config"
         role = "source" if bootstrap == where["source"] else "sink"
-        applied = apply_grants(_admin_cluster(role, bootstrap, config, flag), wanted)
+        applied = apply_grants(admin_cluster(role, bootstrap, config, flag), wanted)
         for g in applied.added:
             print(f"added on {bootstrap}: {g.principal} {g.operation} on {g.on()}")
         print(f"{bootstrap}: {len(applied.added)} ACLs added, {len(applied.present)} already there")

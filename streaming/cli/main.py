@@ -18,10 +18,10 @@ from typing import Sequence
 from streaming import __version__
 from streaming.runtime import logging_setup
 from streaming.security import redaction
-from streaming.cli import acls, broker, groups, playground, run, snapshot, spark_submit, state_reports, verify
+from streaming.cli import acls, broker, disaster, failback, groups, playground, run, snapshot, spark_submit, state_reports, verify
 from streaming.errors import USER_ERRORS
 
-COMMANDS = (run, state_reports, snapshot, groups, acls, verify, broker, playground, spark_submit)
+COMMANDS = (run, state_reports, disaster, failback, snapshot, groups, acls, verify, broker, playground, spark_submit)
 
 
 class HelpFormatter(argparse.HelpFormatter):

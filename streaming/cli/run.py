@@ -102,11 +102,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if options.print_acls:
         naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
         return acls.print_acls(options, subscription, naming, source_kafka, sink_kafka)
-    return _start(args, options, overrides, source_kafka, sink_kafka)
+    return start(args, options, overrides, source_kafka, sink_kafka)
 
 
-def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, source_kafka: dict,
-           sink_kafka: dict) -> int:
+def start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, source_kafka: dict,
+          sink_kafka: dict, locked: bool = False) -> int:
     """Checks that read (the state dir, then the clusters) before anything is created anywhere; then the
     sink topics, the state dir and the Spark session."""
     from streaming.job.metrics import serve as serve_metrics  # noqa: PLC0415
@@ -115,6 +115,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping, job_id_of  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
     from streaming.cli.security import spark_settings, warn_if_readable_by_others  # noqa: PLC0415
+    from streaming.disaster.mark import refuse_old_direction  # noqa: PLC0415
     from streaming.kafka import native  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.permissions import AccessCheck, JobAccess  # noqa: PLC0415
@@ -134,6 +135,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     state = open_state_dir(options.state_dir)
     check_access(state, write=True)
     check_state_dir_mapping(state, mapping)
+    refuse_old_direction(state, options.force)
     warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
     warn_if_readable_by_others(options.checkpoint_location, "--checkpoint-location")
 
@@ -161,7 +163,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
     sync.check_starting_offsets(starting, present)
     plans = sync.sync({})
     permissions.after_creating(access)
-    lock = StateDirLock(state)
+    lock = None if locked else StateDirLock(state)  # ``locked``: a promote runs the job under its own
     try:
         # the state dir and a --snapshot-every table are copies of the mirrored data
         with private_files():
@@ -170,7 +172,7 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
                            trigger_interval_ms=round(options.trigger_interval * 1000),
                            kafka_native=options.native_asked,
                            source_cluster_id=source.cluster_id(), sink_cluster_id=sink.cluster_id(),
-                           job_id=job_id_of(state))
+                           job_id=job_id_of(state), config=dict(options.config))
             _print_plans(spec, source_kafka, sink_kafka)
             native.announce(spec.kafka_native)
             if not options.once:
@@ -187,7 +189,8 @@ def _start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, 
                 log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
             return job.run()
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def _group_sync_pattern(options: RunOptions) -> re.Pattern[str] | None:

@@ -14,6 +14,8 @@ from streaming.cli.readable import number_text
 from streaming.names import names_text
 from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionFigures, log_to_clean,
                                next_clean)
+from streaming.disaster.mark import switched
+from streaming.disaster.report import SwitchReport
 from streaming.job.held_sinks import read_held
 from streaming.job.spec import JobMapping, TopicPlan, load_saved
 from streaming.partition_id import PartitionId
@@ -77,13 +79,16 @@ class JobStatus:
     job: dict  # the job's counters at its last trigger (metrics.json)
     group_sync: dict | None
     tables: tuple[TableState, ...] = ()  # the tables kept in step (--snapshot-every), at the last snapshot round
+    switch: SwitchReport | None = None  # kcompact promote's or failover's report: the job mirrors no more
+    job_at_ms: int | None = None  # the last trigger's time (metrics.json)
 
     def to_doc(self) -> dict:
         """The JSON `status --json` prints."""
         return {"state_dir": self.state_dir, "mapping": self.mapping.describe(),
                 "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())}, "at_ms": self.at_ms,
                 "partitions": [asdict(p) for p in self.partitions], "metrics": self.metrics, "job": self.job,
-                "group_sync": self.group_sync, "tables": [asdict(t) for t in self.tables]}
+                "group_sync": self.group_sync, "tables": [asdict(t) for t in self.tables],
+                "switch": None if self.switch is None else self.switch.to_doc()}
 
 
 def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = None) -> JobStatus:
@@ -137,7 +142,8 @@ def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = N
     partitions.sort(key=lambda p: (p.topic, p.partition))
     metrics = CleanerMetrics.of(figures, now_ms, last.at_ms if last else None, last.cleaner if last else None)
     return JobStatus(state_dir, saved.mapping, plans, now_ms, partitions, metrics.to_kafka(),
-                     last.job.to_doc() if last else {}, last.group_sync if last else None, last.tables if last else ())
+                     last.job.to_doc() if last else {}, last.group_sync if last else None, last.tables if last else (),
+                     switched(state), last.at_ms if last else None)
 
 
 SHOWN = 50  # rows a person reads; past this, the partitions that need a look (_notable), and --json for the rest
@@ -153,9 +159,12 @@ def summary(status: JobStatus) -> str:
     ingest = sum(p.ingest_lag or 0 for p in status.partitions)
     emit = sum(p.emit_lag or 0 for p in status.partitions)
     tables = Counter(t.state for t in status.tables)
+    caught_up = status.job and all(p.state != NOT_INGESTED and p.ingest_lag == 0 and not p.emit_lag
+                                   for p in status.partitions)
     return (f"{len(status.topics)} topic(s), {len(status.partitions)} partitions: "
             + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
             + f"; ingest lag {ingest:,} records, emit lag {emit:,} records"
+            + (f" (caught up at the last trigger, {utc_or_dash(status.job_at_ms)} UTC)" if caught_up else "")
             + (f"; {len(status.tables)} table(s): " + ", ".join(f"{n} {state}" for state, n in sorted(tables.items()))
                if tables else ""))
 
@@ -189,6 +198,8 @@ def render_table(status: JobStatus) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, (h, _) in enumerate(cols)]
     topics = sorted(status.topics.items())
     lines = [f"{status.mapping.describe()}  ({status.state_dir})", summary(status)]
+    if status.switch is not None:
+        lines.append(f"SWITCHED: {status.switch.summary()}; this job does not mirror again without --force")
     lines += [f"  {t} -> {plan.sink} ({plan.partitions} partitions)" for t, plan in topics] if len(topics) <= SHOWN \
         else [f"  {len(topics)} topics ({names_text([t for t, _ in topics])}) -> {status.mapping.sink_template}"]
     lines.append("  ".join(h.rjust(w) for (h, _), w in zip(cols, widths, strict=True)))

@@ -300,6 +300,9 @@ RUN_OPTIONS: dict[str, Setting] = {s.name: s for s in (
             "roll every active segment after ingesting, so everything not held back by min.compaction.lag.ms is "
             "cleaned and emitted (a one-shot compaction of a topic; a continuous run rolls segments by "
             "segment.ms and max.compaction.lag.ms)", needs="once"),
+    Setting("force", Type.BOOLEAN, False, Scope.RUN,
+            "run a job that kcompact promote or failover switched away from in its old direction again (its "
+            "mark is cleared; see docs/disaster-recovery.md)"),
     Setting("sync.group.offsets", Type.STRING, None, Scope.RUN,
             "commit, for each source consumer group the expression matches whole, its offsets on the mirrored "
             "topics translated exactly to the sink topics, on the sink cluster", regex_problem, metavar="REGEX"),

@@ -49,6 +49,7 @@ class RunOptions:
     spark_conf: Mapping[str, str] = _option("spark.conf")
     once: bool = _option("once")  # read what is there now, then end (Spark's availableNow)
     drain: bool = _option("drain")  # with once: roll every active segment before the last stage
+    force: bool = _option("force")  # run a job that was switched away from (streaming.disaster.mark)
     sync_group_offsets: str | None = _option("sync.group.offsets")
     sync_group_offsets_interval: float = _option("sync.group.offsets.interval")
     sync_group_offsets_allow_rewind: bool = _option("sync.group.offsets.allow.rewind")

@@ -95,6 +95,7 @@ class JobSpec:
     # record that came from the sink's cluster is not emitted (streaming.kafka.origin_header)
     source_cluster_id: str = ""
     sink_cluster_id: str = ""
+    config: Mapping[str, str] = field(default_factory=dict)  # --config as given: a promote's last run keeps it
 
     @property
     def source_bootstrap(self) -> str:
@@ -113,7 +114,7 @@ class JobSpec:
         doc = {"job_id": self.job_id, "mapping": self.mapping.to_doc(), "settings": self.settings.to_kafka(),
                "dead_letter_topic": self.dead_letter_topic,
                "source_cluster_id": self.source_cluster_id, "sink_cluster_id": self.sink_cluster_id,
-               "trigger_interval_ms": self.trigger_interval_ms,
+               "trigger_interval_ms": self.trigger_interval_ms, "config": dict(self.config),
                "topics": {t: p.to_doc() for t, p in sorted(self.topics.items())},
                "source_kafka": redact(self.source_kafka), "sink_kafka": redact(self.sink_kafka)}
         write_json(state.storage, job_file(state), doc, indent=2)
@@ -133,6 +134,7 @@ class SavedJob:
     source_kafka: Mapping[str, str] = field(default_factory=dict)
     sink_kafka: Mapping[str, str] = field(default_factory=dict)
     job_id: str | None = None  # None: a state dir of a kcompact from before jobs had one
+    config: Mapping[str, str] = field(default_factory=dict)  # the job's --config
     source_cluster_id: str | None = None  # None: saved by a kcompact from before records named their origin
     sink_cluster_id: str | None = None
 
@@ -142,7 +144,7 @@ class SavedJob:
         return cls(JobMapping.from_doc(doc["mapping"]),
                    {t: TopicPlan.from_doc(t, d, settings) for t, d in doc["topics"].items()}, settings,
                    doc.get("dead_letter_topic"), doc.get("trigger_interval_ms", 5000), doc.get("source_kafka", {}),
-                   doc.get("sink_kafka", {}), doc.get("job_id"),
+                   doc.get("sink_kafka", {}), doc.get("job_id"), doc.get("config", {}),
                    source_cluster_id=doc.get("source_cluster_id"), sink_cluster_id=doc.get("sink_cluster_id"))
 
     def principals(self) -> frozenset[str]:

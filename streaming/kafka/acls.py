@@ -43,7 +43,8 @@ ADMIN_CONFIG_PLACEHOLDER = "ADMIN.properties"  # in a printed command: the admin
 
 @dataclass(frozen=True)
 class Grant:
-    """ALLOW ``principal`` to do ``operation`` (Kafka's name: READ, WRITE, DESCRIBE, ...) on a resource."""
+    """ALLOW ``principal`` to do ``operation`` (Kafka's name: READ, WRITE, DESCRIBE, ...) on a resource; or, with
+    ``deny``, DENY it (a promote's fence of the source's writers)."""
 
     principal: str
     operation: str
@@ -51,6 +52,7 @@ class Grant:
     name: str = CLUSTER_NAME
     pattern: Pattern = Pattern.LITERAL
     host: str = "*"
+    deny: bool = False
 
     def on(self) -> str:
         """The resource as people say it: ``topic orders``, ``topics prefixed orders.``, ``the cluster``."""
@@ -74,13 +76,14 @@ class Grant:
 
     def binding(self) -> AclBinding:
         return AclBinding(_RESOURCE[self.resource], self.name, _PATTERN[self.pattern], self.principal, self.host,
-                          AclOperation[self.operation], AclPermissionType.ALLOW)
+                          AclOperation[self.operation], AclPermissionType.DENY if self.deny else AclPermissionType.ALLOW)
 
     @classmethod
     def of_binding(cls, b: AclBinding) -> "Grant":
         resource = next(r for r, t in _RESOURCE.items() if t == b.restype)
         pattern = Pattern.PREFIXED if b.resource_pattern_type == ResourcePatternType.PREFIXED else Pattern.LITERAL
-        return cls(b.principal, b.operation.name, resource, b.name, pattern, b.host)
+        return cls(b.principal, b.operation.name, resource, b.name, pattern, b.host,
+                   b.permission_type == AclPermissionType.DENY)
 
 
 def command_config_for(settings: Mapping[str, str], given: str | None = None) -> str | None:

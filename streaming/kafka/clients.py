@@ -36,8 +36,11 @@ class RecordProducer:
         if err is not None:
             self._failed.append(err)
 
-    def send(self, topic: str, record: TopicRecord, partition: int | None = None) -> None:
+    def send(self, topic: str, record: TopicRecord, partition: int | None = None, keep_time: bool = False) -> None:
+        """``keep_time``: the record keeps its timestamp (a copy of a record read elsewhere)."""
         extra = {} if partition is None else {"partition": partition}
+        if keep_time and record.timestamp_ms >= 0:
+            extra["timestamp"] = record.timestamp_ms
         while True:
             try:
                 self._producer.produce(topic, key=record.key, value=record.value, headers=list(record.headers),

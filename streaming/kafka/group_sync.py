@@ -210,35 +210,45 @@ class GroupOffsetSync:
                                  f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
 
     def _active_on_sink(self, group: str) -> bool:
-        try:
-            described = self.sink.answer(
-                lambda: self.sink.admin.describe_consumer_groups([group], request_timeout=TRY_S)[group].result(TRY_S),
-                f"the members of consumer group {group}", quiet=True)
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # never seen on the sink: nobody is in it
-                return False
-            raise GroupSyncError(f"cannot describe consumer group {group} on the sink cluster {self.sink.bootstrap_servers}: "
-                                 f"{reason(exc)}") from exc
-        return bool(described.members)
+        return has_members(self.sink, group)
 
     def _commit(self, group: str, rows: list[OffsetSync]) -> None:
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(r.sink_topic, r.partition, r.sink_offset)
-                                                       for r in rows])
-        cannot = f"cannot commit the offsets of consumer group {group} on the sink cluster {self.sink.bootstrap_servers}"
-        reached(Moment.GROUP_SYNC_COMMIT, group)
-
-        def commit() -> list[TopicPartition]:
-            result = self.sink.admin.alter_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(TRY_S)
-            failed = [tp for tp in result.topic_partitions if tp.error is not None]
-            if failed:  # per partition: a fresh sink's coordinator still loading answers so, and is asked again
-                raise KafkaException(failed[0].error)
-            return result.topic_partitions
-
-        try:
-            self.sink.answer(commit, f"the commit of consumer group {group}'s offsets", quiet=True)
-        except KafkaException as exc:
-            raise GroupSyncError(f"{cannot}: {reason(exc)}") from exc
+        commit_group(self.sink, group, {PartitionId(r.sink_topic, r.partition): r.sink_offset for r in rows})
         for r in rows:
             log.info("consumer group %s: %s-%d committed offset %d -> %s-%d offset %d (was %s)", group, r.topic,
                      r.partition, r.source_committed, r.sink_topic, r.partition, r.sink_offset,
                      "none" if r.sink_committed is None else r.sink_committed)
+
+
+def has_members(cluster: Cluster, group: str) -> bool:
+    """The group is active on ``cluster``: its offsets there are its members' own, never overwritten."""
+    try:
+        described = cluster.answer(
+            lambda: cluster.admin.describe_consumer_groups([group], request_timeout=TRY_S)[group].result(TRY_S),
+            f"the members of consumer group {group}", quiet=True)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:  # never seen there: nobody is in it
+            return False
+        raise GroupSyncError(f"cannot describe consumer group {group} on the {cluster.role} cluster "
+                             f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
+    return bool(described.members)
+
+
+def commit_group(cluster: Cluster, group: str, offsets: Mapping[PartitionId, int]) -> None:
+    """The group's offsets committed on ``cluster`` through the admin API: no client of ours joins it."""
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(p.topic, p.partition, o)
+                                                   for p, o in sorted(offsets.items())])
+    cannot = f"cannot commit the offsets of consumer group {group} on the {cluster.role} cluster {cluster.bootstrap_servers}"
+    reached(Moment.GROUP_SYNC_COMMIT, group)
+
+    def commit() -> list[TopicPartition]:
+        result = cluster.admin.alter_consumer_group_offsets([request], request_timeout=TRY_S)[group].result(TRY_S)
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:  # per partition: a fresh cluster's coordinator still loading answers so, and is asked again
+            raise KafkaException(failed[0].error)
+        return result.topic_partitions
+
+    try:
+        cluster.answer(commit, f"the commit of consumer group {group}'s offsets", quiet=True)
+    except KafkaException as exc:
+        raise GroupSyncError(f"{cannot}: {reason(exc)}") from exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -26,6 +27,14 @@ MARKERS_S = 10.0
 POLL_S = 0.1
 
 
+@dataclass(frozen=True)
+class LastMirrored:
+    """A sink partition's last committed record of the job's: the source offset it carries, and its time."""
+
+    source_offset: int
+    timestamp_ms: int
+
+
 def _reader(client_config: Mapping[str, str]) -> Consumer:
     """A consumer that joins no group (its id is its own) and waits briefly at a partition's end: a read that
     reaches the end of one partition should not wait out the broker's long poll for the others."""
@@ -34,12 +43,12 @@ def _reader(client_config: Mapping[str, str]) -> Consumer:
                                      "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
 
 
-def _last_offsets(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
-                  ) -> dict[PartitionId, int | None]:
-    """The last source offset the committed records in each range carry (None: no record of the job's there).
+def _last_records(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+                  ) -> dict[PartitionId, LastMirrored | None]:
+    """The last record of the job's among the committed records in each range (None: none there).
     A range ends when the consumer's position passes its end, never at an empty poll: transaction markers
     land a moment after a commit, and a slow fetch is no end either."""
-    last: dict[PartitionId, int | None] = {p: None for p in ranges}
+    last: dict[PartitionId, LastMirrored | None] = {p: None for p in ranges}
     consumer.assign([TopicPartition(p.topic, p.partition, start) for p, (start, _) in ranges.items()])
     left = dict(ranges)
     deadline = time.monotonic() + timeout_s
@@ -54,7 +63,7 @@ def _last_offsets(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, in
                 raise KafkaException(m.error())
             pid = PartitionId(m.topic(), m.partition())
             if pid in left and m.offset() < left[pid][1] and (offset := source_offset(m.headers())) is not None:
-                last[pid] = offset
+                last[pid] = LastMirrored(offset, m.timestamp()[1])
         positions = consumer.position([TopicPartition(p.topic, p.partition) for p in left])
         done = [p for tp in positions if tp.offset >= left[p := PartitionId(tp.topic, tp.partition)][1]]
         if done:
@@ -71,7 +80,14 @@ def read_progress(client_config: Mapping[str, str], states: Mapping[PartitionId,
                   timeout_s: float = READ_TIMEOUT_S) -> dict[PartitionId, int]:
     """Each partition's progress: the source offset of its last committed record of the job's, -1 when it
     holds none below its last stable offset."""
-    found = {p: -1 for p in states}
+    found = read_last_mirrored(client_config, states, timeout_s)
+    return {p: -1 if found[p] is None else found[p].source_offset for p in states}
+
+
+def read_last_mirrored(client_config: Mapping[str, str], states: Mapping[PartitionId, SinkPartitionState],
+                       timeout_s: float = READ_TIMEOUT_S) -> dict[PartitionId, LastMirrored | None]:
+    """Each partition's last committed record of the job's (None: none below its last stable offset)."""
+    found: dict[PartitionId, LastMirrored | None] = {p: None for p in states}
     window = WINDOW
     wanted = {p: s for p, s in states.items() if s.stable > s.low}
     if not wanted:
@@ -80,15 +96,23 @@ def read_progress(client_config: Mapping[str, str], states: Mapping[PartitionId,
     try:
         while wanted:
             ranges = {p: (max(s.low, s.stable - window), s.stable) for p, s in wanted.items()}
-            last = _last_offsets(consumer, ranges, timeout_s)
-            for p, offset in last.items():
-                if offset is not None:
-                    found[p] = offset
+            last = _last_records(consumer, ranges, timeout_s)
+            for p, record in last.items():
+                if record is not None:
+                    found[p] = record
             wanted = {p: s for p, s in wanted.items() if last[p] is None and ranges[p][0] > s.low}
             window *= 16
     finally:
         consumer.close()
     return found
+
+
+def committed_last_mirrored(client_config: Mapping[str, str], partitions: Iterable[PartitionId],
+                            timeout_s: float = READ_TIMEOUT_S) -> dict[PartitionId, LastMirrored | None]:
+    """read_last_mirrored of partitions whose states are read first (see committed_progress)."""
+    admin = AdminClient(client_settings(dict(client_config)))
+    read = lambda pids: read_states(admin, pids, timeout_s)  # noqa: E731
+    return read_last_mirrored(client_config, settled(read, read(list(partitions)), MARKERS_S, 0.2), timeout_s)
 
 
 def committed_progress(client_config: Mapping[str, str], partitions: Iterable[PartitionId],
@@ -97,6 +121,5 @@ def committed_progress(client_config: Mapping[str, str], partitions: Iterable[Pa
     chaos campaign); a partition of a topic that does not exist is left out. A partition showing a
     transaction open is read again for up to MARKERS_S: the markers of one just committed land a moment
     after its commit returns, later still from a coordinator that has just restarted."""
-    admin = AdminClient(client_settings(dict(client_config)))
-    read = lambda pids: read_states(admin, pids, timeout_s)  # noqa: E731
-    return read_progress(client_config, settled(read, read(list(partitions)), MARKERS_S, 0.2), timeout_s)
+    found = committed_last_mirrored(client_config, partitions, timeout_s)
+    return {p: -1 if r is None else r.source_offset for p, r in found.items()}

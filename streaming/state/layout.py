@@ -2,6 +2,8 @@
 
     kcompact.json      the job's settings (secrets redacted), for status and dump while the job is down
     metrics.json       the last trigger's metrics document
+    switch.json        a promote's or failover's report: while present, the job does not mirror again
+    failback.json      (a reverse mirror's) the diverged tail its failback settled, and the failback's report
     .lock              one compactor per state dir (local dirs)
     checkpoint/        Spark's streaming checkpoint
     logs/TOPIC-P/      one partition log (its manifests/ and segments/ are the log's own), plus:
@@ -27,6 +29,8 @@ METRICS_FILE = "metrics.json"
 SINK_ENDS_FILE = "sink-ends.json"
 OPEN_TRANSACTIONS_FILE = "open-transactions.json"
 TRANSACTIONAL_SLOTS_FILE = "transactional-slots.json"
+SWITCH_FILE = "switch.json"
+FAILBACK_FILE = "failback.json"
 REJECTED = "rejected"
 # Spark's own filesystems (Hadoop's) name some stores differently from pyarrow
 _HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs"}
@@ -50,6 +54,14 @@ def open_transactions_file(state: StateDir) -> str:
 
 def transactional_slots_file(state: StateDir) -> str:
     return state.path(TRANSACTIONAL_SLOTS_FILE)
+
+
+def switch_file(state: StateDir) -> str:
+    return state.path(SWITCH_FILE)
+
+
+def failback_file(state: StateDir) -> str:
+    return state.path(FAILBACK_FILE)
 
 
 def state_lock_file(state: StateDir) -> str:

@@ -1,0 +1,231 @@
+"""`kcompact promote` (the planned switch to the DR site) and `kcompact failover` (the unplanned one): each
+writes its report (text, --json, and switch.json in the state dir) and marks the job, so it does not mirror
+in its old direction again. Both are safe to run twice, and --dry-run changes nothing: a drill on a live
+mirror."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+
+from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option, sink_settings
+from streaming.errors import JobError, UsageError
+from streaming.security import redaction
+
+log = logging.getLogger("kcompact")
+
+CATCH_UP_MS = "0"  # min.compaction.lag.ms of a promote's last run: nothing is held back
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("promote", help="the planned switch to the DR site: mirror up to the source's end now, "
+                                       "sync the groups one last time, report, and stop mirroring")
+    _common(p)
+    p.add_argument("--fence-source-writes", action="store_true",
+                   help="first add DENY WRITE ACLs for every principal on the mirrored source topics (the "
+                        "runbook's 'stop the producers'); needs --admin-config")
+    p.add_argument("--admin-config", metavar="FILE",
+                   help="an admin's client properties for the source cluster (for --fence-source-writes)")
+    p.set_defaults(func=_cmd_promote)
+
+    p = sub.add_parser("failover", help="the unplanned switch to the DR site: report what the sink holds and what "
+                                        "was not mirrored, without waiting for the source, and stop mirroring")
+    _common(p)
+    p.set_defaults(func=_cmd_failover)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--group", default=".*", metavar="REGEX",
+                   help="the consumer groups reported, and synced one last time where the source answers")
+    p.add_argument("--source-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long the source is waited for (a failover goes on without it)")
+    p.add_argument("--dry-run", action="store_true", help="compute and print the report; change nothing")
+    add_cluster_access_options(p)
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    from streaming.disaster.report import Switch  # noqa: PLC0415
+    from streaming.disaster.switch import last_mirrored, live_ends, report  # noqa: PLC0415
+
+    if args.fence_source_writes and not args.admin_config:
+        raise UsageError("--fence-source-writes adds ACLs as an admin: give --admin-config FILE")
+    with _switching(args) as (sides, done):
+        if done is not None:
+            return _print(args, done, f"already {done.switch.value}; its report:")
+        fenced = () if args.dry_run or not args.fence_source_writes else _fence(sides, args.admin_config)
+        cut = live_ends(sides, args.source_timeout)
+        if cut is None:
+            raise JobError(f"the source cluster {sides.source.bootstrap_servers} did not answer within "
+                           f"{args.source_timeout:.0f}s: a promote needs it; kcompact failover goes on without it")
+        notes = []
+        mirrored = last_mirrored(sides)
+        if not args.dry_run and _behind(sides, cut, mirrored):
+            notes.append(_catch_up(args, sides))
+            mirrored = None  # the run moved the sink on: read again
+        synced = False
+        if not args.dry_run:
+            synced = _sync_groups(sides)
+        done = report(sides, Switch.PROMOTE, args.dry_run, cut, args.source_timeout, fenced, synced, tuple(notes),
+                      mirrored)
+        _keep(args, sides, done)
+        return _print(args, done)
+
+
+def _cmd_failover(args: argparse.Namespace) -> int:
+    from streaming.disaster.report import Switch  # noqa: PLC0415
+    from streaming.disaster.switch import live_ends, report  # noqa: PLC0415
+
+    with _switching(args) as (sides, done):
+        if done is not None:
+            return _print(args, done, f"already {done.switch.value}; its report:")
+        ends = live_ends(sides, args.source_timeout)
+        synced = False
+        if ends is not None and not args.dry_run:
+            synced = _sync_groups(sides)
+        notes = () if ends is not None else (f"the source {sides.source.bootstrap_servers} did not answer within "
+                                             f"{args.source_timeout:.0f}s: its ends are the job's last knowledge, "
+                                             f"and the groups stand where the last sync put them",)
+        done = report(sides, Switch.FAILOVER, args.dry_run, ends, args.source_timeout, (), synced, notes)
+        _keep(args, sides, done)
+        return _print(args, done)
+
+
+@contextlib.contextmanager
+def _switching(args: argparse.Namespace):
+    """The job's sides, and its earlier switch if it was switched already. A switch that changes something
+    holds the state dir's lock: a job still running there is named, and a second switch waits its turn."""
+    from streaming.disaster.mark import switched  # noqa: PLC0415
+    from streaming.disaster.switch import SwitchSides  # noqa: PLC0415
+    from streaming.job.spec import load_saved  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.state.locks import StateDirLock  # noqa: PLC0415
+    from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
+
+    pattern = regex_option(args.group, "--group")
+    if args.source_timeout <= 0:
+        raise UsageError(f"--source-timeout must be > 0, got {args.source_timeout}")
+    state = open_state_dir(args.state_dir)
+    check_access(state, write=not args.dry_run)
+    saved = load_saved(state)
+    source_kafka, sink_kafka = switch_settings(saved, parse_pairs(args.kafka, "--kafka"),
+                                               parse_pairs(args.sink_kafka, "--sink-kafka"))
+    redaction.register([source_kafka, sink_kafka])
+    lock = None if args.dry_run else StateDirLock(state)
+    try:
+        sides = SwitchSides(state, saved, Cluster("source", saved.mapping.source_bootstrap, source_kafka,
+                                                  connect_timeout_s=args.source_timeout),
+                            Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), pattern)
+        yield sides, switched(state)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def switch_settings(saved, kafka: dict, sink_kafka: dict) -> tuple[dict, dict]:
+    """The clusters' client settings of a command run by hand: the job's saved ones it can use again
+    (references to secrets, never a redacted value), under what the command line gives."""
+    def kept(settings) -> dict:
+        return {k: v for k, v in settings.items() if v != redaction.REDACTED}
+    source = {**kept(saved.source_kafka), **kafka}
+    return source, sink_settings(source, {**kept(saved.sink_kafka), **sink_kafka}, saved.mapping.one_cluster)
+
+
+def _behind(sides, cut, mirrored) -> bool:
+    """Records up to the cut that the sink does not hold (offsets alone would count transaction markers)."""
+    from streaming.kafka.source_tail import read_tails  # noqa: PLC0415
+
+    ranges = {p: (0 if mirrored[p] is None else mirrored[p].source_offset + 1, end) for p, end in cut.items()}
+    tails = read_tails(sides.source.settings_with_bootstrap, {p: r for p, r in ranges.items() if r[0] < r[1]}, 120.0)
+    return any(t.records for t in tails.values())
+
+
+def _catch_up(args: argparse.Namespace, sides) -> str:
+    """The job's last run, here: what is in the source now is ingested, every segment rolled and cleaned, and
+    each key's winner emitted; min.compaction.lag.ms and the dirty ratio hold nothing back."""
+    saved, mapping = sides.saved, sides.saved.mapping
+    values: dict = {"bootstrap.servers": mapping.source_bootstrap, "dead.letter.topic": saved.dead_letter_topic}
+    if hasattr(mapping.subscription, "pattern"):
+        values["source.topic.pattern"] = mapping.subscription.pattern
+    else:
+        values["source.topic"] = tuple(mapping.subscription.names)
+    if "{topic}" in mapping.sink_template:
+        values["sink.topic.template"] = mapping.sink_template
+    else:
+        values["sink.topic"] = sink_topic_of(mapping.sink_template)
+    if not mapping.one_cluster:
+        values["sink.bootstrap.servers"] = mapping.sink_bootstrap
+    log.info("promote: the job's last run, up to the source's end (min.compaction.lag.ms=0, every segment rolled)")
+    run_to_end(args, args.state_dir, values, saved, sides.source.settings, sides.sink.settings, locked=True)
+    return "the job ran once more up to the source's end, holding nothing back"
+
+
+def sink_topic_of(template: str) -> str:
+    """The one sink topic a --sink-topic job's saved template names."""
+    return template.replace("{{", "{").replace("}}", "}")
+
+
+def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, kafka: dict, sink_kafka: dict,
+               locked: bool = False) -> None:
+    """`run --once --drain` of a mapping (``values``: its clusters and topics) with the job's own --config, in
+    this process: what the source holds now is emitted, nothing held back. With --json, what the run prints
+    goes to stderr, so stdout holds the one document. ``locked``: the caller holds the state dir's lock."""
+    from streaming.cli import run  # noqa: PLC0415
+    from streaming.cleaner import Overrides  # noqa: PLC0415
+    from streaming.job.options import RunOptions  # noqa: PLC0415
+
+    options = RunOptions.of({**values, "state.dir": state_dir, "once": True, "drain": True,
+                             "config": {**saved.config, "min.compaction.lag.ms": CATCH_UP_MS},
+                             "kafka": kafka, "sink.kafka": sink_kafka,
+                             "trigger.interval": saved.trigger_interval_ms / 1000})
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+        code = run.start(args, options, Overrides.parse(options.config), dict(kafka), dict(sink_kafka), locked)
+    if code != 0:
+        raise JobError(f"the run to the end of {state_dir} ended with code {code}; nothing was marked: run the "
+                       f"command again")
+
+
+def _sync_groups(sides) -> bool:
+    """One last group offset sync: the DR site's groups where the source's are."""
+    from streaming.job.group_sync import mirrored  # noqa: PLC0415
+    from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
+
+    done = GroupOffsetSync(sides.source, sides.sink, sides.groups).sync(mirrored(sides.saved.topics))
+    log.info("consumer groups synced one last time: %d offsets of %d groups moved", done.offsets_moved,
+             len(done.groups_synced))
+    return True
+
+
+def _fence(sides, admin_config: str) -> tuple[str, ...]:
+    """DENY WRITE for every principal on each mirrored source topic: a producer still writing to the old
+    primary would write records the DR site never sees."""
+    from streaming.cli.acls import admin_cluster  # noqa: PLC0415
+    from streaming.kafka.acl_apply import apply_grants  # noqa: PLC0415
+    from streaming.kafka.acls import Grant, Resource  # noqa: PLC0415
+
+    admin = admin_cluster("source", sides.source.bootstrap_servers, admin_config, "--admin-config")
+    topics = tuple(sorted(sides.saved.topics))
+    apply_grants(admin, [Grant("User:*", "WRITE", Resource.TOPIC, t, deny=True) for t in topics])
+    log.warning("source writes fenced: DENY WRITE for every principal on %d topic(s) of %s (kcompact failback "
+                "removes them)", len(topics), sides.source.bootstrap_servers)
+    return topics
+
+
+def _keep(args: argparse.Namespace, sides, done) -> None:
+    from streaming.disaster.mark import mark  # noqa: PLC0415
+
+    if not args.dry_run:
+        mark(sides.state, done)
+
+
+def _print(args: argparse.Namespace, done, heading: str | None = None) -> int:
+    if args.json:
+        print(json.dumps(done.to_doc()))
+        return 0
+    if heading:
+        print(heading)
+    print(done.render())
+    return 0

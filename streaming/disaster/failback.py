@@ -1,0 +1,228 @@
+"""Failback: the old primary is back, and the DR site has taken writes since the switch.
+
+The diverged tail of a partition is what the old primary holds past the last mirrored offset of the switch's
+report: records the DR site never received. They are counted and exported. For a compacted topic what
+matters is each key's last value, so no truncation is needed: a key the DR site wrote since the switch gets
+the DR site's value on the primary through the reverse mirror; a key that only the tail changed keeps the
+tail's value (``keep``) or gets the DR site's value back, a tombstone where the DR site has none (``drop``).
+Keys are matched within a partition, as compaction matches them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Callable, Mapping
+
+from streaming.disaster.report import SwitchReport
+from streaming.kafka.clients import RecordProducer, TopicRecord
+from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.source_tail import read_tails
+from streaming.log.storage import read_json, write_json
+from streaming.partition_id import PartitionId
+from streaming.state.layout import failback_file
+from streaming.state.stores import StateDir
+
+DIVERGED_OFFSET_HEADER = "kcompact.diverged.offset"  # an exported record's offset on the old primary
+READ_TIMEOUT_S = 600.0
+MIRROR_HEADERS = (OFFSET_HEADER, ORIGIN_HEADER)  # the forward mirror's: a value given back is the DR site's own
+NAMED_KEYS = 20  # keys named per partition in the text report; --json names every one
+
+
+class Diverged(str, Enum):
+    DROP = "drop"
+    KEEP = "keep"
+
+
+@dataclass
+class TailPartition:
+    """One partition's diverged tail and what failback did with its keys."""
+
+    topic: str
+    partition: int
+    first_offset: int                 # the first offset past the last mirrored
+    end_offset: int                   # the old primary's end when failback read it
+    records: int = 0
+    tail_only_keys: list[str] = field(default_factory=list)  # keys whose latest value exists only in the tail
+    written_at_dr: int = 0            # of those, keys the DR site wrote since the switch: its value goes back
+    restored: int = 0                 # keys given the DR site's value back (drop)
+    tombstoned: int = 0               # keys the DR site never had, deleted (drop)
+    kept: int = 0                     # keys left with the tail's value (keep)
+
+    def to_doc(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "TailPartition":
+        return cls(**doc)
+
+
+@dataclass(frozen=True)
+class Export:
+    """Where the diverged tail goes: a topic at the DR site by template, or a file of JSON lines."""
+
+    topic_template: str | None = None
+    path: str | None = None
+
+    def describe(self) -> str:
+        return f"topic {self.topic_template!r} at the DR site" if self.topic_template else f"file {self.path}"
+
+
+def key_text(key: bytes | None) -> str:
+    if key is None:
+        return "(no key)"
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(key).decode()
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _export_line(pid: PartitionId, record: TopicRecord) -> str:
+    return json.dumps({"topic": pid.topic, "partition": pid.partition, "offset": record.offset,
+                       "timestamp_ms": record.timestamp_ms, "key": _b64(record.key), "value": _b64(record.value),
+                       "headers": [[k, _b64(v)] for k, v in record.headers]})
+
+
+@dataclass
+class TailReader:
+    """Reads the old primary's diverged tails, exporting each record as it passes, and keeps each key's
+    latest record there."""
+
+    primary_settings: Mapping[str, str]
+    export: Export
+    dr_producer: Callable[[], RecordProducer]  # for an export topic at the DR site
+
+    def read(self, ranges: Mapping[PartitionId, tuple[int, int]]) -> dict[PartitionId, dict[bytes | None, TopicRecord]]:
+        latest: dict[PartitionId, dict[bytes | None, TopicRecord]] = {p: {} for p in ranges}
+        producer = self.dr_producer() if self.export.topic_template else None
+        out = open(self.export.path, "a", encoding="utf-8") if self.export.path else None  # noqa: SIM115
+        try:
+            def each(pid: PartitionId, record: TopicRecord) -> None:
+                latest[pid][record.key] = record
+                if producer is not None:
+                    headers = (*record.headers, (DIVERGED_OFFSET_HEADER, b"%d" % record.offset))
+                    producer.send(self.export.topic_template.format(topic=pid.topic),
+                                  TopicRecord(record.key, record.value, headers, record.offset, record.timestamp_ms),
+                                  pid.partition, keep_time=True)
+                if out is not None:
+                    out.write(_export_line(pid, record) + "\n")
+            self.figures = read_tails(self.primary_settings, ranges, READ_TIMEOUT_S, each)
+            if producer is not None:
+                producer.flush(120.0)
+        finally:
+            if out is not None:
+                out.close()
+        return latest
+
+
+def dr_latest(dr_settings: Mapping[str, str], ranges: Mapping[PartitionId, tuple[int, int]],
+              wanted: Mapping[PartitionId, set[bytes | None]]) -> dict[PartitionId, dict[bytes | None, TopicRecord]]:
+    """The DR site's latest record of each wanted key, by DR partition (absent: the DR site has none)."""
+    found: dict[PartitionId, dict[bytes | None, TopicRecord]] = {p: {} for p in ranges}
+
+    def each(pid: PartitionId, record: TopicRecord) -> None:
+        if record.key in wanted.get(pid, ()):
+            found[pid][record.key] = record
+    read_tails(dr_settings, ranges, READ_TIMEOUT_S, each)
+    return found
+
+
+def mirrored(record: TopicRecord) -> bool:
+    """A DR record the forward mirror wrote (it names its source offset), not one written at the DR site."""
+    return source_offset(record.headers) is not None
+
+
+def settle(tails: dict[PartitionId, TailPartition], latest: Mapping[PartitionId, Mapping[bytes | None, TopicRecord]],
+           at_dr: Mapping[PartitionId, Mapping[bytes | None, TopicRecord]], sink_of: Mapping[PartitionId, PartitionId],
+           policy: Diverged, dr_cluster_id: str, restore: Callable[[PartitionId, TopicRecord], None]) -> None:
+    """Each tail key by the policy; ``restore`` writes a record to the old primary's partition. The records
+    written carry the DR site as their origin: a forward mirror started again later leaves them out."""
+    origin = (ORIGIN_HEADER, dr_cluster_id.encode())
+    for pid, keys in latest.items():
+        tail = tails[pid]
+        dr = at_dr.get(sink_of[pid], {})
+        for key in sorted(keys, key=lambda k: (k is None, k or b"")):
+            tail.tail_only_keys.append(key_text(key))
+            there = dr.get(key)
+            if there is not None and not mirrored(there):
+                tail.written_at_dr += 1  # the reverse mirror brings the DR site's value
+            elif policy is Diverged.KEEP:
+                tail.kept += 1
+            elif there is None:
+                tail.tombstoned += 1
+                restore(pid, TopicRecord(key, None, (origin,)))
+            else:
+                tail.restored += 1
+                headers = tuple(h for h in there.headers if h[0] not in MIRROR_HEADERS) + (origin,)
+                restore(pid, TopicRecord(key, there.value, headers, -1, there.timestamp_ms))
+
+
+@dataclass(frozen=True)
+class FailbackReport:
+    at_ms: int
+    policy: Diverged
+    export: str
+    switch: SwitchReport
+    partitions: tuple[TailPartition, ...]
+    unfenced_topics: tuple[str, ...] = ()
+    groups_moved: tuple[dict, ...] = ()
+    reverse_state_dir: str = ""
+    dry_run: bool = False
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    def summary(self) -> str:
+        keys = sum(len(p.tail_only_keys) for p in self.partitions)
+        verb = "failback would" if self.dry_run else "failback"
+        return (f"{verb} ({self.policy.value} the diverged tail): {self.records:,} records in the old primary's "
+                f"diverged tail, exported to {self.export}; {keys:,} keys whose latest value is only there: "
+                f"{sum(p.written_at_dr for p in self.partitions):,} written at the DR site since, "
+                f"{sum(p.restored for p in self.partitions):,} given the DR site's value, "
+                f"{sum(p.tombstoned for p in self.partitions):,} deleted, {sum(p.kept for p in self.partitions):,} "
+                f"kept; {len(self.groups_moved)} group offsets moved back")
+
+    def render(self) -> str:
+        lines = [self.summary()]
+        if self.unfenced_topics:
+            lines.append(f"  the promote's DENY WRITE ACLs removed from {len(self.unfenced_topics)} topic(s)")
+        for p in self.partitions:
+            if p.records:
+                named = ", ".join(p.tail_only_keys[:NAMED_KEYS]) + (" ..." if len(p.tail_only_keys) > NAMED_KEYS else "")
+                lines.append(f"  {p.topic}-{p.partition}: {p.records} records at offsets [{p.first_offset}, "
+                             f"{p.end_offset}); keys only there: {named}")
+        for g in self.groups_moved:
+            lines.append(f"  group {g['group']}: {g['topic']}-{g['partition']} DR offset {g['dr_offset']} -> "
+                         f"offset {g['offset']} ({g['change']})")
+        return "\n".join(lines)
+
+    def to_doc(self) -> dict:
+        return {"at_ms": self.at_ms, "policy": self.policy.value, "export": self.export, "summary": self.summary(),
+                "records": self.records, "partitions": [p.to_doc() for p in self.partitions],
+                "unfenced_topics": list(self.unfenced_topics), "groups_moved": list(self.groups_moved),
+                "reverse_state_dir": self.reverse_state_dir, "dry_run": self.dry_run,
+                "switch_at_ms": self.switch.at_ms}
+
+
+def read_prepared(reverse: StateDir) -> list[dict] | None:
+    """The diverged tail an earlier failback settled into this reverse state dir: a second failback reads and
+    writes it no more (safe to run twice)."""
+    doc = read_json(reverse.storage, failback_file(reverse))
+    return None if doc is None else doc["partitions"]
+
+
+def write_prepared(reverse: StateDir, partitions: list[dict], report: dict | None = None) -> None:
+    write_json(reverse.storage, failback_file(reverse), {"partitions": partitions, "report": report}, indent=2)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,162 @@
+"""What a switch to the DR site knows, gathered into its report: the sink's last mirrored record of every
+partition (read, so exact), the source's ends (asked live, or the job's last knowledge when the source is
+gone), the records past what was mirrored, and where the groups stand at the DR site.
+
+The job's last knowledge of a source partition's end is the larger of what its last trigger saw (metrics.json,
+with that trigger's time) and its own log's end (every record it appended, with their newest time): a failover
+with the source gone still says what the job knew was there.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from streaming.disaster.report import (NONE_MIRRORED, EndKnown, GroupPosition, PartitionRpo, Switch,
+                                       SwitchReport)
+from streaming.job.metrics import read_doc
+from streaming.job.spec import SavedJob
+from streaming.kafka.admin import Cluster
+from streaming.kafka.group_positions import group_commits, held_offsets
+from streaming.kafka.sink_progress import LastMirrored, committed_last_mirrored
+from streaming.kafka.source_tail import TailFigures, read_tails
+from streaming.log.manifest import load_newest
+from streaming.partition_id import PartitionId
+from streaming.state.layout import list_log_dirs
+from streaming.state.stores import StateDir
+
+
+@dataclass(frozen=True)
+class KnownEnd:
+    offset: int
+    at_ms: int | None
+    newest_ms: int | None  # the newest record's time the job saw below that end
+
+
+@dataclass(frozen=True)
+class SwitchSides:
+    """The job of a state dir and its two clusters as a switch reaches them."""
+
+    state: StateDir
+    saved: SavedJob
+    source: Cluster
+    sink: Cluster
+    groups: re.Pattern[str]
+
+    def partitions(self) -> dict[PartitionId, PartitionId]:
+        """Every mirrored source partition and its sink partition."""
+        return {PartitionId(t, p): PartitionId(plan.sink, p)
+                for t, plan in sorted(self.saved.topics.items()) for p in range(plan.partitions)}
+
+
+def live_ends(sides: SwitchSides, timeout_s: float) -> dict[PartitionId, int] | None:
+    """The source's ends now, or None when it does not answer within ``timeout_s``."""
+    try:
+        return sides.source.end_offsets(sides.partitions(), timeout_s=timeout_s)
+    except Exception:  # noqa: BLE001 (a source that is gone is what a failover expects)
+        return None
+
+
+def known_ends(sides: SwitchSides) -> dict[PartitionId, KnownEnd]:
+    """The job's last knowledge of each source partition's end."""
+    doc = read_doc(sides.state)
+    found: dict[PartitionId, KnownEnd] = {}
+    if doc is not None:
+        for p in doc.partitions:
+            if p.source_end_offset is not None:
+                found[p.pid] = KnownEnd(p.source_end_offset, doc.at_ms, None)
+    for log_dir in list_log_dirs(sides.state):
+        manifest = load_newest(sides.state.storage, log_dir.directory).manifest
+        if manifest is None or not manifest.segments:
+            continue
+        end = manifest.segments[-1].next_offset
+        newest = max((s.largest_timestamp for s in manifest.segments if s.largest_timestamp is not None), default=None)
+        seen = found.get(log_dir.pid)
+        if seen is None or end >= seen.offset:
+            found[log_dir.pid] = KnownEnd(end, seen.at_ms if seen and seen.offset == end else None, newest)
+        else:
+            found[log_dir.pid] = KnownEnd(seen.offset, seen.at_ms, newest)
+    return found
+
+
+def last_mirrored(sides: SwitchSides) -> dict[PartitionId, LastMirrored | None]:
+    """By source partition: the sink's last committed record of the job's."""
+    sinks = sides.partitions()
+    read = committed_last_mirrored(sides.sink.settings_with_bootstrap, sinks.values())
+    return {source: read.get(sink) for source, sink in sinks.items()}
+
+
+def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[PartitionId, int] | None,
+           timeout_s: float, fenced: tuple[str, ...] = (), groups_synced: bool = False,
+           notes: tuple[str, ...] = (), mirrored: Mapping[PartitionId, LastMirrored | None] | None = None
+           ) -> SwitchReport:
+    """The report from the sink as it is now; ``ends``: the source's live ends (None: it did not answer);
+    ``mirrored``: the sink's last records, where the caller read them since the sink last changed."""
+    now_ms = int(time.time() * 1000)
+    mirrored = last_mirrored(sides) if mirrored is None else mirrored
+    known = known_ends(sides) if ends is None else {}
+    tails: dict[PartitionId, TailFigures] = {}
+    if ends is not None:
+        ranges = {p: (_next(mirrored[p]), end) for p, end in ends.items() if end > _next(mirrored[p])}
+        tails = read_tails(sides.source.settings_with_bootstrap, ranges, max(timeout_s, 60.0))
+    rows = []
+    for pid, sink in sides.partitions().items():
+        last = mirrored[pid]
+        offset = NONE_MIRRORED if last is None else last.source_offset
+        stamp = None if last is None else last.timestamp_ms
+        if ends is not None:
+            tail = tails.get(pid, TailFigures())
+            rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, ends[pid], EndKnown.LIVE,
+                                     now_ms, tail.records, _span(stamp if stamp is not None else tail.oldest_ms,
+                                                                 tail.newest_ms), "read"))
+            continue
+        end = known.get(pid)
+        if end is None:
+            rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, None,
+                                     EndKnown.LAST_KNOWN, None, None, None, "offsets"))
+            continue
+        behind = max(0, end.offset - offset - 1)
+        newest = end.newest_ms if end.at_ms is None else max(end.newest_ms or 0, end.at_ms)
+        rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, end.offset,
+                                 EndKnown.LAST_KNOWN, end.at_ms, behind, _span(stamp, newest) if behind else 0,
+                                 "offsets"))
+    groups = group_positions(sides, rows, ends is not None)
+    return SwitchReport(switch, now_ms, dry_run, ends is not None, tuple(rows), tuple(groups), fenced, groups_synced,
+                        notes)
+
+
+def group_positions(sides: SwitchSides, rows: list[PartitionRpo], source_live: bool) -> list[GroupPosition]:
+    """Where each group stands at the DR site, the source offset that stands for, and what it will not see."""
+    by_sink = {PartitionId(r.sink_topic, r.partition): r for r in rows}
+    held = held_offsets(sides.sink, sides.groups, by_sink)
+    commits: dict[tuple[str, PartitionId], int] = {}
+    if source_live:
+        for group in sorted({h.group for h in held}):
+            wanted = [PartitionId(by_sink[h.sink].topic, h.sink.partition) for h in held if h.group == group]
+            for pid, offset in group_commits(sides.source, group, wanted).items():
+                commits[(group, pid)] = offset
+    positions = []
+    for h in held:
+        row = by_sink[h.sink]
+        first_unmirrored = row.last_mirrored_offset + 1
+        stands_for = first_unmirrored if h.source_offset is None else h.source_offset
+        committed = commits.get((h.group, PartitionId(row.topic, row.partition)))
+        reads_from = max(stands_for, first_unmirrored, committed or 0)
+        unseen = None if row.source_end_offset is None else max(0, row.source_end_offset - reads_from)
+        consumed = 0 if committed is None else max(0, committed - first_unmirrored)
+        positions.append(GroupPosition(h.group, row.topic, row.partition, row.sink_topic, h.offset, stands_for,
+                                       committed, unseen, consumed))
+    return positions
+
+
+def _next(last: LastMirrored | None) -> int:
+    """The first source offset the sink does not hold."""
+    return 0 if last is None else last.source_offset + 1
+
+
+def _span(mirrored_ms: int | None, newest_ms: int | None) -> int | None:
+    if newest_ms is None:
+        return 0
+    return None if mirrored_ms is None else max(0, newest_ms - mirrored_ms)

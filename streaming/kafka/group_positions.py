@@ -1,0 +1,109 @@
+"""Where consumer groups stand at the DR site after a switch, and what source offset each position stands
+for: the source offset the sink record there carries (every sink record names its own), or, at the sink's
+end, the one after the last mirrored. Read with the same clients as the group sync: admin listing, and a
+consumer of each group that never joins it; the records where they stand, for all of them together."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from streaming.kafka.admin import Cluster
+from streaming.kafka.clients import committed_offsets
+from streaming.kafka.failures import TRY_S, reason, retrying
+from streaming.kafka.first_records import source_offsets_at
+from streaming.kafka.group_sync import GroupSyncError, commit_group, has_members
+from streaming.kafka.translate import SinkReader, translate
+from streaming.partition_id import PartitionId
+
+
+@dataclass(frozen=True)
+class HeldOffset:
+    group: str
+    sink: PartitionId
+    offset: int                # the group's committed offset on the sink
+    source_offset: int | None  # the source offset of the record there; None at the sink's end
+
+
+def held_offsets(cluster: Cluster, pattern: re.Pattern[str], partitions: Iterable[PartitionId]) -> list[HeldOffset]:
+    """Every group the pattern matches whole with a commit on one of ``partitions`` of ``cluster``."""
+    wanted = sorted(partitions)
+    try:
+        listed = cluster.answer(lambda: cluster.admin.list_consumer_groups(request_timeout=TRY_S).result(TRY_S),
+                                "the list of consumer groups", quiet=True)
+    except KafkaException as exc:
+        raise GroupSyncError(f"cannot list the consumer groups of the {cluster.role} cluster "
+                             f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
+    commits = [(group, pid, offset) for group in sorted(g.group_id for g in listed.valid if pattern.fullmatch(g.group_id))
+               for pid, offset in group_commits(cluster, group, wanted).items()]
+    if not commits:
+        return []
+    ends = cluster.end_offsets({pid for _, pid, _ in commits}, timeout_s=TRY_S)
+    there = source_offsets_at(cluster.settings_with_bootstrap, [(pid, o) for _, pid, o in commits], ends, 120.0)
+    return [HeldOffset(group, pid, offset, there[(pid, offset)]) for group, pid, offset in commits]
+
+
+def group_commits(cluster: Cluster, group: str, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+    """The group's committed offsets on ``partitions`` (those it never committed are absent)."""
+    wanted = [TopicPartition(p.topic, p.partition) for p in partitions]
+    try:
+        found = retrying(lambda: committed_offsets(cluster.settings_with_bootstrap, group, wanted, TRY_S),
+                         f"the offsets of consumer group {group}", cluster.connect_timeout_s, side=cluster.role,
+                         level=logging.DEBUG)
+    except KafkaException as exc:
+        raise GroupSyncError(f"cannot read the offsets of consumer group {group} on the {cluster.role} cluster "
+                             f"{cluster.bootstrap_servers}: {reason(exc)}") from exc
+    return {PartitionId(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+
+@dataclass(frozen=True)
+class MovedBack:
+    """One group's partition moved from the DR site back to the old primary."""
+
+    group: str
+    topic: str       # on the old primary
+    partition: int
+    dr_offset: int
+    offset: int      # on the old primary
+    change: str
+
+    def to_doc(self) -> dict:
+        return {"group": self.group, "topic": self.topic, "partition": self.partition, "dr_offset": self.dr_offset,
+                "offset": self.offset, "change": self.change}
+
+
+def move_back(dr: Cluster, primary: Cluster, pattern: re.Pattern[str], primary_topic_of: Mapping[str, str],
+              partitions: Iterable[PartitionId], dry_run: bool = False) -> list[MovedBack]:
+    """Each group's DR offsets, translated exactly to the old primary: a position among the records the forward
+    mirror wrote stands for the source offset that record names (the very record on the primary); a position
+    among the DR site's own records, for the first record the reverse mirror wrote from there on (or the
+    primary's end). A group with members on the primary is left alone."""
+    moved: list[MovedBack] = []
+    readers: dict[PartitionId, SinkReader] = {}
+    try:
+        by_group: dict[str, dict[PartitionId, tuple[int, int]]] = {}
+        for h in held_offsets(dr, pattern, partitions):
+            target = PartitionId(primary_topic_of[h.sink.topic], h.sink.partition)
+            if h.source_offset is None:
+                if target not in readers:
+                    readers[target] = SinkReader(primary.bootstrap_servers, target.topic, target.partition,
+                                                 primary.settings)
+                offset = translate(readers[target], h.offset).sink_offset
+            else:
+                offset = h.source_offset
+            by_group.setdefault(h.group, {})[target] = (h.offset, offset)
+        for group, offsets in sorted(by_group.items()):
+            active = has_members(primary, group)
+            change = "skipped: active on the primary" if active else "would commit" if dry_run else "committed"
+            if not active and not dry_run:
+                commit_group(primary, group, {p: o for p, (_, o) in offsets.items()})
+            moved += [MovedBack(group, p.topic, p.partition, dr_offset, o, change)
+                      for p, (dr_offset, o) in sorted(offsets.items())]
+    finally:
+        for reader in readers.values():
+            reader.close()
+    return moved
