@@ -6,9 +6,12 @@ clean never starts it (its checkpoint is read as files, streaming.spark.checkpoi
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
 from pyspark import TaskContext
@@ -22,8 +25,11 @@ from streaming.log.storage import Storage
 from streaming.partition_id import PartitionId
 from streaming.spark import jvm_log
 from streaming.spark.checkpoint import committed_offsets
+from streaming.spark.class_archive import RECORD_CONF, ClassArchive
 from streaming.spark.source.ingest import APPEND_TASK_PROPERTY, INGEST_SOURCE_NAME
 from streaming.spark.source.options import spark_options
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,13 +69,27 @@ class SparkQuery:
 class SparkEngine:
     def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
         self._spark, self._start = (spark, None) if isinstance(spark, SparkSession) else (None, spark)
+        self._archive: ClassArchive | None = None
 
     def start(self) -> None:
         if self._spark is None:
             handler = signal.getsignal(signal.SIGINT)
+            began = time.monotonic()
             self._spark = self._start()
+            log.info("Spark started in %.1fs", time.monotonic() - began)
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGINT, handler)  # SparkContext puts its own in; the job's Ctrl-C stays
+            threading.Thread(target=self._start_workers, name="python-workers", daemon=True).start()
+
+    def _start_workers(self) -> None:
+        """Spark starts its Python worker daemon (streaming.spark.daemon, which preloads the compactor) at the
+        first task, seconds of CPU; a job of empty tasks now starts it while the query plans its first
+        micro-batch, which then finds its workers ready."""
+        slots = self.slots()
+        try:
+            self._spark.sparkContext.parallelize(range(slots), slots).foreach(_nothing)
+        except Exception as exc:  # noqa: BLE001 (a session stopped meanwhile: the first batch starts them)
+            log.debug("Python workers not started ahead: %s", exc)
 
     @property
     def spark(self) -> SparkSession:
@@ -83,12 +103,33 @@ class SparkEngine:
         reader = self.spark.readStream.format(INGEST_SOURCE_NAME)
         for key, value in spark_options(plan.source).items():
             reader = reader.option(key, value)
+
+        began: float | None = time.monotonic()
+
+        def batch(df: DataFrame, batch_id: int) -> None:
+            nonlocal began
+            if began is not None:  # what a restart waits for: the query's start, from its checkpoint
+                log.info("micro-batch %d planned %.1fs after the query's start", batch_id, time.monotonic() - began)
+                began = None
+            on_batch(SparkMicroBatch(df), batch_id)
+            if not plan.once:  # a job that lives on after its dump (a --once run could end in the middle of it)
+                self._archive_classes()
+
         writer = (reader.load().writeStream
-                  .foreachBatch(lambda df, batch_id: on_batch(SparkMicroBatch(df), batch_id))
+                  .foreachBatch(batch)
                   .option("checkpointLocation", plan.checkpoint_location))
         writer = writer.trigger(availableNow=True) if plan.once else \
             writer.trigger(processingTime=f"{plan.trigger_interval_s} seconds")
         return SparkQuery(writer.start())
+
+    def _archive_classes(self) -> None:
+        """After a micro-batch, the JVM holds the classes a start loads: dump them for the next start when this
+        launch records them (streaming.spark.class_archive), once."""
+        if self._archive is None:
+            directory = self.spark.conf.get(RECORD_CONF, None)
+            self._archive = ClassArchive(Path(directory) if directory else None)
+            gateway = self.spark.sparkContext._gateway  # noqa: SLF001 (the JVM this process launched)
+            self._archive.dump_from(gateway.proc.pid if getattr(gateway, "proc", None) else None)
 
     def run_tasks(self, task: Callable[[T, int], R], items: Sequence[T]) -> list[R]:
         def attempted(item: T) -> R:
@@ -109,3 +150,7 @@ class SparkEngine:
 
     def stop_begun(self) -> None:
         jvm_log.STOP_BEGUN.set()
+
+
+def _nothing(_: int) -> None:
+    """The task that starts a Python worker and does nothing else."""

@@ -13,10 +13,11 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from streaming.spark import jvm_log
+from streaming.spark.class_archive import RECORD_CONF, ClassArchive
 from streaming.spark.source.ingest import KafkaIngestSource
 from streaming.spark.source.kafka_source import KafkaDataSource
 from streaming.spark.source.state_source import register as register_state_source
-from streaming.spark.home import choose_spark_home
+from streaming.spark.home import choose_spark_home, pyspark_dir
 from streaming.spark.submit import driver_address
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -61,7 +62,10 @@ def build_session(app_name: str = "kcompact", master: str | None = None, ui: boo
     extra = dict(extra or {})
     if submitted is None:
         given = extra.get(JAVA_OPTIONS, "")
-        extra[JAVA_OPTIONS] = f"{jvm_log.java_options(log_level)} {given}".strip()
+        archive = ClassArchive.for_spark_home(os.environ.get("SPARK_HOME") or pyspark_dir())
+        extra[JAVA_OPTIONS] = " ".join(o for o in (jvm_log.java_options(log_level), archive.java_options(), given) if o)
+        if archive.recording:  # the engine dumps the classes once the query has loaded them
+            extra[RECORD_CONF] = str(archive.directory)
     for k, v in extra.items():
         builder = builder.config(k, v)
     with jvm_log.jvm_stderr_to_logging() if submitted is None else contextlib.nullcontext(), _jvm_ignores_sigterm():
