@@ -236,7 +236,8 @@ class TaskEmitter:
         """The tombstone at row i, through produce(): its delivery report gives its sink offset."""
         offset, timestamp = batch.column("offset")[i].as_py(), batch.column("timestamp")[i].as_py()
         key = batch.column("key")[i].as_py()
-        headers = [*header_pairs(batch.column("headers")[i].as_py()), (OFFSET_HEADER, offset_header.encode(offset))]
+        headers = self.origins.sink_headers([*header_pairs(batch.column("headers")[i].as_py()),
+                                             (OFFSET_HEADER, offset_header.encode(offset))])
 
         def reported(err, msg) -> None:
             if err is None:

@@ -19,6 +19,7 @@ from streaming.job.metrics import read_doc
 from streaming.state.stores import open_state_dir
 from streaming.kafka.clients import committed_offsets
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.origin_header import ORIGIN_HEADER
 from streaming.kafka.failures import is_transient
 from tests.cleaner.reference_model import rank
 
@@ -177,6 +178,12 @@ def offsets_diff(got: list[int], want: list[int]) -> str:
     return f"missing {runs(missing)}; twice {runs(twice)}; unexpected {runs(extra)}; {len(got)} got, {len(want)} wanted"
 
 
+def assert_sink_headers(got: list, sent) -> None:
+    """A sink record's headers: its source record's, then its source offset, then the cluster it came from."""
+    assert got[:-1] == sent.headers + [(OFFSET_HEADER, str(sent.offset).encode())], got
+    assert got[-1][0] == ORIGIN_HEADER and got[-1][1], got
+
+
 def assert_sink_contract(bootstrap: str, sink: str, sent, partitions: int) -> None:
     """What must hold whatever the timing of crashes and outages: per partition strictly increasing source
     offsets (nothing twice, order kept), every sink record identical to its source record, every record of a
@@ -192,7 +199,7 @@ def assert_sink_contract(bootstrap: str, sink: str, sent, partitions: int) -> No
         for r in records:
             s = by_offset[(p, r["source_offset"])]
             assert (r["key"], r["value"], r["timestamp"]) == (s.key, s.value, s.timestamp)
-            assert r["headers"] == s.headers + [(OFFSET_HEADER, str(s.offset).encode())]
+            assert_sink_headers(r["headers"], s)
         mine = [s for s in sent if s.partition == p]
         written = Counter(s.key for s in mine)
         once = sorted(s.offset for s in mine if written[s.key] == 1)

@@ -16,9 +16,8 @@ from streaming.state.locks import StateDirLock
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 from streaming.log.manifest import load_newest, manifest_dir, objects_dir
-from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.admin import unique_topic_name
-from tests.e2e.helpers import dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
+from tests.e2e.helpers import assert_sink_headers, dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -48,7 +47,7 @@ def test_dedupe_many_keys_several_writes_several_partitions(spark, bootstrap_ser
         assert sink_view(got[p]) == sent_view(expected)
         for rec, s in zip(got[p], expected, strict=True):
             assert rec["timestamp"] == s.timestamp
-            assert rec["headers"] == s.headers + [(OFFSET_HEADER, str(s.offset).encode())]
+            assert_sink_headers(rec["headers"], s)
 
 
 def test_tombstone_is_emitted_then_leaves_the_log_after_its_horizon(spark, bootstrap_servers, new_topic, tmp_path,

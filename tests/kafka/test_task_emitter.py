@@ -215,3 +215,21 @@ def test_records_the_sink_refuses_fail_the_emission_and_commit_nothing(bootstrap
     with pytest.raises(KafkaException, match=r"UNKNOWN_(TOPIC|PARTITION)|_MSG_TIMED_OUT|failed delivery"):
         emitter.emit([(part, _batches(range(3)))])
     assert part.emitted_up_to == -1 and read_committed(bootstrap_servers, sink, 1) == []
+
+
+def test_a_tombstone_names_its_origin_as_every_record_does_and_a_looped_one_is_left_out(bootstrap_servers,
+                                                                                         new_topic) -> None:
+    """Tombstones go alone (their delivery reports feed the erase audit): the origin rule holds for them too."""
+    sink, sink_id = new_topic(partitions=1), ORIGINS.sink.encode()
+    tombstones = [make_record(0, b"a", None, 1_700_000_000_000, []),
+                  make_record(1, b"b", None, 1_700_000_000_001, [(ORIGIN_HEADER, b"cluster-c")]),
+                  make_record(2, b"c", None, 1_700_000_000_002, [(ORIGIN_HEADER, sink_id)])]
+    emitter = TaskEmitter(bootstrap_servers, _tid(), origins=ORIGINS)
+    part = SinkPartition(PartitionId(sink, 0), -1)
+    emitter.emit([(part, [batch_from_records(tombstones)])])
+    emitter.close()
+    got = read_committed(bootstrap_servers, sink, 1)
+    assert [(r.key, r.value, ORIGINS.origin_of(r.headers)) for r in got] == \
+        [(b"a", None, ORIGINS.source_value), (b"b", None, b"cluster-c")]
+    assert [len([h for h in r.headers if h[0] == ORIGIN_HEADER]) for r in got] == [1, 1], "written, not assumed"
+    assert part.emitted_up_to == 2
