@@ -49,27 +49,29 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _cmd_promote(args: argparse.Namespace) -> int:
     from streaming.disaster.report import Switch  # noqa: PLC0415
-    from streaming.disaster.switch import last_mirrored, live_ends, report  # noqa: PLC0415
+    from streaming.disaster.switch import behind, last_mirrored, live_ends, report  # noqa: PLC0415
 
     if args.fence_source_writes and not args.admin_config:
         raise UsageError("--fence-source-writes adds ACLs as an admin: give --admin-config FILE")
     with _switching(args) as (sides, done):
         if done is not None:
             return _print(args, done, f"already {done.switch.value}; its report:")
-        fenced = () if args.dry_run or not args.fence_source_writes else _fence(sides, args.admin_config)
-        cut = live_ends(sides, args.source_timeout)
-        if cut is None:
+        if live_ends(sides, args.source_timeout) is None:
             raise JobError(f"the source cluster {sides.source.bootstrap_servers} did not answer within "
                            f"{args.source_timeout:.0f}s: a promote needs it; kcompact failover goes on without it")
+        fenced = () if args.dry_run or not args.fence_source_writes else _fence(sides, args.admin_config)
+        cut = live_ends(sides, args.source_timeout)  # after the fence: nothing is written past it
+        if cut is None:
+            raise JobError(f"the source cluster {sides.source.bootstrap_servers} stopped answering; run kcompact "
+                           f"promote again, or kcompact failover")
         notes = []
         mirrored = last_mirrored(sides)
-        if not args.dry_run and _behind(sides, cut, mirrored):
+        if not args.dry_run and behind(sides, cut, mirrored):
             notes.append(_catch_up(args, sides))
             mirrored = None  # the run moved the sink on: read again
-        synced = False
         if not args.dry_run:
-            synced = _sync_groups(sides)
-        done = report(sides, Switch.PROMOTE, args.dry_run, cut, args.source_timeout, fenced, synced, tuple(notes),
+            _sync_groups(sides)
+        done = report(sides, Switch.PROMOTE, args.dry_run, cut, args.source_timeout, fenced, not args.dry_run, tuple(notes),
                       mirrored)
         _keep(args, sides, done)
         return _print(args, done)
@@ -83,15 +85,33 @@ def _cmd_failover(args: argparse.Namespace) -> int:
         if done is not None:
             return _print(args, done, f"already {done.switch.value}; its report:")
         ends = live_ends(sides, args.source_timeout)
-        synced = False
-        if ends is not None and not args.dry_run:
-            synced = _sync_groups(sides)
+        synced = ends is not None and not args.dry_run
+        if synced:
+            _sync_groups(sides)
         notes = () if ends is not None else (f"the source {sides.source.bootstrap_servers} did not answer within "
                                              f"{args.source_timeout:.0f}s: its ends are the job's last knowledge, "
                                              f"and the groups stand where the last sync put them",)
         done = report(sides, Switch.FAILOVER, args.dry_run, ends, args.source_timeout, (), synced, notes)
         _keep(args, sides, done)
         return _print(args, done)
+
+
+@contextlib.contextmanager
+def one_line(what: str):
+    """A cluster that stops answering, a read that runs out of time or records refused: one line naming what
+    was being done, not a stack (what the command changed before it is said in its own lines)."""
+    from streaming.kafka.failures import kafka_error, reason  # noqa: PLC0415
+
+    try:
+        yield
+    except JobError:
+        raise
+    except (TimeoutError, RuntimeError) as exc:
+        raise JobError(f"{what}: {exc}") from None
+    except Exception as exc:
+        if kafka_error(exc) is None:
+            raise
+        raise JobError(f"{what}: {reason(exc)}") from None
 
 
 @contextlib.contextmanager
@@ -119,7 +139,8 @@ def _switching(args: argparse.Namespace):
         sides = SwitchSides(state, saved, Cluster("source", saved.mapping.source_bootstrap, source_kafka,
                                                   connect_timeout_s=args.source_timeout),
                             Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), pattern)
-        yield sides, switched(state)
+        with one_line(f"kcompact {args.command} of {args.state_dir}"):
+            yield sides, switched(state)
     finally:
         if lock is not None:
             lock.release()
@@ -132,15 +153,6 @@ def switch_settings(saved, kafka: dict, sink_kafka: dict) -> tuple[dict, dict]:
         return {k: v for k, v in settings.items() if v != redaction.REDACTED}
     source = {**kept(saved.source_kafka), **kafka}
     return source, sink_settings(source, {**kept(saved.sink_kafka), **sink_kafka}, saved.mapping.one_cluster)
-
-
-def _behind(sides, cut, mirrored) -> bool:
-    """Records up to the cut that the sink does not hold (offsets alone would count transaction markers)."""
-    from streaming.kafka.source_tail import read_tails  # noqa: PLC0415
-
-    ranges = {p: (0 if mirrored[p] is None else mirrored[p].source_offset + 1, end) for p, end in cut.items()}
-    tails = read_tails(sides.source.settings_with_bootstrap, {p: r for p, r in ranges.items() if r[0] < r[1]}, 120.0)
-    return any(t.records for t in tails.values())
 
 
 def _catch_up(args: argparse.Namespace, sides) -> str:
@@ -188,7 +200,7 @@ def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, ka
                        f"command again")
 
 
-def _sync_groups(sides) -> bool:
+def _sync_groups(sides) -> None:
     """One last group offset sync: the DR site's groups where the source's are."""
     from streaming.job.group_sync import mirrored  # noqa: PLC0415
     from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
@@ -196,7 +208,6 @@ def _sync_groups(sides) -> bool:
     done = GroupOffsetSync(sides.source, sides.sink, sides.groups).sync(mirrored(sides.saved.topics))
     log.info("consumer groups synced one last time: %d offsets of %d groups moved", done.offsets_moved,
              len(done.groups_synced))
-    return True
 
 
 def _fence(sides, admin_config: str) -> tuple[str, ...]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
+import time
 
 from streaming.cli.disaster import run_to_end
 from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option
@@ -38,9 +40,11 @@ def add_parsers(sub) -> None:
 
 
 def _cmd_failback(args: argparse.Namespace) -> int:
-    from streaming.cli.disaster import switch_settings  # noqa: PLC0415
-    from streaming.disaster.failback import (Diverged, Export, FailbackReport, TailPartition, now_ms,  # noqa: PLC0415
+    from streaming.cli.disaster import one_line, switch_settings  # noqa: PLC0415
+    from streaming.disaster.failback import (Diverged, Export, FailbackReport, Prepared,  # noqa: PLC0415
                                              read_prepared, write_prepared)
+    from streaming.job.spec import check_state_dir_mapping  # noqa: PLC0415
+    from streaming.state.locks import StateDirLock  # noqa: PLC0415
     from streaming.disaster.mark import switched  # noqa: PLC0415
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
@@ -67,8 +71,20 @@ def _cmd_failback(args: argparse.Namespace) -> int:
     if "{topic}" in mapping.sink_template and mapping.sink_template != "{topic}":
         raise JobError(f"failback mirrors the DR site's topics back under the names they came from: it needs a job "
                        f"that kept them ('{{topic}}' or --sink-topic), not {mapping.sink_template!r}")
+    if saved.source_cluster_id is None:
+        raise JobError(f"the job of {args.state_dir} ran with a kcompact from before records named the cluster they "
+                       f"came from: a reverse mirror could not tell them from the DR site's own writes and would copy "
+                       f"them back; fail back by hand (docs/disaster-recovery.md)")
+    primary_topic_of = {plan.sink: topic for topic, plan in saved.topics.items()}
+    values: dict = {"bootstrap.servers": mapping.sink_bootstrap, "source.topic": tuple(sorted(primary_topic_of)),
+                    "sink.bootstrap.servers": mapping.source_bootstrap}
+    if mapping.sink_template == "{topic}":
+        values["sink.topic.template"] = "{topic}"
+    else:
+        values["sink.topic"] = next(iter(saved.topics))
     reverse = open_state_dir(args.reverse_state_dir)
     check_access(reverse, write=not args.dry_run)
+    check_state_dir_mapping(reverse, reverse_mapping(values))
     source_kafka, sink_kafka = switch_settings(saved, parse_pairs(args.kafka, "--kafka"),
                                                parse_pairs(args.sink_kafka, "--sink-kafka"))
     redaction.register([source_kafka, sink_kafka])
@@ -76,45 +92,62 @@ def _cmd_failback(args: argparse.Namespace) -> int:
     dr = Cluster("DR site", mapping.sink_bootstrap, sink_kafka)
     policy = Diverged(args.diverged)
     export = Export(args.export_topic_template, args.export_file)
-    primary_topic_of = {plan.sink: topic for topic, plan in saved.topics.items()}
+    unfence = (lambda: ()) if args.dry_run else (lambda: _unfence(switch.fenced_topics, primary, args.admin_config))
 
-    unfenced = () if args.dry_run else _unfence(switch.fenced_topics, primary, args.admin_config)
-    prepared = read_prepared(reverse)
-    if prepared is None:
-        partitions = _settle(saved, switch, primary, dr, policy, export, args.dry_run)
+    lock = None if args.dry_run else StateDirLock(reverse)
+    try:
+        with one_line(f"kcompact failback of {args.state_dir}"):
+            prepared = read_prepared(reverse)
+            if prepared is not None and prepared.settled is not None:
+                partitions = prepared.settled
+                unfenced = unfence()
+                log.info("failback: the diverged tail was settled by an earlier failback into %s; it is not read "
+                         "again", args.reverse_state_dir)
+            else:
+                partitions, unfenced = _settle(saved, switch, primary, dr, policy, export, args.dry_run, reverse,
+                                               None if prepared is None else prepared.ranges, unfence)
+            if not args.dry_run:
+                run_to_end(args, args.reverse_state_dir, values, saved, sink_kafka, source_kafka, locked=True)
+            dr_partitions = [PartitionId(plan.sink, p) for plan in saved.topics.values() for p in range(plan.partitions)]
+            moved = move_back(dr, primary, pattern, primary_topic_of, dr_partitions, args.dry_run)
+        done = FailbackReport(int(time.time() * 1000), policy, export.describe(), switch, tuple(partitions), unfenced, tuple(moved),
+                              args.reverse_state_dir, args.dry_run)
         if not args.dry_run:
-            write_prepared(reverse, [p.to_doc() for p in partitions])
-    else:
-        partitions = [TailPartition.from_doc(d) for d in prepared]
-        log.info("failback: the diverged tail was settled by an earlier failback into %s; it is not read again",
-                 args.reverse_state_dir)
-    if not args.dry_run:
-        values: dict = {"bootstrap.servers": mapping.sink_bootstrap, "source.topic": tuple(sorted(primary_topic_of)),
-                        "sink.bootstrap.servers": mapping.source_bootstrap}
-        if mapping.sink_template == "{topic}":
-            values["sink.topic.template"] = "{topic}"
-        else:
-            values["sink.topic"] = next(iter(saved.topics))
-        run_to_end(args, args.reverse_state_dir, values, saved, sink_kafka, source_kafka)
-    dr_partitions = [PartitionId(plan.sink, p) for plan in saved.topics.values() for p in range(plan.partitions)]
-    moved = move_back(dr, primary, pattern, primary_topic_of, dr_partitions, args.dry_run)
-    done = FailbackReport(now_ms(), policy, export.describe(), switch, tuple(partitions), unfenced,
-                          tuple(m.to_doc() for m in moved), args.reverse_state_dir, args.dry_run)
-    if not args.dry_run:
-        write_prepared(reverse, [p.to_doc() for p in partitions], done.to_doc())
+            write_prepared(reverse, Prepared(read_prepared(reverse).ranges, partitions, done.to_doc()))
+    finally:
+        if lock is not None:
+            lock.release()
     if args.json:
         print(json.dumps(done.to_doc()))
         return 0
     print(done.render())
     if not args.dry_run:
         print(f"keep the reverse mirror running until the producers move back (kcompact status --state-dir "
-              f"{args.reverse_state_dir} says when the old primary has caught up):\n  kcompact run --bootstrap-servers "
-              f"{mapping.sink_bootstrap} {' '.join(f'--source-topic {t}' for t in sorted(primary_topic_of))} "
-              f"--sink-bootstrap-servers {mapping.source_bootstrap} "
-              + ("--sink-topic-template '{topic}'" if mapping.sink_template == "{topic}" else
-                 f"--sink-topic {next(iter(saved.topics))}")
-              + f" --state-dir {args.reverse_state_dir}")
+              f"{args.reverse_state_dir} says when the old primary has caught up):\n  kcompact run "
+              f"{command_flags({**values, 'state.dir': args.reverse_state_dir})}")
     return 0
+
+
+def reverse_mapping(values: dict):
+    """The reverse mirror's mapping as its run will save it, to refuse a reverse state dir of another job first."""
+    from streaming.configuration.subscription import subscription_of  # noqa: PLC0415
+    from streaming.job.spec import JobMapping  # noqa: PLC0415
+    from streaming.job.topics import SinkNaming  # noqa: PLC0415
+
+    subscription = subscription_of(values["source.topic"], None)
+    naming = SinkNaming.of(values.get("sink.topic"), values.get("sink.topic.template"), subscription)
+    return JobMapping(values["bootstrap.servers"], subscription, values["sink.bootstrap.servers"], naming.template)
+
+
+def command_flags(values: dict) -> str:
+    """Run options by setting name as the command line gives them."""
+    from streaming.configuration.settings import RUN_OPTIONS  # noqa: PLC0415
+
+    words = []
+    for name, value in values.items():
+        for one in value if isinstance(value, tuple) else (value,):
+            words += [RUN_OPTIONS[name].flag, shlex.quote(str(one))]
+    return " ".join(words)
 
 
 def _unfence(topics: tuple[str, ...], primary, admin_config: str | None) -> tuple[str, ...]:
@@ -135,22 +168,33 @@ def _unfence(topics: tuple[str, ...], primary, admin_config: str | None) -> tupl
     return topics
 
 
-def _settle(saved, switch, primary, dr, policy, export, dry_run: bool) -> list:
-    """The diverged tail of every mirrored partition: read from the old primary, exported, and its keys
-    settled by the policy (in a dry run, only counted)."""
-    from streaming.disaster.failback import Export, TailPartition, TailReader, dr_latest, settle  # noqa: PLC0415
+def _settle(saved, switch, primary, dr, policy, export, dry_run: bool, reverse, ranges_before: dict | None, unfence
+            ) -> tuple[list, tuple[str, ...]]:
+    """The diverged tail of every mirrored partition: read from the old primary (the ranges an interrupted
+    failback recorded, else past the report's last mirrored offsets to the primary's end now), exported, and
+    its keys settled by the policy (in a dry run, only counted). The promote's fence goes after the read and
+    before the first write."""
+    from streaming.disaster.failback import (Export, Prepared, TailPartition, TailReader, dr_latest,  # noqa: PLC0415
+                                             settle, write_prepared)
     from streaming.kafka.clients import RecordProducer  # noqa: PLC0415
     from streaming.partition_id import PartitionId  # noqa: PLC0415
 
-    last = {PartitionId(p.topic, p.partition): p.last_mirrored_offset for p in switch.partitions}
+    first = {PartitionId(p.topic, p.partition): p.first_unmirrored_offset for p in switch.partitions}
     sink_of = {PartitionId(t, p): PartitionId(plan.sink, p) for t, plan in saved.topics.items()
                for p in range(plan.partitions)}
-    try:
-        ends = primary.end_offsets(sink_of, timeout_s=30.0)
-    except Exception as exc:  # noqa: BLE001 (named in one line: failback needs the old primary)
-        raise JobError(f"the old primary {primary.bootstrap_servers} did not answer ({exc}); failback needs it "
-                       f"back") from None
-    ranges = {p: (last.get(p, -1) + 1, end) for p, end in ends.items()}
+    if ranges_before is None:
+        try:
+            ends = primary.end_offsets(sink_of, timeout_s=30.0)
+        except Exception as exc:  # noqa: BLE001 (named in one line: failback needs the old primary)
+            raise JobError(f"the old primary {primary.bootstrap_servers} did not answer ({exc}); failback needs it "
+                           f"back") from None
+        ranges = {p: (first.get(p, 0), end) for p, end in ends.items()}
+    else:
+        ranges = ranges_before
+        log.warning("failback: an earlier failback into this reverse state dir stopped before the end; the same "
+                    "diverged tail is read and exported again (an export topic may hold some of it twice)")
+    if not dry_run:
+        write_prepared(reverse, Prepared(ranges, None, None))
     if export.topic_template and not dry_run:
         dr.ensure_topics({export.topic_template.format(topic=t): (plan.partitions, {})
                           for t, plan in saved.topics.items()}, "diverged tail export")
@@ -162,10 +206,11 @@ def _settle(saved, switch, primary, dr, policy, export, dry_run: bool) -> list:
     wanted = {sink_of[p]: set(keys) for p, keys in latest.items() if keys}
     dr_ends = dr.end_offsets(list(wanted), timeout_s=30.0) if wanted else {}
     at_dr = dr_latest(dr.settings_with_bootstrap, {p: (0, end) for p, end in dr_ends.items()}, wanted)
+    unfenced = unfence()
     producer = None if dry_run else RecordProducer(primary.bootstrap_servers, primary.settings)
     settle(tails, latest, at_dr, sink_of, policy, dr.cluster_id(),
            lambda pid, record: producer.send(pid.topic, record, pid.partition, keep_time=record.timestamp_ms >= 0)
            if producer is not None else None)
     if producer is not None:
         producer.flush(120.0)
-    return [tails[p] for p in sorted(tails)]
+    return [tails[p] for p in sorted(tails)], unfenced

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Callable, Mapping
 
 from streaming.disaster.report import SwitchReport
 from streaming.kafka.clients import RecordProducer, TopicRecord
+from streaming.kafka.group_positions import MovedBack
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.kafka.origin_header import ORIGIN_HEADER
-from streaming.kafka.source_tail import read_tails
+from streaming.kafka.source_tail import TailFigures, read_tails
 from streaming.log.storage import read_json, write_json
 from streaming.partition_id import PartitionId
 from streaming.state.layout import failback_file
@@ -99,11 +99,12 @@ class TailReader:
     primary_settings: Mapping[str, str]
     export: Export
     dr_producer: Callable[[], RecordProducer]  # for an export topic at the DR site
+    figures: dict[PartitionId, TailFigures] = field(default_factory=dict)  # what the read counted
 
     def read(self, ranges: Mapping[PartitionId, tuple[int, int]]) -> dict[PartitionId, dict[bytes | None, TopicRecord]]:
         latest: dict[PartitionId, dict[bytes | None, TopicRecord]] = {p: {} for p in ranges}
         producer = self.dr_producer() if self.export.topic_template else None
-        out = open(self.export.path, "a", encoding="utf-8") if self.export.path else None  # noqa: SIM115
+        out = open(self.export.path, "w", encoding="utf-8") if self.export.path else None  # noqa: SIM115
         try:
             def each(pid: PartitionId, record: TopicRecord) -> None:
                 latest[pid][record.key] = record
@@ -149,7 +150,7 @@ def settle(tails: dict[PartitionId, TailPartition], latest: Mapping[PartitionId,
     for pid, keys in latest.items():
         tail = tails[pid]
         dr = at_dr.get(sink_of[pid], {})
-        for key in sorted(keys, key=lambda k: (k is None, k or b"")):
+        for key in sorted(k for k in keys if k is not None):  # a keyless record is exported, never settled
             tail.tail_only_keys.append(key_text(key))
             there = dr.get(key)
             if there is not None and not mirrored(there):
@@ -173,7 +174,7 @@ class FailbackReport:
     switch: SwitchReport
     partitions: tuple[TailPartition, ...]
     unfenced_topics: tuple[str, ...] = ()
-    groups_moved: tuple[dict, ...] = ()
+    groups_moved: tuple[MovedBack, ...] = ()
     reverse_state_dir: str = ""
     dry_run: bool = False
 
@@ -201,28 +202,46 @@ class FailbackReport:
                 lines.append(f"  {p.topic}-{p.partition}: {p.records} records at offsets [{p.first_offset}, "
                              f"{p.end_offset}); keys only there: {named}")
         for g in self.groups_moved:
-            lines.append(f"  group {g['group']}: {g['topic']}-{g['partition']} DR offset {g['dr_offset']} -> "
-                         f"offset {g['offset']} ({g['change']})")
+            lines.append(f"  group {g.group}: {g.topic}-{g.partition} DR offset {g.dr_offset} -> offset {g.offset} "
+                         f"({g.change})")
         return "\n".join(lines)
 
     def to_doc(self) -> dict:
         return {"at_ms": self.at_ms, "policy": self.policy.value, "export": self.export, "summary": self.summary(),
                 "records": self.records, "partitions": [p.to_doc() for p in self.partitions],
-                "unfenced_topics": list(self.unfenced_topics), "groups_moved": list(self.groups_moved),
+                "unfenced_topics": list(self.unfenced_topics), "groups_moved": [g.to_doc() for g in self.groups_moved],
                 "reverse_state_dir": self.reverse_state_dir, "dry_run": self.dry_run,
                 "switch_at_ms": self.switch.at_ms}
 
 
-def read_prepared(reverse: StateDir) -> list[dict] | None:
-    """The diverged tail an earlier failback settled into this reverse state dir: a second failback reads and
-    writes it no more (safe to run twice)."""
+@dataclass(frozen=True)
+class Prepared:
+    """A failback's record in its reverse state dir: the ranges of the diverged tail it read (kept first, so a
+    failback stopped half-way reads the same ones again, not the records it wrote since), then the tail it
+    settled, and its report. A second failback reads and writes the tail no more (safe to run twice)."""
+
+    ranges: Mapping[PartitionId, tuple[int, int]]
+    settled: list[TailPartition] | None
+    report: dict | None
+
+    def to_doc(self) -> dict:
+        return {"ranges": [[p.topic, p.partition, start, end] for p, (start, end) in sorted(self.ranges.items())],
+                "partitions": None if self.settled is None else [p.to_doc() for p in self.settled],
+                "report": self.report}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping) -> "Prepared":
+        partitions = doc.get("partitions")
+        return cls({PartitionId(t, p): (start, end) for t, p, start, end in doc.get("ranges", [])},
+                   None if partitions is None else [TailPartition.from_doc(d) for d in partitions], doc.get("report"))
+
+
+def read_prepared(reverse: StateDir) -> Prepared | None:
     doc = read_json(reverse.storage, failback_file(reverse))
-    return None if doc is None else doc["partitions"]
+    return None if doc is None else Prepared.from_doc(doc)
 
 
-def write_prepared(reverse: StateDir, partitions: list[dict], report: dict | None = None) -> None:
-    write_json(reverse.storage, failback_file(reverse), {"partitions": partitions, "report": report}, indent=2)
+def write_prepared(reverse: StateDir, prepared: Prepared) -> None:
+    write_json(reverse.storage, failback_file(reverse), prepared.to_doc(), indent=2)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)

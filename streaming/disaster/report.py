@@ -42,6 +42,7 @@ class PartitionRpo:
     rpo_ms: int | None                   # from the last mirrored record's time (or, with none, the oldest
                                          # unmirrored one's) to the newest unmirrored one's
     counted: str = "read"                # "read": the records were read and counted; "offsets": counted by offset
+    first_unmirrored_offset: int = 0     # where the RPO's records begin (past what emission left out)
 
     @property
     def name(self) -> str:
@@ -52,7 +53,8 @@ class PartitionRpo:
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "PartitionRpo":
-        return cls(**{**doc, "source_end": EndKnown(doc["source_end"])})
+        first = doc.get("first_unmirrored_offset", doc["last_mirrored_offset"] + 1)
+        return cls(**{**doc, "source_end": EndKnown(doc["source_end"]), "first_unmirrored_offset": first})
 
 
 @dataclass(frozen=True)

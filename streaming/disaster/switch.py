@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from streaming.disaster.report import (NONE_MIRRORED, EndKnown, GroupPosition, PartitionRpo, Switch,
                                        SwitchReport)
+from streaming.job.compact import EmissionNote
 from streaming.job.metrics import read_doc
 from streaming.job.spec import SavedJob
 from streaming.kafka.admin import Cluster
@@ -23,9 +24,22 @@ from streaming.kafka.group_positions import group_commits, held_offsets
 from streaming.kafka.sink_progress import LastMirrored, committed_last_mirrored
 from streaming.kafka.source_tail import TailFigures, read_tails
 from streaming.log.manifest import load_newest
+from streaming.log.storage import read_json
 from streaming.partition_id import PartitionId
-from streaming.state.layout import list_log_dirs
+from streaming.state.layout import LogDir, emitted_file
 from streaming.state.stores import StateDir
+
+
+@dataclass(frozen=True)
+class JobLog:
+    """What the job's own log of a partition says: where it began, how far it got and its newest record's
+    time, and its note of how far emission got (past records that came from the sink's cluster, which the
+    sink's last record cannot show)."""
+
+    start: int
+    end: int
+    newest_ms: int | None
+    note: EmissionNote | None
 
 
 @dataclass(frozen=True)
@@ -59,26 +73,46 @@ def live_ends(sides: SwitchSides, timeout_s: float) -> dict[PartitionId, int] | 
         return None
 
 
-def known_ends(sides: SwitchSides) -> dict[PartitionId, KnownEnd]:
-    """The job's last knowledge of each source partition's end."""
-    doc = read_doc(sides.state)
-    found: dict[PartitionId, KnownEnd] = {}
-    if doc is not None:
-        for p in doc.partitions:
-            if p.source_end_offset is not None:
-                found[p.pid] = KnownEnd(p.source_end_offset, doc.at_ms, None)
-    for log_dir in list_log_dirs(sides.state):
+def job_logs(sides: SwitchSides, pids: Iterable[PartitionId]) -> dict[PartitionId, JobLog]:
+    """The job's logs of ``pids`` (those it never ingested are absent): read only where a report needs them,
+    a manifest and a note each."""
+    found: dict[PartitionId, JobLog] = {}
+    for pid in pids:
+        log_dir = LogDir.of(sides.state, pid)
         manifest = load_newest(sides.state.storage, log_dir.directory).manifest
         if manifest is None or not manifest.segments:
             continue
-        end = manifest.segments[-1].next_offset
         newest = max((s.largest_timestamp for s in manifest.segments if s.largest_timestamp is not None), default=None)
-        seen = found.get(log_dir.pid)
-        if seen is None or end >= seen.offset:
-            found[log_dir.pid] = KnownEnd(end, seen.at_ms if seen and seen.offset == end else None, newest)
-        else:
-            found[log_dir.pid] = KnownEnd(seen.offset, seen.at_ms, newest)
+        note = read_json(sides.state.storage, emitted_file(log_dir.directory))
+        found[pid] = JobLog(manifest.segments[0].base_offset, manifest.segments[-1].next_offset, newest,
+                            None if note is None else EmissionNote.from_doc(note))
     return found
+
+
+def known_ends(sides: SwitchSides, logs: Mapping[PartitionId, JobLog]) -> dict[PartitionId, KnownEnd]:
+    """The job's last knowledge of each source partition's end: the larger of what its last trigger saw
+    (with that trigger's time) and its log's end."""
+    doc = read_doc(sides.state)
+    seen = {} if doc is None else {p.pid: p.source_end_offset for p in doc.partitions if p.source_end_offset is not None}
+    found: dict[PartitionId, KnownEnd] = {}
+    for pid in sides.partitions():
+        log, end = logs.get(pid), seen.get(pid)
+        if log is not None and (end is None or log.end >= end):
+            found[pid] = KnownEnd(log.end, doc.at_ms if doc is not None and end == log.end else None, log.newest_ms)
+        elif end is not None:
+            found[pid] = KnownEnd(end, doc.at_ms, None if log is None else log.newest_ms)
+    return found
+
+
+def first_unmirrored(last: LastMirrored | None, log: JobLog | None, sink_cluster_id: str | None) -> int:
+    """The first source offset the DR site does not hold: after the sink's last record, or past the records
+    after it that emission left out (they came from the sink's cluster); with nothing mirrored, where the
+    job's log began (what came before it was never the job's to mirror)."""
+    if last is None:
+        return 0 if log is None else log.start
+    if log is None or log.note is None or sink_cluster_id is None:
+        return last.source_offset + 1
+    return log.note.resumes_after(last.source_offset, sink_cluster_id) + 1
 
 
 def last_mirrored(sides: SwitchSides) -> dict[PartitionId, LastMirrored | None]:
@@ -96,35 +130,56 @@ def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[Part
     ``mirrored``: the sink's last records, where the caller read them since the sink last changed."""
     now_ms = int(time.time() * 1000)
     mirrored = last_mirrored(sides) if mirrored is None else mirrored
-    known = known_ends(sides) if ends is None else {}
-    tails: dict[PartitionId, TailFigures] = {}
+    pids = sides.partitions()
+    sink_id = sides.saved.sink_cluster_id
+    if ends is not None:  # the job's logs matter only where the source holds more than the sink's last record
+        logs = job_logs(sides, [p for p in pids if ends[p] > _next(mirrored[p])])
+    else:
+        logs = job_logs(sides, pids)
+    first = {p: first_unmirrored(mirrored[p], logs.get(p), sink_id) for p in pids}
+    tails: dict[PartitionId, TailFigures] | None = None
     if ends is not None:
-        ranges = {p: (_next(mirrored[p]), end) for p, end in ends.items() if end > _next(mirrored[p])}
-        tails = read_tails(sides.source.settings_with_bootstrap, ranges, max(timeout_s, 60.0))
+        try:
+            tails = read_tails(sides.source.settings_with_bootstrap,
+                               {p: (first[p], end) for p, end in ends.items() if end > first[p]}, timeout_s)
+        except TimeoutError:
+            notes = (*notes, f"the records past what was mirrored could not be read within {timeout_s:.0f}s: "
+                             f"counted by offset")
+    known = known_ends(sides, logs) if ends is None else {}
     rows = []
-    for pid, sink in sides.partitions().items():
+    for pid, sink in pids.items():
         last = mirrored[pid]
         offset = NONE_MIRRORED if last is None else last.source_offset
         stamp = None if last is None else last.timestamp_ms
-        if ends is not None:
+        if tails is not None:
             tail = tails.get(pid, TailFigures())
             rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, ends[pid], EndKnown.LIVE,
                                      now_ms, tail.records, _span(stamp if stamp is not None else tail.oldest_ms,
-                                                                 tail.newest_ms), "read"))
+                                                                 tail.newest_ms), "read", first[pid]))
             continue
-        end = known.get(pid)
+        end = KnownEnd(ends[pid], now_ms, None) if ends is not None else known.get(pid)
         if end is None:
             rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, None,
-                                     EndKnown.LAST_KNOWN, None, None, None, "offsets"))
+                                     EndKnown.LAST_KNOWN, None, None, None, "offsets", first[pid]))
             continue
-        behind = max(0, end.offset - offset - 1)
+        behind = max(0, end.offset - first[pid])
         newest = end.newest_ms if end.at_ms is None else max(end.newest_ms or 0, end.at_ms)
         rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, end.offset,
-                                 EndKnown.LAST_KNOWN, end.at_ms, behind, _span(stamp, newest) if behind else 0,
-                                 "offsets"))
+                                 EndKnown.LIVE if ends is not None else EndKnown.LAST_KNOWN, end.at_ms, behind,
+                                 _span(stamp, newest) if behind else 0, "offsets", first[pid]))
     groups = group_positions(sides, rows, ends is not None)
     return SwitchReport(switch, now_ms, dry_run, ends is not None, tuple(rows), tuple(groups), fenced, groups_synced,
                         notes)
+
+
+def behind(sides: SwitchSides, cut: Mapping[PartitionId, int], mirrored: Mapping[PartitionId, LastMirrored | None]
+           ) -> bool:
+    """Records up to the cut that the DR site does not hold (offsets alone would count transaction markers)."""
+    pids = sides.partitions()
+    logs = job_logs(sides, [p for p in pids if cut[p] > _next(mirrored[p])])
+    first = {p: first_unmirrored(mirrored[p], logs.get(p), sides.saved.sink_cluster_id) for p in pids}
+    ranges = {p: (first[p], end) for p, end in cut.items() if end > first[p]}
+    return any(t.records for t in read_tails(sides.source.settings_with_bootstrap, ranges, 120.0).values())
 
 
 def group_positions(sides: SwitchSides, rows: list[PartitionRpo], source_live: bool) -> list[GroupPosition]:
@@ -140,12 +195,12 @@ def group_positions(sides: SwitchSides, rows: list[PartitionRpo], source_live: b
     positions = []
     for h in held:
         row = by_sink[h.sink]
-        first_unmirrored = row.last_mirrored_offset + 1
-        stands_for = first_unmirrored if h.source_offset is None else h.source_offset
+        first = row.first_unmirrored_offset
+        stands_for = first if h.source_offset is None else h.source_offset
         committed = commits.get((h.group, PartitionId(row.topic, row.partition)))
-        reads_from = max(stands_for, first_unmirrored, committed or 0)
+        reads_from = max(stands_for, first, committed or 0)
         unseen = None if row.source_end_offset is None else max(0, row.source_end_offset - reads_from)
-        consumed = 0 if committed is None else max(0, committed - first_unmirrored)
+        consumed = 0 if committed is None else max(0, committed - first)
         positions.append(GroupPosition(h.group, row.topic, row.partition, row.sink_topic, h.offset, stands_for,
                                        committed, unseen, consumed))
     return positions

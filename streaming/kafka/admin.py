@@ -175,6 +175,12 @@ class Cluster:
         pids = list(partitions)
         return self.answer(lambda: watermarks(self.admin, pids, False, timeout_s), _offsets_of(pids)) if pids else {}
 
+    def committed_ranges(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0
+                         ) -> dict[PartitionId, tuple[int, int]]:
+        """Each partition's log start and last stable offset: the range a read_committed reader can read now."""
+        pids = list(partitions)
+        return self.answer(lambda: watermarks(self.admin, pids, True, timeout_s), _offsets_of(pids)) if pids else {}
+
     def _offsets(self, partitions: Iterable[PartitionId], spec: OffsetSpec, timeout_s: float) -> dict[PartitionId, int]:
         pids = list(partitions)
         request = {TopicPartition(p.topic, p.partition): spec for p in pids}

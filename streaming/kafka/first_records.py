@@ -1,6 +1,7 @@
-"""The first record of the job's at or after each of many sink positions, read together: a switch's report
-looks up where every group stands on thousands of partitions, and one consumer for all of them costs a few
-fetches where a reader a partition would cost a connection and a round trip each."""
+"""The first record of the job's at or after each of many sink positions, read together, and offset
+translation for many groups' partitions at once: a group sync or a switch's report over thousands of
+partitions costs one consumer and a few fetches a step of the binary search, where a reader a partition
+would cost a connection and a round trip each (streaming.kafka.translate holds the rule)."""
 
 from __future__ import annotations
 
@@ -13,35 +14,71 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import UNUSED_GROUP_REFUSED
 from streaming.kafka.offset_header import source_offset
+from streaming.kafka.translate import SinkPosition
 from streaming.partition_id import PartitionId
 
 POLL_S = 0.1
 
 
-def source_offsets_at(client_config: Mapping[str, str], positions: Iterable[tuple[PartitionId, int]],
-                      ends: Mapping[PartitionId, int], timeout_s: float) -> dict[tuple[PartitionId, int], int | None]:
-    """For each (partition, offset): the source offset the first record of the job's at or after it names
-    (None: none before the partition's end in ``ends``). A partition with several positions is read once per
-    position, all partitions' n-th positions together."""
-    by_partition: dict[PartitionId, list[int]] = {}
-    for pid, offset in set(positions):
-        by_partition.setdefault(pid, []).append(offset)
-    found: dict[tuple[PartitionId, int], int | None] = {}
-    consumer = Consumer(client_settings({**client_config, "group.id": f"kcompact-positions-{uuid.uuid4().hex}",
-                                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
+def translate_all(client_config: Mapping[str, str], wanted: Iterable[tuple[PartitionId, int]],
+                  ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+                  ) -> dict[tuple[PartitionId, int], SinkPosition]:
+    """streaming.kafka.translate.translate of each (sink partition, source offset), the binary searches in
+    step: each step reads every search's middle record together. ``ranges``: each partition's (log start,
+    last stable offset)."""
+    search = {w: list(ranges[w[0]]) for w in set(wanted)}
+    consumer = _consumer(client_config)
     try:
-        for n in range(max((len(o) for o in by_partition.values()), default=0)):
-            starts = {p: sorted(o)[n] for p, o in by_partition.items() if len(o) > n}
-            found |= _first_after(consumer, starts, ends, timeout_s)
+        while open_ := {w: b for w, b in search.items() if b[0] < b[1]}:
+            probes = {w: (lo + hi) // 2 for w, (lo, hi) in open_.items()}
+            found = _first_at_or_after(consumer, set((w[0], mid) for w, mid in probes.items()), ranges, timeout_s)
+            for w, mid in probes.items():
+                there = found[(w[0], mid)]
+                if there is None or there.source_offset >= w[1]:
+                    search[w][1] = mid
+                else:
+                    search[w][0] = there.sink_offset + 1
+        found = _first_at_or_after(consumer, {(w[0], b[0]) for w, b in search.items()}, ranges, timeout_s)
     finally:
         consumer.close()
+    return {w: found[(w[0], b[0])] or SinkPosition(ranges[w[0]][1], None) for w, b in search.items()}
+
+
+def first_at_or_after_all(client_config: Mapping[str, str], positions: Iterable[tuple[PartitionId, int]],
+                          ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+                          ) -> dict[tuple[PartitionId, int], SinkPosition | None]:
+    """For each (partition, offset): the first record of the job's at or after it (None: none before the
+    partition's end)."""
+    consumer = _consumer(client_config)
+    try:
+        return _first_at_or_after(consumer, set(positions), ranges, timeout_s)
+    finally:
+        consumer.close()
+
+
+def _consumer(client_config: Mapping[str, str]) -> Consumer:
+    return Consumer(client_settings({**client_config, "group.id": f"kcompact-positions-{uuid.uuid4().hex}",
+                                     "enable.auto.commit": False, "isolation.level": "read_committed",
+                                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
+
+
+def _first_at_or_after(consumer: Consumer, positions: set[tuple[PartitionId, int]],
+                       ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+                       ) -> dict[tuple[PartitionId, int], SinkPosition | None]:
+    """A partition with several positions is read once per position, all partitions' n-th positions together."""
+    by_partition: dict[PartitionId, list[int]] = {}
+    for pid, offset in positions:
+        by_partition.setdefault(pid, []).append(offset)
+    found: dict[tuple[PartitionId, int], SinkPosition | None] = {}
+    for n in range(max((len(o) for o in by_partition.values()), default=0)):
+        starts = {p: sorted(o)[n] for p, o in by_partition.items() if len(o) > n}
+        found |= _first_after(consumer, starts, {p: r[1] for p, r in ranges.items()}, timeout_s)
     return found
 
 
 def _first_after(consumer: Consumer, starts: Mapping[PartitionId, int], ends: Mapping[PartitionId, int],
-                 timeout_s: float) -> dict[tuple[PartitionId, int], int | None]:
-    found: dict[tuple[PartitionId, int], int | None] = {(p, o): None for p, o in starts.items()}
+                 timeout_s: float) -> dict[tuple[PartitionId, int], SinkPosition | None]:
+    found: dict[tuple[PartitionId, int], SinkPosition | None] = {(p, o): None for p, o in starts.items()}
     left = {p: o for p, o in starts.items() if o < ends.get(p, 0)}
     if not left:
         return found
@@ -59,7 +96,7 @@ def _first_after(consumer: Consumer, starts: Mapping[PartitionId, int], ends: Ma
                 raise KafkaException(m.error())
             pid = PartitionId(m.topic(), m.partition())
             if pid in left and pid not in done and (offset := source_offset(m.headers())) is not None:
-                found[(pid, left[pid])] = offset
+                found[(pid, left[pid])] = SinkPosition(m.offset(), offset)
                 done.add(pid)
         positions = consumer.position([TopicPartition(p.topic, p.partition) for p in left if p not in done])
         done |= {p for tp in positions if tp.offset >= ends[p := PartitionId(tp.topic, tp.partition)]}
@@ -67,5 +104,6 @@ def _first_after(consumer: Consumer, starts: Mapping[PartitionId, int], ends: Ma
             del left[p]
         if done:
             consumer.pause([TopicPartition(p.topic, p.partition) for p in done])
+    consumer.resume([TopicPartition(p.topic, p.partition) for p in starts])  # read again at the next step
     consumer.unassign()
     return found

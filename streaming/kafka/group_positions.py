@@ -15,9 +15,8 @@ from confluent_kafka import KafkaException, TopicPartition
 from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import committed_offsets
 from streaming.kafka.failures import TRY_S, reason, retrying
-from streaming.kafka.first_records import source_offsets_at
+from streaming.kafka.first_records import first_at_or_after_all, translate_all
 from streaming.kafka.group_sync import GroupSyncError, commit_group, has_members
-from streaming.kafka.translate import SinkReader, translate
 from streaming.partition_id import PartitionId
 
 
@@ -42,8 +41,9 @@ def held_offsets(cluster: Cluster, pattern: re.Pattern[str], partitions: Iterabl
                for pid, offset in group_commits(cluster, group, wanted).items()]
     if not commits:
         return []
-    ends = cluster.end_offsets({pid for _, pid, _ in commits}, timeout_s=TRY_S)
-    there = source_offsets_at(cluster.settings_with_bootstrap, [(pid, o) for _, pid, o in commits], ends, 120.0)
+    ranges = cluster.committed_ranges({pid for _, pid, _ in commits})
+    found = first_at_or_after_all(cluster.settings_with_bootstrap, [(pid, o) for _, pid, o in commits], ranges, 120.0)
+    there = {k: None if v is None else v.source_offset for k, v in found.items()}
     return [HeldOffset(group, pid, offset, there[(pid, offset)]) for group, pid, offset in commits]
 
 
@@ -81,29 +81,29 @@ def move_back(dr: Cluster, primary: Cluster, pattern: re.Pattern[str], primary_t
     """Each group's DR offsets, translated exactly to the old primary: a position among the records the forward
     mirror wrote stands for the source offset that record names (the very record on the primary); a position
     among the DR site's own records, for the first record the reverse mirror wrote from there on (or the
-    primary's end). A group with members on the primary is left alone."""
+    primary's end). A group with members on the primary is left alone, and an offset there never moves back
+    (a second failback after its consumers moved on)."""
     moved: list[MovedBack] = []
-    readers: dict[PartitionId, SinkReader] = {}
-    try:
-        by_group: dict[str, dict[PartitionId, tuple[int, int]]] = {}
-        for h in held_offsets(dr, pattern, partitions):
-            target = PartitionId(primary_topic_of[h.sink.topic], h.sink.partition)
-            if h.source_offset is None:
-                if target not in readers:
-                    readers[target] = SinkReader(primary.bootstrap_servers, target.topic, target.partition,
-                                                 primary.settings)
-                offset = translate(readers[target], h.offset).sink_offset
-            else:
-                offset = h.source_offset
-            by_group.setdefault(h.group, {})[target] = (h.offset, offset)
-        for group, offsets in sorted(by_group.items()):
-            active = has_members(primary, group)
-            change = "skipped: active on the primary" if active else "would commit" if dry_run else "committed"
-            if not active and not dry_run:
-                commit_group(primary, group, {p: o for p, (_, o) in offsets.items()})
-            moved += [MovedBack(group, p.topic, p.partition, dr_offset, o, change)
-                      for p, (dr_offset, o) in sorted(offsets.items())]
-    finally:
-        for reader in readers.values():
-            reader.close()
+    held = held_offsets(dr, pattern, partitions)
+    targets = {h: PartitionId(primary_topic_of[h.sink.topic], h.sink.partition) for h in held}
+    among_dr_writes = [(targets[h], h.offset) for h in held if h.source_offset is None]
+    translated = {} if not among_dr_writes else translate_all(
+        primary.settings_with_bootstrap, among_dr_writes, primary.committed_ranges({p for p, _ in among_dr_writes}),
+        120.0)
+    by_group: dict[str, dict[PartitionId, tuple[int, int]]] = {}
+    for h in held:
+        target = targets[h]
+        offset = translated[(target, h.offset)].sink_offset if h.source_offset is None else h.source_offset
+        by_group.setdefault(h.group, {})[target] = (h.offset, offset)
+    for group, offsets in sorted(by_group.items()):
+        active = has_members(primary, group)
+        current = {} if active else group_commits(primary, group, offsets)
+        forward = {p: o for p, (_, o) in offsets.items() if not active and (p not in current or o > current[p])}
+        if forward and not dry_run:
+            commit_group(primary, group, forward)
+        for p, (dr_offset, o) in sorted(offsets.items()):
+            change = ("skipped: active on the primary" if active else
+                      ("would commit" if dry_run else "committed") if p in forward else
+                      "up to date" if current.get(p) == o else "kept: the primary is ahead")
+            moved.append(MovedBack(group, p.topic, p.partition, dr_offset, o, change))
     return moved

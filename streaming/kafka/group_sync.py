@@ -24,7 +24,7 @@ from streaming.errors import JobError
 from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import committed_offsets
 from streaming.kafka.failures import TRY_S, reason, retrying
-from streaming.kafka.translate import SinkReader, translate
+from streaming.kafka.first_records import translate_all
 from streaming.runtime.moments import Moment, reached
 from streaming.partition_id import PartitionId
 
@@ -141,30 +141,29 @@ class GroupOffsetSync:
         return planned
 
     def plan(self, topics: Sequence[MirroredTopic]) -> SyncRound:
+        """Every group's commits first, then their translations together (translate_all): a round over
+        thousands of partitions costs a few fetches a step of the search, not a reader a partition."""
         by_source = {t.source: t for t in topics}
         now_ms = int(time.time() * 1000)
-        readers: dict[PartitionId, SinkReader] = {}
+        found = []
+        for group in self.groups():
+            committed = self._source_committed(group, by_source)
+            if not committed:
+                continue
+            sinks = {s: PartitionId(by_source[s.topic].sink, s.partition) for s in committed}
+            found.append((group, committed, sinks, self._active_on_sink(group),
+                          self._sink_committed(group, set(sinks.values()))))
+        wanted = {(sinks[s], offset) for _, committed, sinks, _, _ in found for s, offset in committed.items()}
+        positions = {} if not wanted else translate_all(
+            self.sink.settings_with_bootstrap, wanted, self.sink.committed_ranges({p for p, _ in wanted}), 120.0)
         rows: list[OffsetSync] = []
-        try:
-            for group in self.groups():
-                committed = self._source_committed(group, by_source)
-                if not committed:
-                    continue
-                active = self._active_on_sink(group)
-                on_sink = self._sink_committed(group, {PartitionId(by_source[s.topic].sink, s.partition)
-                                                       for s in committed})
-                for source, offset in sorted(committed.items()):
-                    sink = PartitionId(by_source[source.topic].sink, source.partition)
-                    if sink not in readers:
-                        readers[sink] = SinkReader(self.sink.bootstrap_servers, sink.topic, sink.partition,
-                                                   self.sink.settings)
-                    target = translate(readers[sink], offset).sink_offset
-                    current = on_sink.get(sink)
-                    rows.append(OffsetSync(group, source.topic, source.partition, offset, sink.topic, target, current,
-                                           self._change(active, target, current)))
-        finally:
-            for reader in readers.values():
-                reader.close()
+        for group, committed, sinks, active, on_sink in found:
+            for source, offset in sorted(committed.items()):
+                sink = sinks[source]
+                target = positions[(sink, offset)].sink_offset
+                current = on_sink.get(sink)
+                rows.append(OffsetSync(group, source.topic, source.partition, offset, sink.topic, target, current,
+                                       self._change(active, target, current)))
         return SyncRound(now_ms, rows)
 
     def _change(self, active: bool, target: int, current: int | None) -> Change:
