@@ -5,19 +5,14 @@ would cost a connection and a round trip each (streaming.kafka.translate holds t
 
 from __future__ import annotations
 
-import time
-import uuid
 from typing import Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 
-from streaming.kafka.client_settings import client_settings
-from streaming.kafka.failures import UNUSED_GROUP_REFUSED
 from streaming.kafka.offset_header import source_offset
+from streaming.kafka.range_read import range_reader, read_ranges
 from streaming.kafka.translate import SinkPosition
 from streaming.partition_id import PartitionId
-
-POLL_S = 0.1
 
 
 def translate_all(client_config: Mapping[str, str], wanted: Iterable[tuple[PartitionId, int]],
@@ -27,7 +22,7 @@ def translate_all(client_config: Mapping[str, str], wanted: Iterable[tuple[Parti
     step: each step reads every search's middle record together. ``ranges``: each partition's (log start,
     last stable offset)."""
     search = {w: list(ranges[w[0]]) for w in set(wanted)}
-    consumer = _consumer(client_config)
+    consumer = range_reader(client_config, "positions")
     try:
         while open_ := {w: b for w, b in search.items() if b[0] < b[1]}:
             probes = {w: (lo + hi) // 2 for w, (lo, hi) in open_.items()}
@@ -49,17 +44,11 @@ def first_at_or_after_all(client_config: Mapping[str, str], positions: Iterable[
                           ) -> dict[tuple[PartitionId, int], SinkPosition | None]:
     """For each (partition, offset): the first record of the job's at or after it (None: none before the
     partition's end)."""
-    consumer = _consumer(client_config)
+    consumer = range_reader(client_config, "positions")
     try:
         return _first_at_or_after(consumer, set(positions), ranges, timeout_s)
     finally:
         consumer.close()
-
-
-def _consumer(client_config: Mapping[str, str]) -> Consumer:
-    return Consumer(client_settings({**client_config, "group.id": f"kcompact-positions-{uuid.uuid4().hex}",
-                                     "enable.auto.commit": False, "isolation.level": "read_committed",
-                                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
 
 
 def _first_at_or_after(consumer: Consumer, positions: set[tuple[PartitionId, int]],
@@ -79,31 +68,12 @@ def _first_at_or_after(consumer: Consumer, positions: set[tuple[PartitionId, int
 def _first_after(consumer: Consumer, starts: Mapping[PartitionId, int], ends: Mapping[PartitionId, int],
                  timeout_s: float) -> dict[tuple[PartitionId, int], SinkPosition | None]:
     found: dict[tuple[PartitionId, int], SinkPosition | None] = {(p, o): None for p, o in starts.items()}
-    left = {p: o for p, o in starts.items() if o < ends.get(p, 0)}
-    if not left:
-        return found
-    consumer.assign([TopicPartition(p.topic, p.partition, o) for p, o in left.items()])
-    deadline = time.monotonic() + timeout_s
-    while left:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the records where the groups stand could not be read within {timeout_s:.0f}s from "
-                               f"{', '.join(str(p) for p in list(left)[:5])}")
-        done: set[PartitionId] = set()
-        for m in consumer.consume(1000, timeout=POLL_S):
-            if m.error() is not None:
-                if m.error().code() == UNUSED_GROUP_REFUSED:
-                    continue
-                raise KafkaException(m.error())
-            pid = PartitionId(m.topic(), m.partition())
-            if pid in left and pid not in done and (offset := source_offset(m.headers())) is not None:
-                found[(pid, left[pid])] = SinkPosition(m.offset(), offset)
-                done.add(pid)
-        positions = consumer.position([TopicPartition(p.topic, p.partition) for p in left if p not in done])
-        done |= {p for tp in positions if tp.offset >= ends[p := PartitionId(tp.topic, tp.partition)]}
-        for p in done:
-            del left[p]
-        if done:
-            consumer.pause([TopicPartition(p.topic, p.partition) for p in done])
-    consumer.resume([TopicPartition(p.topic, p.partition) for p in starts])  # read again at the next step
-    consumer.unassign()
+
+    def first(pid: PartitionId, m) -> bool:
+        offset = source_offset(m.headers())
+        if offset is not None:
+            found[(pid, starts[pid])] = SinkPosition(m.offset(), offset)
+        return offset is not None
+    read_ranges(consumer, {p: (o, ends.get(p, 0)) for p, o in starts.items()}, timeout_s,
+                "the records where the groups stand", first)
     return found
