@@ -252,6 +252,7 @@ class CompactorJob:
             _stop_at_once("stopped at once")
         self._stop_signal = signum
         self.engine.stop_begun()
+        self._stop.set()  # before the line: a second Ctrl-C that follows what it says stops at once
         if signum == signal.SIGINT:
             print("kcompact: stopping after the current batch (Ctrl-C again stops at once)", file=sys.stderr,
                   flush=True)
@@ -260,7 +261,6 @@ class CompactorJob:
                                     (f"the batch in flight did not end within {STOP_GRACE_S:.0f}s: stopped at once",))
             grace.daemon = True
             grace.start()
-        self._stop.set()
 
     def run(self) -> int:
         try:

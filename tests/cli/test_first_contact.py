@@ -19,8 +19,10 @@ import pytest
 from streaming.cli.main import build_parser
 from streaming.job.failures import explain_failure
 from streaming.job.spec import JobMapping
+from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from streaming.configuration.subscription import SubscribePattern
 from tests.cli.test_status import write_state_dir
+from tests.e2e.helpers import wait_for
 from tests.kafka_helpers import Sent, produce
 
 KCOMPACT = [sys.executable, "-m", "streaming"]
@@ -81,23 +83,42 @@ def test_ctrl_c_stops_after_the_batch_in_flight_with_exit_130_and_a_second_stops
     argv = [*KCOMPACT, *run_args(bootstrap_servers, src, f"{src}.c", state, "--max-offsets-per-trigger", "8000",
                                  "--trigger-interval", "1")]
 
-    def interrupted(times: int) -> tuple[int, list[str], list[str]]:
+    def interrupted_once() -> tuple[int, list[str], list[str]]:
         job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         before: list[str] = []
         for line in job.stderr:  # interrupt while a micro-batch is being read
             before.append(line)
             if re.search(r"batch \d+: 4 partitions", line):
                 break
-        for _ in range(times):
-            job.send_signal(signal.SIGINT)
-            time.sleep(0.3)
+        job.send_signal(signal.SIGINT)
         after = [line for line in job.stderr.read().splitlines() if line.strip()]
         return job.wait(timeout=120), before, after
 
-    code, before, after = interrupted(2)
+    def interrupted_twice_in_a_batch() -> tuple[int, list[str]]:
+        """Both Ctrl-Cs while a batch's append is held in flight (at the named moment, not after a guess of
+        how long a batch takes): the second stops at once."""
+        hold = tmp_path / "hold"
+        hold.mkdir()
+        job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, HOLD_ENV: f"{Moment.APPEND.value}:{hold}"})
+        try:
+            wait_for(lambda: (hold / REACHED).exists() or job.poll() is not None, 120, "a batch's append held")
+            job.send_signal(signal.SIGINT)
+            lines = []
+            for line in job.stderr:
+                lines.append(line.strip())
+                if line.startswith("kcompact: stopping after the current batch"):
+                    break
+            job.send_signal(signal.SIGINT)
+            lines += [line for line in job.stderr.read().splitlines() if line.strip()]
+            return job.wait(timeout=120), lines
+        finally:
+            (hold / RELEASE).touch()
+
+    code, after = interrupted_twice_in_a_batch()
     assert code == 130 and after[-1] == "kcompact: stopped at once; the next start reads the interrupted batch again", \
         after
-    code, before, after = interrupted(1)
+    code, before, after = interrupted_once()
     assert code == 130, after
     assert after[0] == "kcompact: stopping after the current batch (Ctrl-C again stops at once)", after
     assert len(after) <= 3 and after[-1].split(": ", 1)[1].startswith("stopped:"), after
