@@ -143,7 +143,7 @@ def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[Part
             tails = read_tails(sides.source.settings_with_bootstrap,
                                {p: (first[p], end) for p, end in ends.items() if end > first[p]}, timeout_s)
         except TimeoutError:
-            notes = (*notes, f"the records past what was mirrored could not be read within {timeout_s:.0f}s: "
+            notes = (*notes, f"the records past what was mirrored stopped coming for {timeout_s:.0f}s: "
                              f"counted by offset")
     known = known_ends(sides, logs) if ends is None else {}
     rows = []

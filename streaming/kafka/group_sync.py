@@ -155,7 +155,8 @@ class GroupOffsetSync:
                           self._sink_committed(group, set(sinks.values()))))
         wanted = {(sinks[s], offset) for _, committed, sinks, _, _ in found for s, offset in committed.items()}
         positions = {} if not wanted else translate_all(
-            self.sink.settings_with_bootstrap, wanted, self.sink.committed_ranges({p for p, _ in wanted}), 120.0)
+            self.sink.settings_with_bootstrap, wanted, self.sink.committed_ranges({p for p, _ in wanted}),
+            self.sink.connect_timeout_s)
         rows: list[OffsetSync] = []
         for group, committed, sinks, active, on_sink in found:
             for source, offset in sorted(committed.items()):

@@ -1,7 +1,8 @@
 """Many partitions' ranges read together by one read_committed consumer that joins no group: the sink's
 progress, the records past what was mirrored, the records where groups stand. A range ends when the
 consumer's position passes its end, never at an empty poll: transaction markers land a moment after a commit,
-and a slow fetch is no end either."""
+and a slow fetch is no end either. A read fails when it stops moving, not after a fixed time: a long range that
+keeps coming is work, a cluster that stopped answering is a fault to name soon."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def range_reader(client_config: Mapping[str, str], purpose: str) -> Consumer:
 def read_ranges(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float, what: str,
                 each: Callable[[PartitionId, Message], bool]) -> None:
     """Each record in [start, end) of each partition, in offset order, to ``each``, which answers True when its
-    partition needs no more. The consumer is left unassigned, nothing paused, for its next read."""
+    partition needs no more; TimeoutError when no record comes and no position moves for ``timeout_s``. The
+    consumer is left unassigned, nothing paused, for its next read."""
     left = {p: r for p, r in ranges.items() if r[0] < r[1]}
     if not left:
         return
@@ -37,10 +39,13 @@ def read_ranges(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]
     deadline = time.monotonic() + timeout_s
     while left:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} could not be read within {timeout_s:.0f}s from "
+            raise TimeoutError(f"{what}: nothing came for {timeout_s:.0f}s from "
                                f"{', '.join(str(p) for p in list(left)[:5])}")
         done: set[PartitionId] = set()
-        for m in consumer.consume(1000, timeout=POLL_S):
+        records = consumer.consume(1000, timeout=POLL_S)
+        if records:
+            deadline = time.monotonic() + timeout_s
+        for m in records:
             if m.error() is not None:
                 if m.error().code() == UNUSED_GROUP_REFUSED:  # this reader uses no group
                     continue
