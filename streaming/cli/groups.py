@@ -35,7 +35,9 @@ def add_parsers(sub) -> None:
 def _cmd_translate(args: argparse.Namespace) -> int:
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.state.stores import open_state_dir  # noqa: PLC0415
-    from streaming.kafka.translate import SinkReader, translate  # noqa: PLC0415
+    from streaming.kafka.admin import Cluster  # noqa: PLC0415
+    from streaming.kafka.first_records import translate_all  # noqa: PLC0415
+    from streaming.partition_id import PartitionId  # noqa: PLC0415
 
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
     redaction.register([sink_kafka])
@@ -45,8 +47,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"topic {args.topic!r} has partitions 0..{plan.partitions - 1}, not {args.partition}")
     if args.offset < 0:
         raise UsageError(f"--offset must be >= 0, got {args.offset}")
-    with SinkReader(saved.mapping.sink_bootstrap, plan.sink, args.partition, sink_kafka) as reader:
-        position = translate(reader, args.offset)
+    wanted = (PartitionId(plan.sink, args.partition), args.offset)
+    position = translate_all(Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), [wanted])[wanted]
     doc = {"topic": args.topic, "partition": args.partition, "offset": args.offset, "sink_topic": plan.sink,
            "sink_offset": position.sink_offset, "sink_record_source_offset": position.source_offset}
     print(json.dumps(doc) if args.json else

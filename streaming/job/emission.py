@@ -70,11 +70,10 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
                                 f"stage may write its partitions): it writes nothing")
         ready = _resume(works, task, spec, emitter)
         log.debug("%s (attempt %d): emitting to %s", tid, attempt, ", ".join(str(w.sink) for w in ready))
-        auditing = {w for w in ready if w.config.erase_audit_keys is not AuditKeys.OFF}
+        recover_lost_notes([(w.plog, part) for w, part in ready.items()
+                            if w.config.erase_audit_keys is not AuditKeys.OFF], spec)
         for w in list(ready):
             try:
-                if w in auditing:
-                    recover_lost_notes(w.plog, ready[w], spec)
                 w.clean(spec, now_ms, _dead_letters(w, spec, emitter))
             except EmitterFenced:  # a dead letter's transaction: the task's producer is done
                 raise

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Sequence
 
 from streaming.erasure.events import Emitted, tombstone_mask
 from streaming.job.spec import JobSpec
+from streaming.kafka.admin import Cluster
+from streaming.kafka.first_records import translate_all
 from streaming.kafka.task_emitter import SinkPartition
-from streaming.kafka.translate import SinkReader, translate
 from streaming.log import PartitionLog
 from streaming.log.columns import offsets_of
 from streaming.configuration.settings import LONG_MAX
@@ -32,28 +34,34 @@ def note_emission(plog: PartitionLog, part: SinkPartition) -> None:
     part.tombstones.clear()
 
 
-def recover_lost_notes(plog: PartitionLog, part: SinkPartition, spec: JobSpec) -> None:
-    """Before emitting: tombstones the sink holds beyond the noted range are noted now."""
-    marks = plog.journal_marks
-    noted = marks.get(EMITTED_THROUGH, -1)
-    if part.emitted_up_to <= noted:
-        return
-    if EMITTED_THROUGH not in marks and plog.journal_head is None:  # a log older than the audit: start here
-        plog.note([], {EMITTED_THROUGH: part.emitted_up_to})
-        return
-    lost = [int(o) for b in plog.read_batches(noted + 1, part.emitted_up_to + 1)
-            for o in offsets_of(b)[tombstone_mask(b)]]
+def recover_lost_notes(parts: Sequence[tuple[PartitionLog, SinkPartition]], spec: JobSpec) -> None:
+    """Before emitting: tombstones the sink holds beyond each log's noted range are noted now, every
+    partition's looked up in the sink together (a crash between a task's commit and its notes leaves all of
+    the task's partitions behind at once)."""
+    behind: list[tuple[PartitionLog, SinkPartition, list[int]]] = []
+    for plog, part in parts:
+        marks = plog.journal_marks
+        if part.emitted_up_to <= marks.get(EMITTED_THROUGH, -1):
+            continue
+        if EMITTED_THROUGH not in marks and plog.journal_head is None:  # a log older than the audit: start here
+            plog.note([], {EMITTED_THROUGH: part.emitted_up_to})
+            continue
+        behind.append((plog, part, [int(o) for b in plog.read_batches(marks.get(EMITTED_THROUGH, -1) + 1,
+                                                                      part.emitted_up_to + 1)
+                                    for o in offsets_of(b)[tombstone_mask(b)]]))
+    wanted = [(part.sink, o) for _, part, lost in behind for o in lost]
+    found = translate_all(Cluster("sink", spec.sink_bootstrap, spec.sink_kafka), wanted) if wanted else {}
     now_ms = int(time.time() * 1000)
-    events = []
-    if lost:
-        with SinkReader(spec.sink_bootstrap, part.sink.topic, part.sink.partition, spec.sink_kafka) as reader:
-            for offset in lost:
-                found = translate(reader, offset)
-                sink_offset = found.sink_offset if found.source_offset == offset else None
-                events.append(Emitted(offset, now_ms, sink_offset, recovered=True))
-        log.warning("%s: %d tombstones reached the sink without their erase-audit event (the job stopped in "
-                    "between); noted now", plog.dir, len(lost))
-    plog.note(events, {EMITTED_THROUGH: part.emitted_up_to})
+    for plog, part, lost in behind:
+        events = []
+        for offset in lost:
+            there = found[(part.sink, offset)]
+            events.append(Emitted(offset, now_ms, there.sink_offset if there.source_offset == offset else None,
+                                  recovered=True))
+        if lost:
+            log.warning("%s: %d tombstones reached the sink without their erase-audit event (the job stopped in "
+                        "between); noted now", plog.dir, len(lost))
+        plog.note(events, {EMITTED_THROUGH: part.emitted_up_to})
 
 
 def count_overdue(plog: PartitionLog, emitted_up_to: int, bound_ms: int, now_ms: int) -> int:

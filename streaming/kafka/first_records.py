@@ -1,28 +1,43 @@
-"""The first record of the job's at or after each of many sink positions, read together, and offset
-translation for many groups' partitions at once: a group sync or a switch's report over thousands of
-partitions costs one consumer and a few fetches a step of the binary search, where a reader a partition
-would cost a connection and a round trip each (streaming.kafka.translate holds the rule)."""
+"""Offset translation for consumers moving from a source topic to its compacted sink (MirrorMaker 2's
+checkpoints, done from the sink itself): every sink record names its source offset, and sink records are in
+source-offset order, so the first sink record at or past a source offset is found by binary search.
+
+Every caller translates many partitions at once (a group sync, a switch's report, failback's move-back, the
+erase audit's lost notes): the searches run in step, each step reading every search's middle record together,
+so thousands of partitions cost one consumer and a few fetches a step, where a reader a partition would cost a
+connection and a round trip each."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from confluent_kafka import Consumer
 
+from streaming.kafka.admin import Cluster
 from streaming.kafka.offset_header import source_offset
 from streaming.kafka.range_read import range_reader, read_ranges
-from streaming.kafka.translate import SinkPosition
 from streaming.partition_id import PartitionId
 
 
-def translate_all(client_config: Mapping[str, str], wanted: Iterable[tuple[PartitionId, int]],
-                  ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+@dataclass(frozen=True)
+class SinkPosition:
+    sink_offset: int            # where the consumer resumes on the sink
+    source_offset: int | None   # the source offset of the record there; None at the sink's end
+
+
+def translate_all(cluster: Cluster, wanted: Iterable[tuple[PartitionId, int]]
                   ) -> dict[tuple[PartitionId, int], SinkPosition]:
-    """streaming.kafka.translate.translate of each (sink partition, source offset), the binary searches in
-    step: each step reads every search's middle record together. ``ranges``: each partition's (log start,
-    last stable offset)."""
-    search = {w: list(ranges[w[0]]) for w in set(wanted)}
-    consumer = range_reader(client_config, "positions")
+    """For each (sink partition of ``cluster``, source offset): the position of the first record whose source
+    offset is at or past it; the partition's end when there is none (everything up to there is emitted: the
+    consumer resumes at the end). A read that stops for the cluster's connect timeout fails."""
+    wanted = set(wanted)
+    if not wanted:
+        return {}
+    ranges = cluster.committed_ranges({p for p, _ in wanted})
+    timeout_s = cluster.connect_timeout_s
+    search = {w: list(ranges[w[0]]) for w in wanted}
+    consumer = range_reader(cluster.settings_with_bootstrap, "positions")
     try:
         while open_ := {w: b for w, b in search.items() if b[0] < b[1]}:
             probes = {w: (lo + hi) // 2 for w, (lo, hi) in open_.items()}
@@ -39,14 +54,15 @@ def translate_all(client_config: Mapping[str, str], wanted: Iterable[tuple[Parti
     return {w: found[(w[0], b[0])] or SinkPosition(ranges[w[0]][1], None) for w, b in search.items()}
 
 
-def first_at_or_after_all(client_config: Mapping[str, str], positions: Iterable[tuple[PartitionId, int]],
-                          ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+def first_at_or_after_all(cluster: Cluster, positions: Iterable[tuple[PartitionId, int]]
                           ) -> dict[tuple[PartitionId, int], SinkPosition | None]:
-    """For each (partition, offset): the first record of the job's at or after it (None: none before the
-    partition's end)."""
-    consumer = range_reader(client_config, "positions")
+    """For each (partition of ``cluster``, offset): the first record of the job's at or after it (None: none
+    before the partition's end)."""
+    positions = set(positions)
+    ranges = cluster.committed_ranges({p for p, _ in positions})
+    consumer = range_reader(cluster.settings_with_bootstrap, "positions")
     try:
-        return _first_at_or_after(consumer, set(positions), ranges, timeout_s)
+        return _first_at_or_after(consumer, positions, ranges, cluster.connect_timeout_s)
     finally:
         consumer.close()
 

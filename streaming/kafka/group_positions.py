@@ -41,8 +41,7 @@ def held_offsets(cluster: Cluster, pattern: re.Pattern[str], partitions: Iterabl
                for pid, offset in group_commits(cluster, group, wanted).items()]
     if not commits:
         return []
-    ranges = cluster.committed_ranges({pid for _, pid, _ in commits})
-    found = first_at_or_after_all(cluster.settings_with_bootstrap, [(pid, o) for _, pid, o in commits], ranges, 120.0)
+    found = first_at_or_after_all(cluster, [(pid, o) for _, pid, o in commits])
     there = {k: None if v is None else v.source_offset for k, v in found.items()}
     return [HeldOffset(group, pid, offset, there[(pid, offset)]) for group, pid, offset in commits]
 
@@ -87,9 +86,7 @@ def move_back(dr: Cluster, primary: Cluster, pattern: re.Pattern[str], primary_t
     held = held_offsets(dr, pattern, partitions)
     targets = {h: PartitionId(primary_topic_of[h.sink.topic], h.sink.partition) for h in held}
     among_dr_writes = [(targets[h], h.offset) for h in held if h.source_offset is None]
-    translated = {} if not among_dr_writes else translate_all(
-        primary.settings_with_bootstrap, among_dr_writes, primary.committed_ranges({p for p, _ in among_dr_writes}),
-        120.0)
+    translated = translate_all(primary, among_dr_writes)
     by_group: dict[str, dict[PartitionId, tuple[int, int]]] = {}
     for h in held:
         target = targets[h]

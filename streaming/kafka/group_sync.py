@@ -3,7 +3,7 @@ committed there for the same group, so its consumers can move to the sink cluste
 
 MirrorMaker 2 does this from sampled offset-syncs, so its translation is approximate and a consumer re-reads
 after a failover. Here every sink record names its source offset (kcompact.offset), so the translation is
-exact (streaming.kafka.translate): the sink offset of the first record at or past the committed source
+exact (streaming.kafka.first_records): the sink offset of the first record at or past the committed source
 offset, or the sink's end when the sink has not emitted that far (the consumer may re-read there, never
 skip). MirrorMaker 2's rules are kept: a group active on the sink is never overwritten, and a sink offset
 never moves back unless a rewind is allowed.
@@ -154,9 +154,7 @@ class GroupOffsetSync:
             found.append((group, committed, sinks, self._active_on_sink(group),
                           self._sink_committed(group, set(sinks.values()))))
         wanted = {(sinks[s], offset) for _, committed, sinks, _, _ in found for s, offset in committed.items()}
-        positions = {} if not wanted else translate_all(
-            self.sink.settings_with_bootstrap, wanted, self.sink.committed_ranges({p for p, _ in wanted}),
-            self.sink.connect_timeout_s)
+        positions = translate_all(self.sink, wanted)
         rows: list[OffsetSync] = []
         for group, committed, sinks, active, on_sink in found:
             for source, offset in sorted(committed.items()):
