@@ -49,7 +49,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _cmd_promote(args: argparse.Namespace) -> int:
     from streaming.disaster.report import Switch  # noqa: PLC0415
-    from streaming.disaster.switch import behind, last_mirrored, live_ends, report  # noqa: PLC0415
+    from streaming.disaster.switch import last_mirrored, live_ends, report, unmirrored  # noqa: PLC0415
 
     if args.fence_source_writes and not args.admin_config:
         raise UsageError("--fence-source-writes adds ACLs as an admin: give --admin-config FILE")
@@ -65,14 +65,14 @@ def _cmd_promote(args: argparse.Namespace) -> int:
             raise JobError(f"the source cluster {sides.source.bootstrap_servers} stopped answering; run kcompact "
                            f"promote again, or kcompact failover")
         notes = []
-        mirrored = last_mirrored(sides)
-        if not args.dry_run and behind(sides, cut, mirrored):
+        past = unmirrored(sides, last_mirrored(sides), cut, args.source_timeout)
+        if not args.dry_run and past.maybe_records:
             notes.append(_catch_up(args, sides))
-            mirrored = None  # the run moved the sink on: read again
+            past = None  # the run moved the sink on: read again
         if not args.dry_run:
             _sync_groups(sides)
         done = report(sides, Switch.PROMOTE, args.dry_run, cut, args.source_timeout, fenced, not args.dry_run, tuple(notes),
-                      mirrored)
+                      past)
         _keep(args, sides, done)
         return _print(args, done)
 

@@ -9,6 +9,7 @@ with the source gone still says what the job knew was there.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
@@ -122,29 +123,50 @@ def last_mirrored(sides: SwitchSides) -> dict[PartitionId, LastMirrored | None]:
     return {source: read.get(sink) for source, sink in sinks.items()}
 
 
-def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[PartitionId, int] | None,
-           timeout_s: float, fenced: tuple[str, ...] = (), groups_synced: bool = False,
-           notes: tuple[str, ...] = (), mirrored: Mapping[PartitionId, LastMirrored | None] | None = None
-           ) -> SwitchReport:
-    """The report from the sink as it is now; ``ends``: the source's live ends (None: it did not answer);
-    ``mirrored``: the sink's last records, where the caller read them since the sink last changed."""
-    now_ms = int(time.time() * 1000)
-    mirrored = last_mirrored(sides) if mirrored is None else mirrored
+@dataclass(frozen=True)
+class Unmirrored:
+    """Past the sink's last record of each partition: where the DR site's gap begins (after the records that
+    emission left out as looped, which the job's logs name) and, with the source's ends, the records there
+    counted by reading them (None: they stopped coming within the timeout)."""
+
+    mirrored: Mapping[PartitionId, LastMirrored | None]
+    logs: Mapping[PartitionId, JobLog]
+    first: Mapping[PartitionId, int]
+    tails: Mapping[PartitionId, TailFigures] | None
+
+    @property
+    def maybe_records(self) -> bool:
+        """Records up to the ends that the DR site may not hold (offsets alone would count transaction
+        markers); a tail that could not be read may hold some."""
+        return self.tails is None or any(t.records for t in self.tails.values())
+
+
+def unmirrored(sides: SwitchSides, mirrored: Mapping[PartitionId, LastMirrored | None],
+               ends: Mapping[PartitionId, int] | None, timeout_s: float) -> Unmirrored:
+    """``ends``: the source's (None: it did not answer, so every log is read for the job's knowledge of them)."""
     pids = sides.partitions()
-    sink_id = sides.saved.sink_cluster_id
-    if ends is not None:  # the job's logs matter only where the source holds more than the sink's last record
-        logs = job_logs(sides, [p for p in pids if ends[p] > _next(mirrored[p])])
-    else:
-        logs = job_logs(sides, pids)
-    first = {p: first_unmirrored(mirrored[p], logs.get(p), sink_id) for p in pids}
-    tails: dict[PartitionId, TailFigures] | None = None
+    logs = job_logs(sides, [p for p in pids if ends is None or ends[p] > _next(mirrored[p])])
+    first = {p: first_unmirrored(mirrored[p], logs.get(p), sides.saved.sink_cluster_id) for p in pids}
+    tails: Mapping[PartitionId, TailFigures] | None = None
     if ends is not None:
-        try:
+        with contextlib.suppress(TimeoutError):
             tails = read_tails(sides.source.settings_with_bootstrap,
                                {p: (first[p], end) for p, end in ends.items() if end > first[p]}, timeout_s)
-        except TimeoutError:
-            notes = (*notes, f"the records past what was mirrored stopped coming for {timeout_s:.0f}s: "
-                             f"counted by offset")
+    return Unmirrored(mirrored, logs, first, tails)
+
+
+def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[PartitionId, int] | None,
+           timeout_s: float, fenced: tuple[str, ...] = (), groups_synced: bool = False,
+           notes: tuple[str, ...] = (), past: Unmirrored | None = None) -> SwitchReport:
+    """The report from the sink as it is now; ``ends``: the source's live ends (None: it did not answer);
+    ``past``: what lies past the sink's last records, where the caller read it since the sink last changed."""
+    now_ms = int(time.time() * 1000)
+    past = unmirrored(sides, last_mirrored(sides), ends, timeout_s) if past is None else past
+    mirrored, logs, first, tails = past.mirrored, past.logs, past.first, past.tails
+    pids = sides.partitions()
+    if ends is not None and tails is None:
+        notes = (*notes, f"the records past what was mirrored stopped coming for {timeout_s:.0f}s: "
+                         f"counted by offset")
     known = known_ends(sides, logs) if ends is None else {}
     rows = []
     for pid, sink in pids.items():
@@ -170,16 +192,6 @@ def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[Part
     groups = group_positions(sides, rows, ends is not None)
     return SwitchReport(switch, now_ms, dry_run, ends is not None, tuple(rows), tuple(groups), fenced, groups_synced,
                         notes)
-
-
-def behind(sides: SwitchSides, cut: Mapping[PartitionId, int], mirrored: Mapping[PartitionId, LastMirrored | None]
-           ) -> bool:
-    """Records up to the cut that the DR site does not hold (offsets alone would count transaction markers)."""
-    pids = sides.partitions()
-    logs = job_logs(sides, [p for p in pids if cut[p] > _next(mirrored[p])])
-    first = {p: first_unmirrored(mirrored[p], logs.get(p), sides.saved.sink_cluster_id) for p in pids}
-    ranges = {p: (first[p], end) for p, end in cut.items() if end > first[p]}
-    return any(t.records for t in read_tails(sides.source.settings_with_bootstrap, ranges, 120.0).values())
 
 
 def group_positions(sides: SwitchSides, rows: list[PartitionRpo], source_live: bool) -> list[GroupPosition]:
