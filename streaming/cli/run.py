@@ -115,7 +115,7 @@ def start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, s
     from streaming.job.spec import JobMapping, JobSpec, check_state_dir_mapping, job_id_of  # noqa: PLC0415
     from streaming.job.topics import SinkNaming, TopicSync  # noqa: PLC0415
     from streaming.cli.security import spark_settings, warn_if_readable_by_others  # noqa: PLC0415
-    from streaming.disaster.mark import refuse_old_direction  # noqa: PLC0415
+    from streaming.disaster.mark import refuse_old_direction, switched_meanwhile  # noqa: PLC0415
     from streaming.kafka import native  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.permissions import AccessCheck, JobAccess  # noqa: PLC0415
@@ -182,8 +182,9 @@ def start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, s
             extra = {**logging_setup.for_workers(args.log_level, args.log_format), **public_conf}
             engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=args.log_level,
                                                        extra=extra, secret=secret_conf))  # started when first needed
-            job = CompactorJob(engine, spec, options, sync, Schedules(group_sync, _acl_sync_schedule(options, source, sink),
-                                                                table_sync))
+            schedules = Schedules(group_sync, _acl_sync_schedule(options, source, sink), table_sync,
+                                  switched=lambda: switched_meanwhile(state))
+            job = CompactorJob(engine, spec, options, sync, schedules)
             if options.metrics_port is not None:
                 serve_metrics(job.collector, options.metrics_port, options.metrics_host)
                 log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)

@@ -25,6 +25,16 @@ def mark(state: StateDir, report: SwitchReport) -> None:
     write_json(state.storage, switch_file(state), report.to_doc(), indent=2)
 
 
+def switched_meanwhile(state: StateDir) -> str | None:
+    """What a running job says as it stops, when a promote or a failover marked its state dir while it ran (an
+    object store's state dir has no lock to keep a switch from running beside it): None while unmarked."""
+    report = switched(state)
+    if report is None:
+        return None
+    return (f"the job of {state.uri} was {report.switch.value} at {utc_text(report.at_ms)} UTC while it ran: "
+            f"the DR site is the writer now, so it stopped before its next emission (see kcompact status)")
+
+
 def refuse_old_direction(state: StateDir, force: bool) -> None:
     """A job switched away from refuses to run; ``force`` (run --force) clears the mark and says so."""
     report = switched(state)

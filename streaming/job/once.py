@@ -12,6 +12,7 @@ from collections.abc import Set
 
 from streaming.job.compact import StageReport, idle_report
 from streaming.job.engine import Engine
+from streaming.job.failures import nothing_cleanable
 from streaming.job.spec import JobSpec
 from streaming.kafka.admin import Cluster
 from streaming.log.storage import LocalStorage, Storage
@@ -54,3 +55,20 @@ def idle_reports(spec: JobSpec, state: StateDir, engine: Engine, checkpoint_loca
             return None
         reports.append(report)
     return reports
+
+
+def failed_reports(reports: list[StageReport]) -> list[StageReport]:
+    """The partitions a stage could not clean or emit."""
+    return [r for r in reports if r.error or r.figures.uncleanable]
+
+
+def outcome(reports: list[StageReport], emitted: int, now_ms: int, drain: bool) -> int:
+    """--once's exit status from its last stage, with the reason when it emitted nothing."""
+    failed = failed_reports(reports)
+    for r in failed:
+        log.error("partition %s is uncleanable or could not emit; see kcompact status", r.pid)
+    if not emitted and not failed:
+        waiting = nothing_cleanable(reports, now_ms, drain)
+        if waiting:
+            log.warning("%s", waiting)
+    return 1 if failed else 0

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from streaming.errors import UsageError
 from streaming.configuration.subscription import StartingOffsets, Subscription
@@ -123,8 +123,10 @@ def _given(value: Any) -> bool:
 @dataclass(frozen=True)
 class Schedules:
     """The syncs that run beside the job on the driver, each on its own interval; None: not asked for. The
-    table sync runs after a compaction stage instead, on the state it left."""
+    table sync runs after a compaction stage instead, on the state it left; the switch check before each stage
+    (what to stop with when a promote or a failover marked the state dir meanwhile, or None)."""
 
     group_sync: GroupSyncSchedule | None = None
     acl_sync: AclSyncSchedule | None = None
     table_sync: TableSync | None = None
+    switched: Callable[[], str | None] | None = None

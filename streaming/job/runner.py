@@ -23,7 +23,7 @@ from streaming.job import metrics as job_metrics
 from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport
 from streaming.job.compaction_stages import CompactionStages
-from streaming.job.once import idle_reports
+from streaming.job.once import failed_reports, idle_reports, outcome
 from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.idle_stages import IdleStages
 from streaming.job.task_error import ErrorKind
@@ -35,13 +35,12 @@ from streaming.job.progress import Progress, ProgressDisplay, waits
 from streaming.log.store_watch import WATCH as STORE_WATCH
 from streaming.job.spec import JobSpec
 from streaming.job.stage_plan import TASKS_PER_SLOT
-from streaming.job.failures import (Restarts, StageFailures, explain_failure, nothing_cleanable, state_dir_full,
-                                    telling_line)
+from streaming.job.failures import Restarts, StageFailures, explain_failure, state_dir_full, telling_line
 from streaming.kafka.failures import is_transient
 from streaming.runtime.moments import Moment, reached
 from streaming.utc import Outage
-from streaming.state.layout import LogDir, list_log_dirs, open_partition_log, spark_checkpoint
-from streaming.state.locks import partition_lock
+from streaming.state.garbage import collect_at_end
+from streaming.state.layout import LogDir, list_log_dirs, spark_checkpoint
 from streaming.state.stores import open_state_dir
 
 log = logging.getLogger(__name__)
@@ -97,6 +96,7 @@ class CompactorJob:
         self.stages = CompactionStages(engine, self.state, spec)
         self._stage_after_batch = False  # the last compaction stage ran after the last micro-batch
         self.collector = job_metrics.JobMetricsCollector()
+        self._switched, self._switched_line = schedules.switched, None
 
     # ----- the two things done per trigger ----------------------------------------------------------------
 
@@ -143,6 +143,8 @@ class CompactorJob:
         """Roll, clean and emit the partition logs of the mirrored topics that have work (stage_plan), many to a
         Spark task; ``drain`` rolls every active segment first (--drain)."""
         with self.lock:
+            if self._switched_away():
+                return []
             items = self._logs()
             if not items:  # nothing read yet (empty topics): the job waits for records, and says so
                 self._phase = IDLE
@@ -177,6 +179,14 @@ class CompactorJob:
             self.failures.report(reports, now_ms)
             if any(r.error and r.error.kind is ErrorKind.DISK_FULL for r in reports):
                 raise state_dir_full(self.spec.state_dir)
+
+    def _switched_away(self) -> bool:
+        """A switch marked the state dir while the job ran: it emits nothing more and stops, so the old direction
+        never writes over the DR site's new records."""
+        if self._switched_line is None and self._switched is not None and (line := self._switched()) is not None:
+            self._switched_line = line
+            self._stop.set()
+        return self._switched_line is not None
 
     def _nothing_to_do(self) -> bool:
         """--once: nothing new on the source and nothing due (job.once); then no engine starts."""
@@ -281,7 +291,7 @@ class CompactorJob:
                 self.acl_sync.start(self._stop, lambda: self.spec.topics)
         try:
             if self.options.once and self._nothing_to_do():
-                code = self._outcome()
+                code = outcome(self.last_reports, self.totals.emitted, int(self.clock() * 1000), self.options.drain)
             else:
                 self._phase = STARTING_SPARK
                 log.info("starting Spark")  # the display waits for the launch, which takes seconds on 2 cores
@@ -299,25 +309,14 @@ class CompactorJob:
         if self.group_sync and self.options.once:  # one round, after everything this run emits
             self.group_sync.round(self.spec.topics)
             job_metrics.update_group_sync(self.state, self.group_sync.totals.to_doc())
-        self.collect_garbage()
+        collect_at_end(self.state, self._log_configs())
         t = self.totals
         log.info("%s: %d records ingested, %d passes, %d records emitted in %.0fs",
                  "stopped" if self._stop.is_set() else "done", t.ingested, t.passes, t.emitted,
                  time.monotonic() - self.started)
+        if self._switched_line is not None:
+            raise JobError(self._switched_line)
         return 130 if self._stop_signal == signal.SIGINT else code
-
-    def collect_garbage(self) -> None:
-        """At the end of every run, each log keeps only what its newest manifest needs (PartitionLog.collect_at_end):
-        a --once run over a backlog would otherwise leave every object its passes replaced."""
-        for log_dir in list_log_dirs(state := self.state):
-            plan = self.spec.topics.get(log_dir.pid.topic)
-            if plan is None:
-                continue
-            try:
-                with partition_lock(state, log_dir.directory):
-                    open_partition_log(state, log_dir, plan.compaction.log_config).collect_at_end()
-            except OSError as exc:  # housekeeping: the next run's open collects what this one could not
-                log.warning("%s: garbage collection at the end failed: %s", log_dir.directory, exc)
 
     def _run_query(self) -> None:
         """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
@@ -374,25 +373,13 @@ class CompactorJob:
             if not self._stage_after_batch or drain:
                 self.compaction_stage(drain=drain)
             self._stage_after_batch = drain = False
-            failed = [r for r in self.last_reports if r.error or r.figures.uncleanable]
+            failed = failed_reports(self.last_reports)
             waiting = failed and all(r.error and r.error.transient for r in failed)
             pause = restarts.next_pause(self.totals.emitted) if waiting else None
             if pause is None or self._stop.wait(pause):
                 break
             log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
-        return self._outcome()
-
-    def _outcome(self) -> int:
-        """--once's exit status from its last stage, with the reason when it emitted nothing."""
-        failed = [r for r in self.last_reports if r.error or r.figures.uncleanable]
-        for r in failed:
-            log.error("partition %s is uncleanable or could not emit; see kcompact status", r.pid)
-        if not self.totals.emitted and not failed:
-            waiting = nothing_cleanable(self.last_reports, int(self.clock() * 1000), self.options.drain)
-            if waiting:
-                log.warning("%s", waiting)
-        return 1 if failed else 0
-
+        return outcome(self.last_reports, self.totals.emitted, int(self.clock() * 1000), self.options.drain)
 
 def _stop_at_once(what: str) -> None:
     print(f"kcompact: {what}; the next start reads the interrupted batch again", file=sys.stderr, flush=True)

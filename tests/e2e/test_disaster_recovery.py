@@ -144,6 +144,31 @@ def test_an_unplanned_failover_with_every_source_node_killed_reports_the_exact_r
     assert (tmp_path / "state" / "switch.json").exists()
 
 
+def test_a_failover_beside_a_job_whose_state_is_on_an_object_store_stops_the_job_at_its_next_trigger(
+        cluster: LocalCluster, sink_site: SinkSite, s3_server, tmp_path: Path) -> None:
+    """An object store's state dir has no lock to keep a switch from running beside the job: the job finds the
+    mark before its next compaction stage, emits nothing more and stops in one line."""
+    source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
+    topic = create_topic(source, unique_topic_name("beside"), PARTITIONS, {"cleanup.policy": "compact"})
+    sent = produce(source, topic, _records("a", 90, age_ms=2 * HOUR))
+    state = s3_server.uri(s3_server.new_bucket())
+    with RunningJob(source, topic, topic, tmp_path, "max.compaction.lag.ms=1000", state_dir=state,
+                    extra=("--sink-bootstrap-servers", dr, "--checkpoint-location", str(tmp_path / "checkpoint"))) as job:
+        wait_for(lambda: sum(len(r) for r in read_topic(dr, topic, PARTITIONS).values()) == len(sent), 180,
+                 "every record at the DR site")
+        report = _report("failover", "--state-dir", state, "--source-timeout", "5")
+        code = job.process.wait(60)
+        errors = [line for line in job.log().splitlines() if line.startswith("kcompact: error: ")]
+    assert code == 2 and len(errors) == 1 and "was failed over at" in errors[0] and "while it ran" in errors[0], errors
+    assert "Traceback" not in job.log()
+    assert report["rpo_records"] == 0
+    produce(source, topic, _records("b", 30, age_ms=2 * HOUR))
+    again = kcompact("run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", dr,
+                     "--sink-topic", topic, "--state-dir", state, "--once")
+    assert_one_error(again, "was failed over", "--force")
+    assert sum(len(r) for r in read_topic(dr, topic, PARTITIONS).values()) == len(sent)
+
+
 @pytest.mark.parametrize("policy", ["drop", "keep"])
 def test_failback_settles_the_diverged_tail_by_the_policy_and_moves_the_groups_back(
         cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path, policy: str) -> None:
