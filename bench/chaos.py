@@ -76,10 +76,10 @@ GROUP_LAG = 50  # the source group trails the source's end by this many records 
 
 class Fault(Enum):
     """What is done, and the bound on the time from its heal until the sink holds everything again: a job
-    started anew needs its Spark session first; a broker restarted, its leaders back."""
+    started anew needs its Spark session and its query first; a broker restarted, its leaders back."""
 
-    JOB_SIGKILL = ("job SIGKILLed, started again", 90.0)
-    JOB_SIGTERM = ("job SIGTERMed, started again", 90.0)
+    JOB_SIGKILL = ("job SIGKILLed, started again", 20.0)
+    JOB_SIGTERM = ("job SIGTERMed, started again", 20.0)
     BROKER_SIGKILL = ("source node SIGKILLed, restarted", 60.0)
     SINK_BLACKHOLE = ("sink cluster cut off (a blackhole)", 30.0)
     SOURCE_NODE_CUT = ("one source node cut off, alive for the others", 30.0)
@@ -96,6 +96,11 @@ class Fault(Enum):
     def bound_s(self) -> float:
         return self.value[1]
 
+    @property
+    def option(self) -> str:
+        """Its name on the command line (--faults)."""
+        return self.name.lower().replace("_", "-")
+
 
 @dataclass(frozen=True)
 class Draw:
@@ -104,14 +109,14 @@ class Draw:
     node: int  # the source node it acts on, where it acts on one
 
 
-def draws(seed: int) -> Iterator[Draw]:
+def draws(seed: int, kinds: tuple[Fault, ...] = tuple(Fault)) -> Iterator[Draw]:
     """The campaign of ``seed``: the same faults in the same order every time. Faults come out of a bag
-    holding each kind once, shuffled, refilled when empty: every kind within each len(Fault) draws."""
+    holding each of ``kinds`` once, shuffled, refilled when empty: every kind within each len(kinds) draws."""
     rng = random.Random(seed)
     bag: list[Fault] = []
     while True:
         if not bag:
-            bag = list(Fault)
+            bag = list(kinds)
             rng.shuffle(bag)
         yield Draw(round(rng.uniform(*GAP_S), 1), bag.pop(), rng.randint(1, NODES))
 
@@ -316,7 +321,8 @@ def _group_exact(site: Site, group: str, sink: str, partitions: int, source_offs
 
 
 def campaign(site: Site, minutes: float, seed: int, work: Path, fault_s: float = 60, rate: int = 200,
-             partitions: int = 4, keys: int = 1000, say: Callable[[str], None] = print) -> CampaignResult:
+             partitions: int = 4, keys: int = 1000, say: Callable[[str], None] = print,
+             kinds: tuple[Fault, ...] = tuple(Fault)) -> CampaignResult:
     direct = site.nodes.direct_bootstrap_servers
     src = create_topic(direct, unique_topic_name("chaos"), partitions, {"retention.ms": "-1"})
     sink, group = unique_topic_name("chaos-sink"), unique_topic_name("chaos-readers")
@@ -338,7 +344,7 @@ def campaign(site: Site, minutes: float, seed: int, work: Path, fault_s: float =
     job = Job(command, work / "job.log")
     mover.start()
     try:
-        recoveries = _faults(site, job, src, sink, partitions, minutes, seed, fault_s, say)
+        recoveries = _faults(site, job, src, sink, partitions, minutes, draws(seed, kinds), fault_s, say)
         for thread in (mover, producer):
             thread.halt.set()
             thread.join()
@@ -357,9 +363,9 @@ def campaign(site: Site, minutes: float, seed: int, work: Path, fault_s: float =
         job.kill()
 
 
-def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes: float, seed: int, fault_s: float,
-            say: Callable[[str], None]) -> list[Recovery]:
-    """The seed's faults, one after another, each healed and recovered from, while the next one fits."""
+def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes: float, drawn: Iterator[Draw],
+            fault_s: float, say: Callable[[str], None]) -> list[Recovery]:
+    """The drawn faults, one after another, each healed and recovered from, while the next one fits."""
     direct = site.nodes.direct_bootstrap_servers
     source = Cluster("source", direct)  # one client for every read of the ends
 
@@ -371,7 +377,7 @@ def _faults(site: Site, job: Job, src: str, sink: str, partitions: int, minutes:
     say("the job caught up with the source; the faults begin")
     started = time.monotonic()
     recoveries: list[Recovery] = []
-    for draw in draws(seed):
+    for draw in drawn:
         if time.monotonic() + draw.gap_s + fault_s - started > minutes * 60:
             return recoveries
         time.sleep(draw.gap_s)
@@ -424,7 +430,14 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=None, help="where the job's log goes (default: a temporary dir)")
+    parser.add_argument("--faults", default=",".join(f.option for f in Fault),
+                        help="the kinds drawn, comma-separated (default: every kind): " + ", ".join(f.option for f in Fault))
     args = parser.parse_args()
+    by_option = {f.option: f for f in Fault}
+    unknown = [k for k in args.faults.split(",") if k not in by_option]
+    if unknown:
+        parser.error(f"--faults: no kind {', '.join(unknown)}; the kinds: {', '.join(by_option)}")
+    kinds = tuple(by_option[k] for k in args.faults.split(","))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the site's processes stopped on the way out
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     work = args.out or Path(tempfile.mkdtemp(prefix="kcompact-chaos-"))
@@ -432,7 +445,7 @@ def main() -> None:
     print(f"campaign of seed {seed}, {args.minutes:g} minutes; the job's log: {work / 'job.log'}", flush=True)
     with own_site(work) as site:
         result = campaign(site, args.minutes, seed, work, args.fault_s, args.rate, args.partitions, args.keys,
-                          say=lambda line: print(line, flush=True))
+                          say=lambda line: print(line, flush=True), kinds=kinds)
     Console(width=160).print(result.table())
     for line in result.lines():
         print(line)
