@@ -67,6 +67,9 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         notes = []
         past = unmirrored(sides, last_mirrored(sides), cut, args.source_timeout)
         if not args.dry_run and past.maybe_records:
+            if past.tails is None:
+                log.warning("the records past what was mirrored stopped coming for %.0fs: the job runs once more "
+                            "to the cut, to be sure none is missing", args.source_timeout)
             notes.append(_catch_up(args, sides))
             past = None  # the run moved the sink on: read again
         if not args.dry_run:

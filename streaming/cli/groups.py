@@ -35,6 +35,7 @@ def add_parsers(sub) -> None:
 def _cmd_translate(args: argparse.Namespace) -> int:
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.state.stores import open_state_dir  # noqa: PLC0415
+    from streaming.cli.disaster import one_line  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.first_records import translate_all  # noqa: PLC0415
     from streaming.partition_id import PartitionId  # noqa: PLC0415
@@ -48,7 +49,9 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if args.offset < 0:
         raise UsageError(f"--offset must be >= 0, got {args.offset}")
     wanted = (PartitionId(plan.sink, args.partition), args.offset)
-    position = translate_all(Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), [wanted])[wanted]
+    with one_line(f"cannot translate {args.topic}-{args.partition} offset {args.offset}"):
+        position = translate_all(Cluster("sink", saved.mapping.sink_bootstrap, sink_kafka), [wanted],
+                                 f"the records of {wanted[0]}")[wanted]
     doc = {"topic": args.topic, "partition": args.partition, "offset": args.offset, "sink_topic": plan.sink,
            "sink_offset": position.sink_offset, "sink_record_source_offset": position.source_offset}
     print(json.dumps(doc) if args.json else

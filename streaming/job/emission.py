@@ -70,8 +70,11 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
                                 f"stage may write its partitions): it writes nothing")
         ready = _resume(works, task, spec, emitter)
         log.debug("%s (attempt %d): emitting to %s", tid, attempt, ", ".join(str(w.sink) for w in ready))
-        recover_lost_notes([(w.plog, part) for w, part in ready.items()
-                            if w.config.erase_audit_keys is not AuditKeys.OFF], spec)
+        unnoted = recover_lost_notes({w: (w.plog, part) for w, part in ready.items()
+                                      if w.config.erase_audit_keys is not AuditKeys.OFF}, spec)
+        for w, exc in unnoted.items():
+            w.report.error = TaskError.of(exc)
+            del ready[w]
         for w in list(ready):
             try:
                 w.clean(spec, now_ms, _dead_letters(w, spec, emitter))

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Mapping, TypeVar
 
 from streaming.erasure.events import Emitted, tombstone_mask
 from streaming.job.spec import JobSpec
 from streaming.kafka.admin import Cluster
-from streaming.kafka.first_records import translate_all
+from streaming.kafka.first_records import sink_offsets_in
 from streaming.kafka.task_emitter import SinkPartition
 from streaming.log import PartitionLog
 from streaming.log.columns import offsets_of
 from streaming.configuration.settings import LONG_MAX
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 EMITTED_THROUGH = "emitted_through"  # the journal mark: source offsets up to here are noted if emitted
 
@@ -34,34 +36,49 @@ def note_emission(plog: PartitionLog, part: SinkPartition) -> None:
     part.tombstones.clear()
 
 
-def recover_lost_notes(parts: Sequence[tuple[PartitionLog, SinkPartition]], spec: JobSpec) -> None:
+def recover_lost_notes(parts: Mapping[K, tuple[PartitionLog, SinkPartition]], spec: JobSpec) -> dict[K, Exception]:
     """Before emitting: tombstones the sink holds beyond each log's noted range are noted now, every
     partition's looked up in the sink together (a crash between a task's commit and its notes leaves all of
-    the task's partitions behind at once)."""
-    behind: list[tuple[PartitionLog, SinkPartition, list[int]]] = []
-    for plog, part in parts:
-        marks = plog.journal_marks
-        if part.emitted_up_to <= marks.get(EMITTED_THROUGH, -1):
-            continue
-        if EMITTED_THROUGH not in marks and plog.journal_head is None:  # a log older than the audit: start here
-            plog.note([], {EMITTED_THROUGH: part.emitted_up_to})
-            continue
-        behind.append((plog, part, [int(o) for b in plog.read_batches(marks.get(EMITTED_THROUGH, -1) + 1,
-                                                                      part.emitted_up_to + 1)
-                                    for o in offsets_of(b)[tombstone_mask(b)]]))
-    wanted = [(part.sink, o) for _, part, lost in behind for o in lost]
-    found = translate_all(Cluster("sink", spec.sink_bootstrap, spec.sink_kafka), wanted) if wanted else {}
+    the task's partitions behind at once). What could not be noted, by key: that partition must not emit, as
+    its next note would mark the range noted without the events."""
+    failed: dict[K, Exception] = {}
+    behind: list[tuple[K, PartitionLog, SinkPartition, list[int]]] = []
+    for key, (plog, part) in parts.items():
+        try:
+            if (lost := _lost(plog, part)) is not None:
+                behind.append((key, plog, part, lost))
+        except Exception as exc:  # noqa: BLE001 (this log's failure is this partition's)
+            failed[key] = exc
+    windows = {part.sink: (lost[0], lost[-1]) for _, _, part, lost in behind if lost}
+    try:
+        found = sink_offsets_in(Cluster("sink", spec.sink_bootstrap, spec.sink_kafka), windows,
+                                "the tombstones past the erase audit's notes") if windows else {}
+    except Exception as exc:  # noqa: BLE001 (the sink away: every partition behind waits for the next stage)
+        return failed | {key: exc for key, *_ in behind}
     now_ms = int(time.time() * 1000)
-    for plog, part, lost in behind:
-        events = []
-        for offset in lost:
-            there = found[(part.sink, offset)]
-            events.append(Emitted(offset, now_ms, there.sink_offset if there.source_offset == offset else None,
-                                  recovered=True))
+    for key, plog, part, lost in behind:
+        events = [Emitted(offset, now_ms, found[part.sink].get(offset), recovered=True) for offset in lost]
+        try:
+            plog.note(events, {EMITTED_THROUGH: part.emitted_up_to})
+        except Exception as exc:  # noqa: BLE001
+            failed[key] = exc
+            continue
         if lost:
             log.warning("%s: %d tombstones reached the sink without their erase-audit event (the job stopped in "
                         "between); noted now", plog.dir, len(lost))
-        plog.note(events, {EMITTED_THROUGH: part.emitted_up_to})
+    return failed
+
+
+def _lost(plog: PartitionLog, part: SinkPartition) -> list[int] | None:
+    """The source offsets of the tombstones past the log's noted range, in order (None: nothing to note)."""
+    marks = plog.journal_marks
+    if part.emitted_up_to <= marks.get(EMITTED_THROUGH, -1):
+        return None
+    if EMITTED_THROUGH not in marks and plog.journal_head is None:  # a log older than the audit: start here
+        plog.note([], {EMITTED_THROUGH: part.emitted_up_to})
+        return None
+    return [int(o) for b in plog.read_batches(marks.get(EMITTED_THROUGH, -1) + 1, part.emitted_up_to + 1)
+            for o in offsets_of(b)[tombstone_mask(b)]]
 
 
 def count_overdue(plog: PartitionLog, emitted_up_to: int, bound_ms: int, now_ms: int) -> int:

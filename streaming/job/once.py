@@ -2,7 +2,8 @@
 and every partition log's stage would do nothing (compact.idle_report; with --drain, every active segment
 is empty too). Then the run's one stage is those reports, and no engine starts: a compactor run from cron on
 a quiet cluster costs seconds. Kafka is asked in bulk (one request per leader for the source's offsets and
-one for the sink's ends), so the answer costs the same for four partitions and for thousands."""
+one for the sink's ends), so the answer costs the same for four partitions and for thousands. And every
+--once run's exit status, from its last stage (outcome)."""
 
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ class CompactorJob:
 
     def on_batch(self, batch: MicroBatch, batch_id: int) -> None:
         with self.lock:
-            if self._closing:
+            if self._closing or self._switched_away():
                 raise StopRequested(f"batch {batch_id} is read again on the next start")
             self._phase = f"ingesting batch {batch_id}"
             self._batch_began = time.monotonic()
@@ -303,6 +303,8 @@ class CompactorJob:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+        if self._switched_line is not None:  # the DR site is the writer: nothing more is synced to it either
+            raise JobError(self._switched_line)
         if self.table_sync:  # the tables as the run leaves the state
             self.table_sync.finish(self.spec.state_dir, frozenset(self.spec.topics))
             self._tables_synced()
@@ -314,8 +316,6 @@ class CompactorJob:
         log.info("%s: %d records ingested, %d passes, %d records emitted in %.0fs",
                  "stopped" if self._stop.is_set() else "done", t.ingested, t.passes, t.emitted,
                  time.monotonic() - self.started)
-        if self._switched_line is not None:
-            raise JobError(self._switched_line)
         return 130 if self._stop_signal == signal.SIGINT else code
 
     def _run_query(self) -> None:
@@ -372,6 +372,8 @@ class CompactorJob:
         while True:
             if not self._stage_after_batch or drain:
                 self.compaction_stage(drain=drain)
+            if self._switched_line is not None:
+                return 1
             self._stage_after_batch = drain = False
             failed = failed_reports(self.last_reports)
             waiting = failed and all(r.error and r.error.transient for r in failed)
@@ -380,6 +382,7 @@ class CompactorJob:
                 break
             log.warning("%d partitions could not reach the sink; trying again in %.0fs", len(failed), pause)
         return outcome(self.last_reports, self.totals.emitted, int(self.clock() * 1000), self.options.drain)
+
 
 def _stop_at_once(what: str) -> None:
     print(f"kcompact: {what}; the next start reads the interrupted batch again", file=sys.stderr, flush=True)

@@ -9,6 +9,7 @@ connection and a round trip each."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -26,49 +27,69 @@ class SinkPosition:
     source_offset: int | None   # the source offset of the record there; None at the sink's end
 
 
-def translate_all(cluster: Cluster, wanted: Iterable[tuple[PartitionId, int]]
+def translate_all(cluster: Cluster, wanted: Iterable[tuple[PartitionId, int]], what: str
                   ) -> dict[tuple[PartitionId, int], SinkPosition]:
     """For each (sink partition of ``cluster``, source offset): the position of the first record whose source
     offset is at or past it; the partition's end when there is none (everything up to there is emitted: the
-    consumer resumes at the end). A read that stops for the cluster's connect timeout fails."""
+    consumer resumes at the end). ``what``: the read, as a failure names it; a read that stops for the
+    cluster's connect timeout fails."""
     wanted = set(wanted)
     if not wanted:
         return {}
     ranges = cluster.committed_ranges({p for p, _ in wanted})
-    timeout_s = cluster.connect_timeout_s
-    search = {w: list(ranges[w[0]]) for w in wanted}
-    consumer = range_reader(cluster.settings_with_bootstrap, "positions")
-    try:
-        while open_ := {w: b for w, b in search.items() if b[0] < b[1]}:
-            probes = {w: (lo + hi) // 2 for w, (lo, hi) in open_.items()}
-            found = _first_at_or_after(consumer, set((w[0], mid) for w, mid in probes.items()), ranges, timeout_s)
-            for w, mid in probes.items():
-                there = found[(w[0], mid)]
-                if there is None or there.source_offset >= w[1]:
-                    search[w][1] = mid
-                else:
-                    search[w][0] = there.sink_offset + 1
-        found = _first_at_or_after(consumer, {(w[0], b[0]) for w, b in search.items()}, ranges, timeout_s)
-    finally:
-        consumer.close()
-    return {w: found[(w[0], b[0])] or SinkPosition(ranges[w[0]][1], None) for w, b in search.items()}
+    with contextlib.closing(range_reader(cluster.settings_with_bootstrap, "positions")) as consumer:
+        return _translate(consumer, wanted, ranges, cluster.connect_timeout_s, what)
 
 
-def first_at_or_after_all(cluster: Cluster, positions: Iterable[tuple[PartitionId, int]]
+def sink_offsets_in(cluster: Cluster, windows: Mapping[PartitionId, tuple[int, int]], what: str
+                    ) -> dict[PartitionId, dict[int, int]]:
+    """For each sink partition, the sink offset of every record of the job's whose source offset lies in the
+    window [first, last]: one search for where each window begins, then one read forward, all partitions
+    together (the erase audit's notes a crash lost: a stage's whole range at once)."""
+    ranges = cluster.committed_ranges(windows)
+    found: dict[PartitionId, dict[int, int]] = {p: {} for p in windows}
+
+    def each(pid: PartitionId, m) -> bool:
+        offset = source_offset(m.headers())
+        if offset is not None and offset <= windows[pid][1]:
+            found[pid][offset] = m.offset()
+        return offset is not None and offset >= windows[pid][1]
+    with contextlib.closing(range_reader(cluster.settings_with_bootstrap, "positions")) as consumer:
+        starts = _translate(consumer, {(p, w[0]) for p, w in windows.items()}, ranges, cluster.connect_timeout_s, what)
+        read_ranges(consumer, {p: (starts[(p, w[0])].sink_offset, ranges[p][1]) for p, w in windows.items()},
+                    cluster.connect_timeout_s, what, each)
+    return found
+
+
+def first_at_or_after_all(cluster: Cluster, positions: Iterable[tuple[PartitionId, int]], what: str
                           ) -> dict[tuple[PartitionId, int], SinkPosition | None]:
     """For each (partition of ``cluster``, offset): the first record of the job's at or after it (None: none
     before the partition's end)."""
     positions = set(positions)
     ranges = cluster.committed_ranges({p for p, _ in positions})
-    consumer = range_reader(cluster.settings_with_bootstrap, "positions")
-    try:
-        return _first_at_or_after(consumer, positions, ranges, cluster.connect_timeout_s)
-    finally:
-        consumer.close()
+    with contextlib.closing(range_reader(cluster.settings_with_bootstrap, "positions")) as consumer:
+        return _first_at_or_after(consumer, positions, ranges, cluster.connect_timeout_s, what)
+
+
+def _translate(consumer: Consumer, wanted: set[tuple[PartitionId, int]], ranges: Mapping[PartitionId, tuple[int, int]],
+               timeout_s: float, what: str) -> dict[tuple[PartitionId, int], SinkPosition]:
+    """The binary searches in step: each step reads every search's middle record together."""
+    search = {w: list(ranges[w[0]]) for w in wanted}
+    while open_ := {w: b for w, b in search.items() if b[0] < b[1]}:
+        probes = {w: (lo + hi) // 2 for w, (lo, hi) in open_.items()}
+        found = _first_at_or_after(consumer, set((w[0], mid) for w, mid in probes.items()), ranges, timeout_s, what)
+        for w, mid in probes.items():
+            there = found[(w[0], mid)]
+            if there is None or there.source_offset >= w[1]:
+                search[w][1] = mid
+            else:
+                search[w][0] = there.sink_offset + 1
+    found = _first_at_or_after(consumer, {(w[0], b[0]) for w, b in search.items()}, ranges, timeout_s, what)
+    return {w: found[(w[0], b[0])] or SinkPosition(ranges[w[0]][1], None) for w, b in search.items()}
 
 
 def _first_at_or_after(consumer: Consumer, positions: set[tuple[PartitionId, int]],
-                       ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
+                       ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float, what: str
                        ) -> dict[tuple[PartitionId, int], SinkPosition | None]:
     """A partition with several positions is read once per position, all partitions' n-th positions together."""
     by_partition: dict[PartitionId, list[int]] = {}
@@ -77,12 +98,12 @@ def _first_at_or_after(consumer: Consumer, positions: set[tuple[PartitionId, int
     found: dict[tuple[PartitionId, int], SinkPosition | None] = {}
     for n in range(max((len(o) for o in by_partition.values()), default=0)):
         starts = {p: sorted(o)[n] for p, o in by_partition.items() if len(o) > n}
-        found |= _first_after(consumer, starts, {p: r[1] for p, r in ranges.items()}, timeout_s)
+        found |= _first_after(consumer, starts, {p: r[1] for p, r in ranges.items()}, timeout_s, what)
     return found
 
 
 def _first_after(consumer: Consumer, starts: Mapping[PartitionId, int], ends: Mapping[PartitionId, int],
-                 timeout_s: float) -> dict[tuple[PartitionId, int], SinkPosition | None]:
+                 timeout_s: float, what: str) -> dict[tuple[PartitionId, int], SinkPosition | None]:
     found: dict[tuple[PartitionId, int], SinkPosition | None] = {(p, o): None for p, o in starts.items()}
 
     def first(pid: PartitionId, m) -> bool:
@@ -90,6 +111,5 @@ def _first_after(consumer: Consumer, starts: Mapping[PartitionId, int], ends: Ma
         if offset is not None:
             found[(pid, starts[pid])] = SinkPosition(m.offset(), offset)
         return offset is not None
-    read_ranges(consumer, {p: (o, ends.get(p, 0)) for p, o in starts.items()}, timeout_s,
-                "the records where the groups stand", first)
+    read_ranges(consumer, {p: (o, ends.get(p, 0)) for p, o in starts.items()}, timeout_s, what, first, len(starts))
     return found

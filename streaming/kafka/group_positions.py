@@ -41,7 +41,8 @@ def held_offsets(cluster: Cluster, pattern: re.Pattern[str], partitions: Iterabl
                for pid, offset in group_commits(cluster, group, wanted).items()]
     if not commits:
         return []
-    found = first_at_or_after_all(cluster, [(pid, o) for _, pid, o in commits])
+    found = first_at_or_after_all(cluster, [(pid, o) for _, pid, o in commits],
+                                  "the records where the groups stand")
     there = {k: None if v is None else v.source_offset for k, v in found.items()}
     return [HeldOffset(group, pid, offset, there[(pid, offset)]) for group, pid, offset in commits]
 
@@ -86,7 +87,7 @@ def move_back(dr: Cluster, primary: Cluster, pattern: re.Pattern[str], primary_t
     held = held_offsets(dr, pattern, partitions)
     targets = {h: PartitionId(primary_topic_of[h.sink.topic], h.sink.partition) for h in held}
     among_dr_writes = [(targets[h], h.offset) for h in held if h.source_offset is None]
-    translated = translate_all(primary, among_dr_writes)
+    translated = translate_all(primary, among_dr_writes, "the primary's records where the groups go back to")
     by_group: dict[str, dict[PartitionId, tuple[int, int]]] = {}
     for h in held:
         target = targets[h]

@@ -154,7 +154,7 @@ class GroupOffsetSync:
             found.append((group, committed, sinks, self._active_on_sink(group),
                           self._sink_committed(group, set(sinks.values()))))
         wanted = {(sinks[s], offset) for _, committed, sinks, _, _ in found for s, offset in committed.items()}
-        positions = translate_all(self.sink, wanted)
+        positions = translate_all(self.sink, wanted, "the sink's records where the groups stand")
         rows: list[OffsetSync] = []
         for group, committed, sinks, active, on_sink in found:
             for source, offset in sorted(committed.items()):

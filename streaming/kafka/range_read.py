@@ -28,24 +28,23 @@ def range_reader(client_config: Mapping[str, str], purpose: str) -> Consumer:
 
 
 def read_ranges(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float, what: str,
-                each: Callable[[PartitionId, Message], bool]) -> None:
+                each: Callable[[PartitionId, Message], bool], batch: int = 1000) -> None:
     """Each record in [start, end) of each partition, in offset order, to ``each``, which answers True when its
     partition needs no more; TimeoutError when no record comes and no position moves for ``timeout_s``. The
-    consumer is left unassigned, nothing paused, for its next read."""
+    consumer is left unassigned, nothing paused, for its next read. ``batch``: the records a poll waits for (a
+    poll that gets fewer waits out POLL_S): a read of each partition's first record asks for one a partition."""
     left = {p: r for p, r in ranges.items() if r[0] < r[1]}
     if not left:
         return
     consumer.assign([TopicPartition(p.topic, p.partition, start) for p, (start, _) in left.items()])
     deadline = time.monotonic() + timeout_s
+    at: dict[PartitionId, int] = {}
     while left:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: nothing came for {timeout_s:.0f}s from "
                                f"{', '.join(str(p) for p in list(left)[:5])}")
         done: set[PartitionId] = set()
-        records = consumer.consume(1000, timeout=POLL_S)
-        if records:
-            deadline = time.monotonic() + timeout_s
-        for m in records:
+        for m in consumer.consume(batch, timeout=POLL_S):
             if m.error() is not None:
                 if m.error().code() == UNUSED_GROUP_REFUSED:  # this reader uses no group
                     continue
@@ -53,8 +52,12 @@ def read_ranges(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]
             pid = PartitionId(m.topic(), m.partition())
             if pid in left and pid not in done and m.offset() < left[pid][1] and each(pid, m):
                 done.add(pid)
-        positions = consumer.position([TopicPartition(p.topic, p.partition) for p in left if p not in done])
-        done |= {p for tp in positions if tp.offset >= left[p := PartitionId(tp.topic, tp.partition)][1]}
+        positions = {PartitionId(tp.topic, tp.partition): tp.offset
+                     for tp in consumer.position([TopicPartition(p.topic, p.partition) for p in left if p not in done])}
+        if done or any(offset > at.get(p, -1) for p, offset in positions.items()):  # records, markers: it moves
+            deadline = time.monotonic() + timeout_s
+        at |= positions
+        done |= {p for p, offset in positions.items() if offset >= left[p][1]}
         if done:
             consumer.pause([TopicPartition(p.topic, p.partition) for p in done])
             for p in done:
