@@ -16,7 +16,7 @@ from typing import Mapping, TypeVar
 from streaming.erasure.events import Emitted, tombstone_mask
 from streaming.job.spec import JobSpec
 from streaming.kafka.admin import Cluster
-from streaming.kafka.first_records import sink_offsets_in
+from streaming.kafka.first_records import sink_offsets_of
 from streaming.kafka.task_emitter import SinkPartition
 from streaming.log import PartitionLog
 from streaming.log.columns import offsets_of
@@ -49,12 +49,14 @@ def recover_lost_notes(parts: Mapping[K, tuple[PartitionLog, SinkPartition]], sp
                 behind.append((key, plog, part, lost))
         except Exception as exc:  # noqa: BLE001 (this log's failure is this partition's)
             failed[key] = exc
-    windows = {part.sink: (lost[0], lost[-1]) for _, _, part, lost in behind if lost}
+    wanted = {part.sink: lost for _, _, part, lost in behind if lost}
     try:
-        found = sink_offsets_in(Cluster("sink", spec.sink_bootstrap, spec.sink_kafka), windows,
-                                "the tombstones past the erase audit's notes") if windows else {}
-    except Exception as exc:  # noqa: BLE001 (the sink away: every partition behind waits for the next stage)
-        return failed | {key: exc for key, *_ in behind}
+        found = sink_offsets_of(Cluster("sink", spec.sink_bootstrap, spec.sink_kafka), wanted,
+                                "the tombstones past the erase audit's notes") if wanted else {}
+    except Exception as exc:  # noqa: BLE001 (the sink away: the partitions with tombstones to look up wait)
+        failed |= {key: exc for key, _, _, lost in behind if lost}
+        behind = [b for b in behind if not b[3]]
+        found = {}
     now_ms = int(time.time() * 1000)
     for key, plog, part, lost in behind:
         events = [Emitted(offset, now_ms, found[part.sink].get(offset), recovered=True) for offset in lost]

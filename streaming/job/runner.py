@@ -303,7 +303,7 @@ class CompactorJob:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        if self._switched_line is not None:  # the DR site is the writer: nothing more is synced to it either
+        if self._switched_away():  # the DR site is the writer: nothing more is synced to it either
             raise JobError(self._switched_line)
         if self.table_sync:  # the tables as the run leaves the state
             self.table_sync.finish(self.spec.state_dir, frozenset(self.spec.topics))
@@ -361,6 +361,8 @@ class CompactorJob:
             raise idle.failure
 
     def _idle_stage(self) -> None:
+        if self._switched_away():
+            return
         self.sync_topics()
         self.compaction_stage()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer
 
@@ -41,22 +41,23 @@ def translate_all(cluster: Cluster, wanted: Iterable[tuple[PartitionId, int]], w
         return _translate(consumer, wanted, ranges, cluster.connect_timeout_s, what)
 
 
-def sink_offsets_in(cluster: Cluster, windows: Mapping[PartitionId, tuple[int, int]], what: str
+def sink_offsets_of(cluster: Cluster, wanted: Mapping[PartitionId, Sequence[int]], what: str
                     ) -> dict[PartitionId, dict[int, int]]:
-    """For each sink partition, the sink offset of every record of the job's whose source offset lies in the
-    window [first, last]: one search for where each window begins, then one read forward, all partitions
-    together (the erase audit's notes a crash lost: a stage's whole range at once)."""
-    ranges = cluster.committed_ranges(windows)
-    found: dict[PartitionId, dict[int, int]] = {p: {} for p in windows}
+    """For each sink partition, the sink offset of each record of the job's whose source offset is wanted (an
+    ascending list; absent: not in the sink): one search for where the first is, then one read forward to the
+    last, all partitions together (the erase audit's notes a crash lost: a stage's whole range at once)."""
+    ranges = cluster.committed_ranges(wanted)
+    found: dict[PartitionId, dict[int, int]] = {p: {} for p in wanted}
+    sought = {p: set(offsets) for p, offsets in wanted.items()}
 
     def each(pid: PartitionId, m) -> bool:
         offset = source_offset(m.headers())
-        if offset is not None and offset <= windows[pid][1]:
+        if offset in sought[pid]:
             found[pid][offset] = m.offset()
-        return offset is not None and offset >= windows[pid][1]
+        return offset is not None and offset >= wanted[pid][-1]
     with contextlib.closing(range_reader(cluster.settings_with_bootstrap, "positions")) as consumer:
-        starts = _translate(consumer, {(p, w[0]) for p, w in windows.items()}, ranges, cluster.connect_timeout_s, what)
-        read_ranges(consumer, {p: (starts[(p, w[0])].sink_offset, ranges[p][1]) for p, w in windows.items()},
+        starts = _translate(consumer, {(p, o[0]) for p, o in wanted.items()}, ranges, cluster.connect_timeout_s, what)
+        read_ranges(consumer, {p: (starts[(p, o[0])].sink_offset, ranges[p][1]) for p, o in wanted.items()},
                     cluster.connect_timeout_s, what, each)
     return found
 

@@ -32,7 +32,8 @@ def read_ranges(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]
     """Each record in [start, end) of each partition, in offset order, to ``each``, which answers True when its
     partition needs no more; TimeoutError when no record comes and no position moves for ``timeout_s``. The
     consumer is left unassigned, nothing paused, for its next read. ``batch``: the records a poll waits for (a
-    poll that gets fewer waits out POLL_S): a read of each partition's first record asks for one a partition."""
+    poll that gets fewer waits out POLL_S): a read of each partition's first record asks for one a partition,
+    and for twice as many after each poll that finished none (records without what it looks for)."""
     left = {p: r for p, r in ranges.items() if r[0] < r[1]}
     if not left:
         return
@@ -56,6 +57,8 @@ def read_ranges(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]
                      for tp in consumer.position([TopicPartition(p.topic, p.partition) for p in left if p not in done])}
         if done or any(offset > at.get(p, -1) for p, offset in positions.items()):  # records, markers: it moves
             deadline = time.monotonic() + timeout_s
+        if not done:
+            batch = min(2 * batch, 1000)
         at |= positions
         done |= {p for p, offset in positions.items() if offset >= left[p][1]}
         if done:
