@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import random
@@ -38,7 +39,9 @@ CLEANER_LOG = "log-cleaner.log"
 SERVER_LOG = "server.log"
 _PORTS_FILE = "kcompact-ports.json"
 _LISTEN_PORTS_FROM = 20000
-_handed_out: set[int] = set()
+# Every port handed out, a file each naming the process it went to: two processes that each start brokers
+# (two pytest workers, two `kcompact broker`s) never get the same port between its check and its bind
+_HANDED_OUT = Path(tempfile.gettempdir()) / f"kcompact-ports-{os.getuid()}"
 
 # Kafka's cleaner logs its own pass statistics to log-cleaner.log, as in Kafka's distribution.
 _LOG4J2 = """Configuration:
@@ -107,22 +110,47 @@ def _ephemeral_low() -> int:
 
 def free_port(host: str = LOCAL_HOST) -> int:
     """A port nothing listens on, taken from below the kernel's ephemeral range and never handed out twice
-    by this process. A port from bind(0) lies in that range, so any outgoing connection (another node's, a
-    client's) can take it as its local port before the listener binds it, and the node then exits on start."""
+    while the process it went to lives. A port from bind(0) lies in that range, so any outgoing connection
+    (another node's, a client's) can take it as its local port before the listener binds it, and the node
+    then exits on start."""
     low = _ephemeral_low()
     for _ in range(200):
         port = random.randrange(_LISTEN_PORTS_FROM, low) if low > _LISTEN_PORTS_FROM + 1000 else 0
-        if port in _handed_out:
-            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host, port))
             except OSError:
                 continue
             port = s.getsockname()[1]
-        _handed_out.add(port)
-        return port
+        if _claimed(port):
+            return port
     raise LocalKafkaError(f"no free port on {host} below {low}")
+
+
+def _claimed(port: int) -> bool:
+    """``port`` is this process's now, unless this or another living process was handed it before."""
+    _HANDED_OUT.mkdir(mode=0o700, exist_ok=True)
+    with open(_HANDED_OUT / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        entry = _HANDED_OUT / str(port)
+        try:
+            holder = int(entry.read_text())
+        except (OSError, ValueError):
+            holder = None
+        if holder is not None and (holder == os.getpid() or _alive(holder)):
+            return False
+        entry.write_text(str(os.getpid()))
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
 
 
 def cluster_id() -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -24,6 +26,19 @@ def test_listener_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_t
     ports = [free_port() for _ in range(300)]
     assert len(set(ports)) == len(ports)
     assert all(p < low for p in ports)
+
+
+def test_a_port_handed_out_to_another_living_process_is_not_handed_out_here() -> None:
+    """Two pytest workers each start brokers: a port one was given is never the other's before it binds."""
+    other = subprocess.Popen([sys.executable, "-c", "import sys; from streaming.brokers.local.server import free_port; "
+                              "print(*[free_port() for _ in range(300)], flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = set(map(int, other.stdout.readline().split()))
+        ours = {free_port() for _ in range(300)}
+    finally:
+        other.communicate("")
+    assert len(theirs) == 300 and not ours & theirs
 
 
 @pytest.mark.integration
