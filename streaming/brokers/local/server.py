@@ -130,8 +130,9 @@ def free_port(host: str = LOCAL_HOST) -> int:
 def _claimed(port: int) -> bool:
     """``port`` is this process's now, unless this or another living process was handed it before."""
     _HANDED_OUT.mkdir(mode=0o700, exist_ok=True)
-    with open(_HANDED_OUT / ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+    lock = os.open(_HANDED_OUT, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the directory itself: released as it closes
         entry = _HANDED_OUT / str(port)
         try:
             holder = int(entry.read_text())
@@ -141,6 +142,8 @@ def _claimed(port: int) -> bool:
             return False
         entry.write_text(str(os.getpid()))
         return True
+    finally:
+        os.close(lock)
 
 
 def _alive(pid: int) -> bool:
