@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
+from typing import Iterable
 from dataclasses import dataclass, field
 
 from streaming.errors import UserError
@@ -139,32 +140,45 @@ def garbage_due(loaded: Loaded, objects: list[ObjectInfo], now_ms: int, grace_ms
             or any(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]))
 
 
-def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int, keep: int = KEEP_MANIFESTS) -> int:
+def _named(storage: Storage, directory: str, versions: Iterable[int]) -> tuple[set[str], int]:
+    """The objects the manifests of ``versions`` name, and how many of them could be read."""
+    named: set[str] = set()
+    readable = 0
+    for v in versions:
+        try:
+            manifest = Manifest.from_json(storage.get(_path(directory, v)))
+        except (ValueError, FileNotFoundError):
+            continue
+        readable += 1
+        named.update(c.name for s in manifest.segments for c in s.chunks)
+    return named, readable
+
+
+def collect_garbage(storage: Storage, directory: str, now_ms: int, grace_ms: int, keep: int = KEEP_MANIFESTS,
+                    unnamed_grace_ms: int | None = None) -> int:
     """Delete manifests below the newest ``keep``, and objects none of the kept ones references, when older
-    than ``grace_ms``. Returns how many objects (manifests included) were deleted."""
+    than ``grace_ms``. With ``unnamed_grace_ms``, an object no manifest ever named (all versions listed are read)
+    goes only once older than that: it may be a writer's that has not committed its manifest yet (a task whose
+    executor was lost, still running), not one a later manifest replaced. Returns how many objects
+    (manifests included) were deleted."""
     listed = storage.list(manifest_dir(directory))
     by_version = _by_version(listed)
     versions = sorted(by_version, reverse=True)
     old = now_ms - grace_ms
     strays = [i.name for i in listed if i not in by_version.values() and i.mtime_ms <= old]  # a killed writer's
     kept = [v for i, v in enumerate(versions) if i < keep or by_version[v].mtime_ms > old]
-    referenced: set[str] = set()
-    readable = 0
-    for v in kept:
-        try:
-            manifest = Manifest.from_json(storage.get(_path(directory, v)))
-        except (ValueError, FileNotFoundError):
-            continue
-        readable += 1
-        referenced.update(c.name for s in manifest.segments for c in s.chunks)
+    referenced, readable = _named(storage, directory, kept)
     if versions and not readable:
         return 0  # nothing says which objects are in use: delete none
+    replaced = None if unnamed_grace_ms is None else _named(storage, directory, (v for v in versions if v not in kept))[0]
+    unnamed_old = now_ms - (grace_ms if unnamed_grace_ms is None else max(grace_ms, unnamed_grace_ms))
     doomed = [_name(v) for v in versions if v not in kept] + strays
     for name in doomed:
         storage.delete(posixpath.join(manifest_dir(directory), name))
     deleted = len(doomed)
     for info in storage.list(objects_dir(directory)):
-        if info.name not in referenced and info.mtime_ms <= old:
+        due = old if replaced is None or info.name in replaced else unnamed_old
+        if info.name not in referenced and info.mtime_ms <= due:
             storage.delete(posixpath.join(objects_dir(directory), info.name))
             deleted += 1
     return deleted

@@ -21,7 +21,7 @@ from streaming.partition_id import PartitionId
 from streaming.cli.dump import dump_records
 from streaming.cli.status import collect_status
 from streaming.kafka.admin import unique_topic_name
-from streaming.log import LogFencedError, PartitionLog, make_record
+from streaming.log import LogFencedError, PartitionLog, make_record, partition_log
 from streaming.log.columns import iter_records
 from streaming.log.read_hold import holding
 from streaming.log.store_watch import SAY_AFTER_S, WATCH
@@ -243,6 +243,29 @@ def test_garbage_collection_keeps_what_a_held_reader_reads_and_removes_it_once_r
     writer.collect_at_end()
     named = {c.name for s in _log(state).segments for c in s.chunks}
     assert _keys(s3_server, state, OBJECTS) == named, "released, only the newest manifest's objects stay"
+
+
+def test_the_end_of_a_run_leaves_an_object_no_manifest_names_yet_to_its_writer(s3_server, state,
+                                                                              monkeypatch) -> None:
+    """A task whose executor was lost writes its object, and commits the manifest naming it only after the run's
+    end collected the garbage: the object is still there, and the log it committed reads whole."""
+    writer = _log(state)
+    writer.append(_records(0, 60))
+    writer.roll()
+    run = _log(_fresh(state.uri))
+    LogCleanerManager(CONFIG).clean_partition(PartitionId("t", 0), run, now_ms=10**13)  # objects it replaces
+    lost = _log(_fresh(state.uri))
+    real_commit = partition_log.commit
+
+    def late_commit(*args, **kwargs):
+        run.collect_at_end()  # between the lost task's object and its manifest
+        return real_commit(*args, **kwargs)
+    monkeypatch.setattr(partition_log, "commit", late_commit)
+    lost.append(_records(60, 5))
+    monkeypatch.undo()
+    assert [r["offset"] for r in _log(_fresh(state.uri)).read()][-5:] == list(range(60, 65))
+    named = {c.name for s in _log(_fresh(state.uri)).segments for c in s.chunks}
+    assert named <= _keys(s3_server, state, OBJECTS)
 
 
 # ----- a store that stops answering, then answers ------------------------------------------------------------
