@@ -8,7 +8,8 @@
    recopy meets them (they come first in offset order), so a late lower version never displaces a higher
    one already cleaned. A group in which nothing changes is not rewritten.
 3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
-   one whose horizon has passed is removed. So a tombstone needs two passes and is never kept forever.
+   one whose horizon has passed is removed, once the sink has committed it (a tombstone removed before
+   would never delete its key there). So a tombstone needs two passes and is never kept forever.
 
 What the passes keep of the cleaned range is what the pipeline emits: it is read back from the log after
 the swap, so emitting it costs no memory however large the range.
@@ -43,6 +44,12 @@ from streaming.log.segment import SegmentMeta
 log = logging.getLogger(__name__)
 
 DeadLetterSink = Callable[[list[LogRecord]], None]
+
+
+class DeadLetterFenced(RuntimeError):
+    """The dead-letter sink's writer is fenced for good (another holds its transactional id): nothing more it
+    writes can commit. Not a failure of the partition's pass, to back off from: it ends the task (the task's
+    producer is that writer), and the next stage cleans and sends again."""
 
 
 class KeylessRecordError(RuntimeError):
@@ -88,10 +95,12 @@ class Cleaner:
         self.sleep = sleep
 
     def clean(self, plog: PartitionLog, target: LogToClean, now_ms: int,
-              dead_letter: DeadLetterSink | None = None) -> CleanResult:
+              dead_letter: DeadLetterSink | None = None, emitted_up_to: int | None = None) -> CleanResult:
         """One pass. With compaction.keyless.policy=dead-letter, ``dead_letter`` receives the keyless
         records before the segments that held them are swapped out, so a crash can repeat them but never
-        lose them; without it they are collected in the result."""
+        lose them; without it they are collected in the result. ``emitted_up_to``: the source offset
+        through which the sink has committed the log's records; a tombstone past it stays, whatever its
+        horizon (None: no sink is fed from this log)."""
         started = self.clock()
         throttler = Throttler(self.config.io_max_bytes_per_second, self.clock, self.sleep)
         versions = VersionReader(self.config)
@@ -103,7 +112,7 @@ class Cleaner:
         self.memo.seal()
         result.buffer_utilization = self.map.utilization
         try:
-            self._recopy(plog, target, versions, result, throttler, dead_letter, checked)
+            self._recopy(plog, target, versions, result, throttler, dead_letter, checked, emitted_up_to)
         finally:
             self.memo.clear()
         plog.set_cleaner_checkpoint(result.end_offset, journal=result.erased)
@@ -172,11 +181,12 @@ class Cleaner:
         return groups
 
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
-                throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int]) -> None:
+                throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int],
+                emitted_up_to: int | None) -> None:
         for group in self._groups(plog, result.end_offset):
             removals: list[audit.Removed | audit.Superseded] = []  # tombstones this group's rewrite removes: journaled with its swap
             decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
-                                     dead_letter, checked, removals)
+                                     dead_letter, checked, removals, emitted_up_to)
             unchanged = 0
             for batch, keep, horizon in decisions:
                 if keep.all() and not horizon.any():
@@ -210,7 +220,8 @@ class Cleaner:
 
     def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
                 result: CleanResult, throttler: Throttler, dead_letter: DeadLetterSink | None,
-                checked: set[int], removals: list[audit.Removed | audit.Superseded]) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+                checked: set[int], removals: list[audit.Removed | audit.Superseded],
+                emitted_up_to: int | None) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
         """Per batch of the group: which records survive, and which surviving tombstones get a horizon. The
         erase audit's events go to ``removals`` (tombstones removed) and result.erased (tombstones that won)."""
         omap = self.map
@@ -270,6 +281,8 @@ class Cleaner:
             horizon = tomb & ~has_horizon & in_pass
             horizon_ms = horizons.fill_null(0).to_numpy(zero_copy_only=False)
             expired = tomb & has_horizon & (now >= horizon_ms)
+            if emitted_up_to is not None:
+                expired &= off <= emitted_up_to  # held for the sink: its horizon passed while emission stalled
             if auditing and deletes.any():
                 dropped = deletes & in_pass & ~keep
                 removals.extend(audit.superseded(off[dropped], winner[dropped], now))

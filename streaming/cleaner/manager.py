@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 
-from streaming.cleaner.cleaner import Cleaner, DeadLetterSink
+from streaming.cleaner.cleaner import Cleaner, DeadLetterFenced, DeadLetterSink
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy
 from streaming.cleaner.metrics import PartitionOutcome
 from streaming.partition_id import PartitionId
@@ -33,8 +33,10 @@ class LogCleanerManager:
         return log_to_clean(plog.segments, pid, plog.cleaner_checkpoint, self.config, now_ms)
 
     def clean_partition(self, pid: PartitionId, plog: PartitionLog, now_ms: int,
-                        dead_letter: DeadLetterSink | None = None) -> PartitionOutcome:
-        """Clean one partition if it is eligible and not backing off; never raises for a failed pass."""
+                        dead_letter: DeadLetterSink | None = None, emitted_up_to: int | None = None
+                        ) -> PartitionOutcome:
+        """Clean one partition if it is eligible and not backing off; never raises for a failed pass.
+        ``emitted_up_to``: how far the sink has committed the log (Cleaner.clean)."""
         state = PartitionCleanerState.load(plog.storage, plog.dir)
         target = self.select(plog, pid, now_ms)
         if state.in_backoff(now_ms):
@@ -46,8 +48,8 @@ class LogCleanerManager:
         if not target.eligible(self.config.min_cleanable_dirty_ratio):
             return PartitionOutcome(target, state)
         try:
-            result = self.cleaner.clean(plog, target, now_ms, dead_letter)
-        except LogFencedError:
+            result = self.cleaner.clean(plog, target, now_ms, dead_letter, emitted_up_to)
+        except (LogFencedError, DeadLetterFenced):
             raise
         except OSError as exc:
             if exc.errno == errno.ENOSPC:

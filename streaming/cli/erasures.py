@@ -38,13 +38,15 @@ class Query:
 
 @dataclass
 class Listed:
-    """One entry as listed: the entry, and what is overdue about it (None: nothing)."""
+    """One entry as listed: the entry, what is overdue about it (None: nothing), and how long past its delete
+    horizon it waits in the log for the sink (None: it does not)."""
 
     entry: Erasure
     overdue: str | None = None
+    held_for_sink_ms: int | None = None
 
     def to_doc(self) -> dict:
-        return {**self.entry.to_doc(), "overdue": self.overdue}
+        return {**self.entry.to_doc(), "overdue": self.overdue, "held_for_sink_ms": self.held_for_sink_ms}
 
 
 @dataclass
@@ -103,7 +105,7 @@ def collect_erasures(state_dir: str, query: Query, now_ms: int) -> tuple[Erasure
             if _matches(entry, query):
                 late = entry.overdue(now_ms, deadlines[topic])
                 if late or not query.overdue:
-                    listed.append(Listed(entry, late))
+                    listed.append(Listed(entry, late, entry.held_for_sink_ms(now_ms)))
     listed.sort(key=lambda item: (item.entry.topic, item.entry.partition, item.entry.offset))
     return ErasureList(state_dir, now_ms, deadlines, listed), saved
 
@@ -161,7 +163,8 @@ def render_table(found: ErasureList) -> str:
         e = item.entry
         key = e.key_sha256[:12] + "…" if e.key_sha256 else base64.b64decode(e.key or "").decode(errors="replace")[:16]
         sink = utc_or_dash(e.sink_ms) + _after(e.sink_ms, e.timestamp_ms) + (" r" if e.sink_recovered else "")
-        state = f"OVERDUE: {item.overdue}" if item.overdue else e.state
+        state = f"OVERDUE: {item.overdue}" if item.overdue else e.state if item.held_for_sink_ms is None else \
+            f"held for the sink, {duration_text(item.held_for_sink_ms)} past its delete horizon"
         lines.append(f"{f'{e.topic}-{e.partition}':<20} {e.offset:>8}  {key:<16} {utc_or_dash(e.timestamp_ms):<19}  "
                      f"{utc_or_dash(e.erased_ms) + _after(e.erased_ms, e.timestamp_ms):<30} {sink:<30} "
                      f"{'-' if e.sink_offset is None else e.sink_offset:>11}  {utc_or_dash(e.removed_ms):<19}  {state}")

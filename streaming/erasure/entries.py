@@ -55,6 +55,14 @@ class Erasure:
         """From the tombstone's timestamp until it was committed to the sink."""
         return None if self.sink_ms is None or self.timestamp_ms is None else self.sink_ms - self.timestamp_ms
 
+    def held_for_sink_ms(self, now_ms: int) -> int | None:
+        """How long past its delete horizon the tombstone has stayed in the log because the sink has not
+        committed it (no pass removes it before); None when it is not held."""
+        if self.delete_horizon_ms is None or now_ms < self.delete_horizon_ms or self.sink_ms is not None \
+                or self.removed_ms is not None or self.superseded_ms is not None:
+            return None
+        return now_ms - self.delete_horizon_ms
+
     def overdue(self, now_ms: int, bound_ms: int) -> str | None:
         """What is late, or None: earlier records still in the log, or the tombstone not yet in the sink,
         ``bound_ms`` after the tombstone's timestamp. A key written again has nothing left to erase."""

@@ -8,6 +8,7 @@ import pytest
 
 from streaming.cleaner import (Cleaner, CleanerMetrics, CleanResult, CompactionConfig, KeylessRecordError,
                                LogCleanerManager, PartitionFigures)
+from streaming.cleaner.cleaner import DeadLetterFenced
 from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.partition_id import PartitionId
 from streaming.cleaner.throttle import Throttler
@@ -64,6 +65,24 @@ def test_tombstone_needs_two_passes_and_goes_at_its_horizon(tmp_path) -> None:
     assert due.target.tombstones_due and due.result.tombstones_removed == 1
     assert contents(plog) == [(1, b"b", b"1")]
     assert plog.log_end_offset == 3
+
+
+def test_a_tombstone_past_its_horizon_stays_until_the_sink_has_it(tmp_path) -> None:
+    """Emission stalled past delete.retention.ms: the pass keeps every tombstone the sink has not committed,
+    and removes it at the first pass after the sink has it."""
+    c = cfg(delete_retention_ms=1, min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"a", None), rec(2, b"b", b"1"), rec(3, b"b", None)])
+    plog.roll()
+    mgr = LogCleanerManager(c)
+    mgr.clean_partition(PID, plog, now_ms=10_000, emitted_up_to=-1)
+    stalled = mgr.clean_partition(PID, plog, now_ms=20_000, emitted_up_to=-1)
+    assert stalled.target.tombstones_due and stalled.result.tombstones_removed == 0
+    assert contents(plog) == [(1, b"a", None), (3, b"b", None)], "nothing of them reached the sink"
+    partly = mgr.clean_partition(PID, plog, now_ms=30_000, emitted_up_to=1)
+    assert partly.result.tombstones_removed == 1 and contents(plog) == [(3, b"b", None)]
+    mgr.clean_partition(PID, plog, now_ms=40_000, emitted_up_to=3)
+    assert contents(plog) == []
 
 
 def test_horizon_counts_from_clean_time_not_record_time(tmp_path) -> None:
@@ -201,6 +220,23 @@ def test_keyless_records_are_counted_by_policy(tmp_path, policy: str) -> None:
     assert outcome.result.keyless == 2 and outcome.state.keyless_records == 2
     assert [r["offset"] for r in outcome.result.dead_letters] == ([0, 2] if policy == "dead-letter" else [])
     assert contents(plog) == [(1, b"a", b"1")]
+
+
+def test_a_dead_letter_writer_fenced_ends_the_pass_and_is_no_backoff_of_the_partition(tmp_path) -> None:
+    """Fenced is the task's producer done for good, not the partition failing: the caller ends the task (FENCED),
+    the log and its cleaner state stay as they were, and the next stage cleans it at once."""
+    c = cfg(min_cleanable_dirty_ratio=0, compaction_keyless_policy="dead-letter")
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, None, b"x"), rec(1, b"a", b"1"), rec(2, b"a", b"2")])
+    plog.roll()
+
+    def fenced(records) -> None:
+        raise DeadLetterFenced("kcompact-job-0: fenced by a newer instance")
+    with pytest.raises(DeadLetterFenced):
+        LogCleanerManager(c).clean_partition(PID, plog, 0, dead_letter=fenced)
+    state = PartitionCleanerState.load(plog.storage, plog.dir)
+    assert state.uncleanable_since_ms is None and state.retry_at_ms is None and not state.in_backoff(0)
+    assert len(contents(plog)) == 3, "nothing swapped out"
 
 
 def test_failed_partition_is_uncleanable_others_go_on_and_it_is_retried_after_backoff(tmp_path) -> None:

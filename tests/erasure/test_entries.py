@@ -58,6 +58,24 @@ def test_a_tombstone_is_followed_from_ingest_to_its_removal(tmp_path) -> None:
     assert [r["offset"] for r in plog.read()] == [1]
 
 
+def test_a_tombstone_the_sink_has_not_committed_is_held_past_its_horizon_and_the_audit_says_so(tmp_path) -> None:
+    c = cfg(delete_retention_ms=1000)
+    plog = PartitionLog(str(tmp_path), c.log_config)
+    append(plog, [(0, b"a", b"1", 100), (1, b"a", None, 120)], now_ms=500)
+    plog.roll()
+    manager = LogCleanerManager(c)
+    manager.clean_partition(PID, plog, now_ms=10_000, emitted_up_to=-1)
+    manager.clean_partition(PID, plog, now_ms=12_000, emitted_up_to=-1)
+    e = entries(plog)[1]
+    assert e.removed_ms is None and [r["offset"] for r in plog.read()] == [1], "held: the sink has not got it"
+    assert (e.held_for_sink_ms(10_999), e.held_for_sink_ms(12_000)) == (None, 1000)
+    assert e.overdue(12_000, 1000) == "not in the sink yet"
+    plog.note([audit.Emitted(1, 12_500, 0)], {"emitted_through": 1})
+    manager.clean_partition(PID, plog, now_ms=13_000, emitted_up_to=1)
+    e = entries(plog)[1]
+    assert e.state == "done" and e.removed_ms == 13_000 and e.held_for_sink_ms(13_000) is None
+
+
 def test_a_key_written_again_after_its_tombstone_ends_the_entry(tmp_path) -> None:
     c = cfg()
     plog = PartitionLog(str(tmp_path), c.log_config)
