@@ -169,6 +169,7 @@ def start(args: argparse.Namespace, options: RunOptions, overrides: Overrides, s
         with private_files():
             spec = JobSpec(mapping, options.state_dir, plans, source_kafka=source_kafka, sink_kafka=sink_kafka,
                            settings=overrides.job, dead_letter_topic=options.dead_letter_topic,
+                           dead_letter_max_message_bytes=sync.dead_letter_max_message_bytes,
                            trigger_interval_ms=round(options.trigger_interval * 1000),
                            kafka_native=options.native_asked,
                            source_cluster_id=source.cluster_id(), sink_cluster_id=sink.cluster_id(),

@@ -14,6 +14,7 @@ from streaming.errors import JobError
 from streaming.job.compact import StageReport
 from streaming.job.task_error import ErrorKind
 from streaming.kafka.failures import is_refused
+from streaming.partition_id import PartitionId
 from streaming.utc import Outage, utc_text
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class StageFailures:
 
     def __init__(self) -> None:
         self.sink = Outage()
+        self.refused: dict[PartitionId, str] = {}  # a record too big for its sink, said once while it lasts
 
     def report(self, reports: list[StageReport], now_ms: int) -> None:
         # a transaction open on a sink partition is said where it is resolved (job.sink_watch), a stage whose
@@ -72,8 +74,14 @@ class StageFailures:
                         fenced[0].error.message.splitlines()[0][:200])
         waiting = [r for r in reports if r.error and r.error.transient and r.error.kind is not ErrorKind.FENCED]
         for r in reports:
-            if r.error and r not in waiting and r not in fenced:
+            if r.error and r.error.kind is ErrorKind.RECORD_TOO_LARGE:
+                if self.refused.get(r.pid) != r.error.message:
+                    log.error("partition %s: %s", r.pid, r.error)
+                self.refused[r.pid] = r.error.message
+            elif r.error and r not in waiting and r not in fenced:
                 log.error("partition %s: %s", r.pid, r.error)
+            if r.error is None or r.error.kind is not ErrorKind.RECORD_TOO_LARGE:
+                self.refused.pop(r.pid, None)
         if not waiting:
             self.sink.ended()
             return

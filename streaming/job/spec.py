@@ -12,6 +12,7 @@ from streaming.configuration.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
 from streaming.configuration.subscription import Subscription, select_topics, subscription_from_doc
+from streaming.kafka.admin import MAX_MESSAGE_BYTES
 from streaming.kafka.origin_header import Origins
 from streaming.security.redaction import redact
 from streaming.log.storage import read_json, write_json
@@ -33,6 +34,9 @@ class TopicPlan:
     sink: str
     compaction: CompactionConfig
     partitions: int
+    # the sink topic's max.message.bytes as read when the topic was planned (None: not known, e.g. the job may not
+    # describe the sink's configs): the emitter's producer is sized by it and no bigger record enters a transaction
+    sink_max_message_bytes: int | None = None
 
     def to_doc(self) -> dict:
         return {"sink": self.sink, "partitions": self.partitions,
@@ -87,6 +91,7 @@ class JobSpec:
     sink_kafka: dict[str, str] = field(default_factory=dict, repr=False)
     settings: JobSettings = JobSettings()
     dead_letter_topic: str | None = None
+    dead_letter_max_message_bytes: int | None = None  # the dead-letter topic's, as read at start (None: not known)
     max_passes_per_trigger: int = 16
     trigger_interval_ms: int = 5000  # a tombstone's erasure is due max.compaction.lag.ms plus one trigger after it
     kafka_native: bool = True  # records take the native path where it can run (--kafka-native)
@@ -210,15 +215,20 @@ def check_state_dir_mapping(state: StateDir, mapping: JobMapping) -> None:
 
 # What a broker checks of a record's timestamp: a sink created with the source's values accepts every
 # record the source accepted (Kafka refuses one stamped over an hour ahead by default).
+JOB_HEADERS_ROOM = 1024  # more than the headers the job adds to a record (its source offset and origin) take
 TIMESTAMP_ACCEPTANCE = ("message.timestamp.type", "message.timestamp.before.max.ms",
                         "message.timestamp.after.max.ms")
 
 
 def sink_topic_settings(explicit: Mapping[str, str]) -> dict[str, str]:
     """A sink topic's configs, from its source's (MirrorMaker 2 syncs topic configs too): the compaction
-    settings Kafka knows and the timestamp acceptance, so the sink accepts every record the source did."""
+    settings Kafka knows, the timestamp acceptance and the record size, so the sink accepts every record the
+    source did; its max.message.bytes leaves room for the headers the job adds to each record."""
     kafka_keys = (KEYS_SET_BY_TOPIC - {"compaction.strategy", "compaction.strategy.header"}) | set(TIMESTAMP_ACCEPTANCE)
-    return {**{k: v for k, v in explicit.items() if k in kafka_keys}, "cleanup.policy": "compact"}
+    settings = {**{k: v for k, v in explicit.items() if k in kafka_keys}, "cleanup.policy": "compact"}
+    if (size := explicit.get(MAX_MESSAGE_BYTES, "")).isdigit():
+        settings[MAX_MESSAGE_BYTES] = str(int(size) + JOB_HEADERS_ROOM)
+    return settings
 
 
 def topic_settings(explicit: Mapping[str, str], topic: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ class ErrorKind(Enum):
     FAILED = "failed"                      # a pass or an emission failed; the next trigger tries again
     OPEN_TRANSACTION = "open-transaction"  # a transaction is open on the sink partition: nothing is emitted to it
     TASK_LOST = "task-lost"                # its task died as a Spark task (its process, its executor): run again
+    RECORD_TOO_LARGE = "record-too-large"  # a record too big for its sink: the partition emits up to it, no further
 
 
 @dataclass(frozen=True)

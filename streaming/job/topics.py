@@ -8,6 +8,7 @@ be a source of this job on the same cluster is refused: the job would emit into 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from streaming.cleaner import Overrides
 from streaming.errors import JobError, UsageError
 from streaming.job.spec import TopicPlan, resolve_compaction_config, sink_topic_settings
 from streaming.kafka.admin import Cluster
+from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.configuration.subscription import StartingOffsets, Subscription, SubscribePattern
 
@@ -73,6 +75,7 @@ class TopicSync:
     def __post_init__(self) -> None:
         self.same_cluster = self.source.cluster_id() == self.sink.cluster_id()
         self.left_out: set[str] = set()
+        self.dead_letter_max_message_bytes: int | None = None  # read once the topic is there
 
     def present(self) -> dict[str, int]:
         """The selected source topics that exist now, with their partition counts."""
@@ -140,7 +143,7 @@ class TopicSync:
             elif partitions > plan.partitions:
                 self.sink.grow_topic(plan.sink, partitions)
                 log.info("source topic %s grew to %d partitions; so did its sink %s", topic, partitions, plan.sink)
-                out[topic] = TopicPlan(plan.source, plan.sink, plan.compaction, partitions)
+                out[topic] = dataclasses.replace(plan, partitions=partitions)
         planned = self._plan(new, present)
         for topic, plan in planned.items():  # at start, the run's summary names them (cli.run)
             log.log(logging.INFO if plans else logging.DEBUG, "mirroring %s (%d partitions) into %s", topic,
@@ -148,6 +151,9 @@ class TopicSync:
         out.update(planned)
         if self.dead_letter_topic and out != plans:
             self.sink.ensure_topic(self.dead_letter_topic, max(p.partitions for p in out.values()), {}, "dead-letter")
+            if self.dead_letter_max_message_bytes is None:
+                self.dead_letter_max_message_bytes = \
+                    self.sink.max_message_bytes_of([self.dead_letter_topic]).get(self.dead_letter_topic)
         return out
 
     def _plan(self, topics: list[str], present: Mapping[str, int]) -> dict[str, TopicPlan]:
@@ -158,4 +164,19 @@ class TopicSync:
                               present[t]) for t in topics}
         self.sink.ensure_topics({p.sink: (p.partitions, {**sink_topic_settings(explicit[t]), **self.sink_topic_config})
                                  for t, p in plans.items()}, "sink")
-        return plans
+        return self._sized(plans)
+
+    def _sized(self, plans: dict[str, TopicPlan]) -> dict[str, TopicPlan]:
+        """The plans with their sinks' max.message.bytes, read in one request, and one line for the sinks that take
+        smaller records than their sources: a record between the two goes to the dead-letter topic, or stops its
+        partition."""
+        sinks = self.sink.max_message_bytes_of(sorted(p.sink for p in plans.values()))
+        sources = self.source.max_message_bytes_of(sorted(plans)) if sinks else {}
+        smaller = [f"{p.sink} ({sinks[p.sink]:,} < {sources[t]:,})" for t, p in sorted(plans.items())
+                   if p.sink in sinks and t in sources and sinks[p.sink] < sources[t]]
+        if smaller:
+            log.warning("sink topics taking smaller records than their sources (max.message.bytes, sink < source): "
+                        "%s; a record bigger than its sink takes %s", names_text(smaller),
+                        f"goes to the dead-letter topic {self.dead_letter_topic}" if self.dead_letter_topic else
+                        "stops its partition there (give --dead-letter-topic, or raise the sink's max.message.bytes)")
+        return {t: dataclasses.replace(p, sink_max_message_bytes=sinks.get(p.sink)) for t, p in plans.items()}

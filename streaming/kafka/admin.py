@@ -23,13 +23,14 @@ from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.utc import utc_text
 from streaming.kafka.client_settings import client_settings, refused_because
-from streaming.kafka.failures import (LEADERLESS, as_kafka, is_transient, kafka_error, refusal_hint, refusal_keys, refuses,
-                                      retrying)
+from streaming.kafka.failures import (LEADERLESS, as_kafka, is_refused, is_transient, kafka_error, reason, refusal_hint,
+                                      refusal_keys, refuses, retrying)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 WAITING_NOTICE_S = 5.0  # a cluster silent this long at start is said to be awaited, not left to the timeout
+MAX_MESSAGE_BYTES = "max.message.bytes"  # the largest record batch a topic takes
 
 
 def _named_in(text: str, settings: Mapping[str, str]) -> list[str]:
@@ -104,8 +105,8 @@ class Cluster:
                                    f"{said.str()}. {hint[0].upper() + hint[1:]} in the settings given with "
                                    f"{self.given_with(keys)}") from exc
                 if time.monotonic() > deadline:
-                    raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} did not answer within "
-                                   f"{timeout_s:.0f}s: {exc.args[0].str()}") from exc
+                    raise ClusterUnreachable(f"the {self.role} cluster at {self.bootstrap_servers} did not answer "
+                                             f"within {timeout_s:.0f}s: {exc.args[0].str()}") from exc
                 if not said and time.monotonic() - started > WAITING_NOTICE_S:
                     said = True
                     log.warning("waiting for the %s cluster at %s to answer (up to %.0fs): %s; since %s UTC", self.role,
@@ -164,10 +165,60 @@ class Cluster:
         return {t: {n: entries[n].value for n in wanted if n in entries and entries[n].value is not None}
                 for t, entries in self._describe(topics).items()}
 
+    def max_message_bytes_of(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's max.message.bytes (its own, else the broker's default), in one request; {} when the cluster
+        refuses the job DescribeConfigs on them (not among the sink's ACLs the job needs: it goes on without)."""
+        try:
+            values = self.topic_configs_of(topics, [MAX_MESSAGE_BYTES])
+        except KafkaException as exc:
+            if not is_refused(exc):
+                raise
+            log.info("the %s cluster does not let the job describe the configs of %s (%s): their max.message.bytes is "
+                     "not known, and the producer keeps librdkafka's message.max.bytes", self.role,
+                     names_text(sorted(topics)), exc.args[0].str())
+            return {}
+        return {t: int(v[MAX_MESSAGE_BYTES]) for t, v in values.items() if MAX_MESSAGE_BYTES in v}
+
     def end_offsets(self, partitions: Iterable[PartitionId], timeout_s: float = 5.0) -> dict[PartitionId, int]:
         """Each partition's last stable offset (the end a read_committed reader can reach), in one request per
         leader however many topics they span."""
         return self._offsets(partitions, OffsetSpec.latest(), timeout_s)
+
+    def answering(self, call: Callable[[], T], what: str, timeout_s: float) -> T | None:
+        """``call``'s answer, or None when the cluster does not answer within ``timeout_s`` (gone, or cut off). A
+        cluster that answers and refuses us (a login, an ACL) is not one that is gone: that is a JobError naming
+        the refusal, never None (a switch would go on as if the source were gone, skipping what needs it)."""
+        try:
+            self.metadata(timeout_s)  # a refused login is named here, at once
+            return call()
+        except ClusterUnreachable:
+            return None
+        except KafkaException as exc:
+            if is_transient(exc):
+                return None
+            raise JobError(f"the {self.role} cluster at {self.bootstrap_servers} refused the {what}: "
+                           f"{reason(exc)}") from None
+
+    def stable_ends(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0
+                    ) -> dict[PartitionId, tuple[int, int]]:
+        """Each partition's last stable offset and high watermark, read together: below the first, what a
+        read_committed reader reaches now; between them, the records of a transaction still open (unseen by
+        every read_committed reader until it ends, and they may yet commit)."""
+        pids = list(partitions)
+        tps = [TopicPartition(p.topic, p.partition) for p in pids]
+
+        def ends() -> dict[PartitionId, tuple[int, int]]:
+            stable, high = (self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level,
+                                                    request_timeout=timeout_s)
+                            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED))
+            return {PartitionId(tp.topic, tp.partition): (answered(tp, stable[tp], timeout_s),
+                                                          answered(tp, high[tp], timeout_s)) for tp in tps}
+        return self.answer(ends, _offsets_of(pids)) if pids else {}
+
+    def open_transactions(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0
+                          ) -> dict[PartitionId, tuple[int, int]]:
+        """The partitions where a transaction is open now, with their stable_ends."""
+        return {p: (lso, hw) for p, (lso, hw) in self.stable_ends(partitions, timeout_s).items() if lso < hw}
 
     def offset_ranges(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0
                       ) -> dict[PartitionId, tuple[int, int]]:

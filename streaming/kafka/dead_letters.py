@@ -1,20 +1,24 @@
 """Keyless records under compaction.keyless.policy=dead-letter: to the dead-letter topic, in a transaction of
 their own through the task's producer, in the source partition's number (topic sync gives that topic as many
 partitions as the largest source), each naming its source topic, partition and offset in headers, and its origin
-as every sink record does (streaming.kafka.origin_header): one that came from the sink's cluster is left out."""
+as every sink record does (streaming.kafka.origin_header): one that came from the sink's cluster is left out.
+A record too big for its sink goes there too, with the same headers, in the emission's own transaction
+(streaming.kafka.task_emitter)."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from confluent_kafka import Producer
 
 from streaming.kafka import offset_header
 from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.origin_header import Origins
-from streaming.kafka.task_emitter import TaskEmitter
 from streaming.log.record import LogRecord
 from streaming.partition_id import PartitionId
+
+if TYPE_CHECKING:  # the emitter sends a record too big for its sink here itself
+    from streaming.kafka.task_emitter import TaskEmitter
 
 TOPIC_HEADER = "kcompact.topic"  # where the record came from
 PARTITION_HEADER = "kcompact.partition"
@@ -26,9 +30,14 @@ def sink_headers(r: LogRecord, origins: Origins) -> list[tuple[str, bytes | None
                                 [(OFFSET_HEADER, offset_header.encode(r["offset"]))])
 
 
+def source_headers(source: PartitionId) -> list[tuple[str, bytes | None]]:
+    """What a dead letter carries after its sink headers: the source partition it came from."""
+    return [(TOPIC_HEADER, source.topic.encode()), (PARTITION_HEADER, str(source.partition).encode())]
+
+
 def dead_letter(emitter: TaskEmitter, topic: str, source: PartitionId, records: Iterable[LogRecord]) -> int:
     """One committed transaction of ``records`` of ``source`` to ``topic``; how many."""
-    where = [(TOPIC_HEADER, source.topic.encode()), (PARTITION_HEADER, str(source.partition).encode())]
+    where = source_headers(source)
 
     def produce(producer: Producer) -> int:
         n = 0

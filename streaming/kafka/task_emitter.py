@@ -32,12 +32,16 @@ from confluent_kafka import KafkaException, Producer
 from streaming.configuration.settings import SETTINGS
 from streaming.kafka import native, offset_header
 from streaming.kafka.batch_produce import BatchProduce
+from streaming.kafka.dead_letters import source_headers
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
 from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.origin_header import Origins
 from streaming.kafka.plain_produce import PlainProduce
 from streaming.kafka.record_produce import Columns, RecordProduce
+from streaming.kafka.record_size import (RecordLimits, added_headers_bound, batch_size, batch_size_bounds,
+                                         librdkafka_size)
+from streaming.cleaner.cleaner import DeadLetterFenced
 from streaming.log.columns import header_pairs
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment, reached
@@ -55,6 +59,8 @@ QUEUE_FULL_WAIT_S = 0.05  # a producer queue full (a slow link): deliveries are 
 # a poll after every record cost about a tenth of the emission (bench/README.md). Runs of records end there.
 POLL_EVERY = 1_000
 TIMEOUT_S = 60.0
+LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # message.max.bytes when neither the topics' limits nor the user set it
+NO_LIMITS = RecordLimits()  # no topic's limit known: librdkafka's own check alone, and no dead-letter topic
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,8 @@ class SinkPartition:
     committed_records: int = 0
     looped_records: int = 0  # left out since the task began
     tombstones: list[Delivered] = field(default_factory=list)  # committed since the task began
+    refused: str | None = None  # why emission stopped at a record too big for the sink (and no dead-letter topic)
+    sink_floor: int | None = None  # a sink offset at or below the sink's last record of the job's (None: not known)
 
     def __post_init__(self) -> None:
         if self.written_up_to is None:
@@ -95,7 +103,7 @@ class SinkPartition:
         return str(self.sink)
 
 
-class EmitterFenced(RuntimeError):
+class EmitterFenced(DeadLetterFenced):
     """Another producer holds this task's transactional id now (a later attempt of the task), or the coordinator
     ended this one's epoch: nothing more of it can commit. The task fails; the sink's word decides what the
     next stage emits."""
@@ -111,8 +119,10 @@ def waiting(call: Callable[[], T], what: str, client: MetadataClient, topic: str
 class TaskEmitter:
     def __init__(self, bootstrap_servers: str, transactional_id: str, client_config: Mapping[str, str] | None = None,
                  transaction_records: int = TRANSACTION_RECORDS, kafka_native: bool = True,
-                 transaction_ms: int = TRANSACTION_MS, *, origins: Origins) -> None:
+                 transaction_ms: int = TRANSACTION_MS, *, origins: Origins, limits: RecordLimits = NO_LIMITS) -> None:
         """``origins``: the job's clusters, for each record's origin header and the records left out as looped.
+        ``limits``: how big a record each topic takes; the producer is sized by them (the user's settings win), and a
+        record bigger than its sink takes goes to the dead-letter topic or stops its partition (emit).
         A transaction holds up to ``transaction_records`` records, and about ``transaction_ms`` of them at
         the rate the last full one measured: each commit costs about three round trips (the last acks, EndTxn,
         and AddPartitionsToTxn before the next transaction's first records go), which across a WAN took more
@@ -126,9 +136,13 @@ class TaskEmitter:
         self._began = 0.0
         self.kafka_native = kafka_native
         self.client_config = {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
-        self.producer_config = {"linger.ms": 5, "transaction.timeout.ms": 60_000, **self.client_config,  # the user's win
+        self.limits = limits
+        self.producer_config = {"linger.ms": 5, "transaction.timeout.ms": 60_000, **limits.producer_settings(),
+                                **self.client_config,  # the user's win
                                 "transactional.id": transactional_id, "enable.idempotence": True}
         self._settings = client_settings(self.producer_config)  # a client.id given by reference, resolved
+        self._record_max = int(self._settings.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES))
+        self._added = added_headers_bound(origins.source_value)
         self.producer = Producer(self._settings)
         self._runs: dict[PartitionId, RecordProduce] = {}
         self._in_transaction = False
@@ -175,6 +189,7 @@ class TaskEmitter:
                 for batch in batches:
                     cols = Columns.of(batch)
                     tombstones = cols.tombstones()
+                    too_big = self._too_big(part.sink.topic, cols)
                     starts, stops = _runs(self.origins.looped_rows(batch.column("headers")))
                     i, n = int(np.searchsorted(cols.offsets, part.emitted_up_to, side="right")), len(cols.offsets)
                     while i < n:
@@ -183,16 +198,23 @@ class TaskEmitter:
                             i, skipped = int(stops[k]), int(stops[k]) - i
                             _left_out(part, pending, int(cols.offsets[i - 1]), skipped)
                             continue
+                        big = too_big[np.searchsorted(too_big, i):][:1]
+                        dead = self._dead_letter_of(part, batch, i) if big.size and big[0] == i else None
+                        if part.refused is not None:
+                            break  # the partition's records stop here (part.refused says why); the others go on
                         if in_txn == 0:
                             self._guarded(self.producer.begin_transaction)
                             self._in_transaction, self._began = True, time.monotonic()
                         t = tombstones[np.searchsorted(tombstones, i):][:1]
-                        if t.size and t[0] == i:
+                        if dead is not None:
+                            self._guarded(functools.partial(self.producer.produce, **dead))
+                            went = 1
+                        elif t.size and t[0] == i:
                             self._produce_tombstone(part, batch, i, sent)
                             went = 1
                         else:
-                            stop = min(n, i + self._budget - in_txn,
-                                       i + POLL_EVERY - in_txn % POLL_EVERY, *t.tolist(), *starts[k:k + 1].tolist())
+                            stop = min(n, i + self._budget - in_txn, i + POLL_EVERY - in_txn % POLL_EVERY,
+                                       *t.tolist(), *starts[k:k + 1].tolist(), *big.tolist())
                             self._guarded(functools.partial(runs.produce_all, cols, i, stop, QUEUE_FULL_WAIT_S))
                             went = stop - i
                         if (in_txn + went) // POLL_EVERY > in_txn // POLL_EVERY:
@@ -200,11 +222,16 @@ class TaskEmitter:
                         in_txn += went
                         i += went
                         last = int(cols.offsets[i - 1])
-                        pending[part] = (last, last, pending.get(part, (0, 0, 0))[2] + went)
+                        _, written, records = pending.get(part, (part.emitted_up_to, part.written_up_to, 0))
+                        # a dead letter moves the partition's progress on, as a looped record does: the sink holds
+                        # nothing of it (SinkPartition)
+                        pending[part] = (last, written, records) if dead is not None else (last, last, records + went)
                         if in_txn >= self._budget:
                             self._commit(pending, sent)
                             self._measured(in_txn)
                             in_txn = 0
+                    if part.refused is not None:
+                        break
             if in_txn:
                 self._commit(pending, sent)
         except BaseException as exc:
@@ -214,6 +241,49 @@ class TaskEmitter:
                 raise EmitterFenced(f"{self.transactional_id}: {exc.args[0].str()}") from exc
             raise
         return sum(part.committed_records for part, _ in work) - before
+
+    def _too_big(self, topic: str, cols: Columns) -> np.ndarray:
+        """Rows (ascending) of the records that ``topic`` or the producer would refuse, with the headers the emitter
+        adds: a cheap bound over the batch first, then each record over it counted exactly."""
+        limit = min(self.limits.sinks.get(topic, self._record_max), self._record_max)
+        rows = np.flatnonzero(batch_size_bounds(cols, self._added) > limit)
+        sink = self.limits.sinks.get(topic)
+        return rows[[not self._fits(*self._record(cols.batch, int(i)), sink) for i in rows]] if rows.size else rows
+
+    def _fits(self, key: bytes | None, value: bytes | None, headers: list, limit: int | None) -> bool:
+        """The producer takes the record, and so does a topic whose max.message.bytes is ``limit`` (None: not
+        known)."""
+        return librdkafka_size(key, value, headers) <= self._record_max and \
+            (limit is None or batch_size(key, value, headers) <= limit)
+
+    def _record(self, batch: pa.RecordBatch, i: int) -> tuple[bytes | None, bytes | None, list]:
+        """Row i's key, value and headers as the sink receives them."""
+        return batch.column("key")[i].as_py(), batch.column("value")[i].as_py(), self.origins.sink_headers(
+            [*header_pairs(batch.column("headers")[i].as_py()),
+             (OFFSET_HEADER, offset_header.encode(batch.column("offset")[i].as_py()))])
+
+    def _dead_letter_of(self, part: SinkPartition, batch: pa.RecordBatch, i: int) -> dict | None:
+        """Row i is too big for its sink: its produce() to the dead-letter topic, with the headers a dead letter
+        carries (streaming.kafka.dead_letters), when there is one it fits; else None, and ``part.refused`` says why
+        its partition stops there."""
+        key, value, headers = self._record(batch, i)
+        offset, topic = batch.column("offset")[i].as_py(), part.sink.topic
+        size, limit = batch_size(key, value, headers), self.limits.sinks.get(topic)
+        over = f"sink topic {topic}'s max.message.bytes ({limit:,})" if limit is not None and size > limit else \
+            f"the producer's message.max.bytes ({self._record_max:,})"
+        dlt = self.limits.dead_letter_topic
+        if dlt is not None:
+            lettered = headers + source_headers(PartitionId(self.limits.sources.get(topic, topic), part.sink.partition))
+            if self._fits(key, value, lettered, self.limits.dead_letter_limit):
+                log.warning("%s: the record at source offset %d (%s bytes) is over %s: it goes to the dead-letter "
+                            "topic %s", part, offset, f"{size:,}", over, dlt)
+                return {"topic": dlt, "key": key, "value": value, "partition": part.sink.partition,
+                        "timestamp": batch.column("timestamp")[i].as_py(), "headers": lettered}
+            over += f", and too big for the dead-letter topic {dlt}"
+        part.refused = (f"the record at offset {offset} ({size:,} bytes with the job's headers) is over {over}: "
+                        f"emission to {part.sink} stops there (raise max.message.bytes and restart the job"
+                        f"{'' if dlt else ', or give --dead-letter-topic'})")
+        return None
 
     def _measured(self, records: int) -> None:
         """A full transaction ended: the next holds what this one's rate makes in transaction_s."""
@@ -235,9 +305,7 @@ class TaskEmitter:
                            sent: list[tuple[SinkPartition, int, int, int]]) -> None:
         """The tombstone at row i, through produce(): its delivery report gives its sink offset."""
         offset, timestamp = batch.column("offset")[i].as_py(), batch.column("timestamp")[i].as_py()
-        key = batch.column("key")[i].as_py()
-        headers = self.origins.sink_headers([*header_pairs(batch.column("headers")[i].as_py()),
-                                             (OFFSET_HEADER, offset_header.encode(offset))])
+        key, _, headers = self._record(batch, i)
 
         def reported(err, msg) -> None:
             if err is None:

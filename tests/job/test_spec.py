@@ -40,12 +40,13 @@ def test_a_bad_command_line_value_is_named() -> None:
     assert err.value.key == "segment.ms"
 
 
-def test_a_sink_takes_its_sources_compaction_and_timestamp_configs_and_is_compacted() -> None:
+def test_a_sink_takes_its_sources_compaction_timestamp_and_size_configs_and_is_compacted() -> None:
+    """Its max.message.bytes with room for the job's headers: a record the source took fits in the sink."""
     explicit = {"message.timestamp.after.max.ms": "9223372036854775807", "message.timestamp.type": "CreateTime",
-                "segment.ms": "100", "retention.ms": "-1", "cleanup.policy": "delete", "max.message.bytes": "9"}
+                "segment.ms": "100", "retention.ms": "-1", "cleanup.policy": "delete", "max.message.bytes": "5242880"}
     assert sink_topic_settings(explicit) == {"message.timestamp.after.max.ms": "9223372036854775807",
                                              "message.timestamp.type": "CreateTime", "segment.ms": "100",
-                                             "cleanup.policy": "compact"}
+                                             "cleanup.policy": "compact", "max.message.bytes": str(5242880 + 1024)}
 
 
 MAPPING = JobMapping("b:1", SubscribePattern("orders.*"), "b:2", "{topic}.c")

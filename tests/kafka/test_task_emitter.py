@@ -19,12 +19,14 @@ from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.dead_letters import sink_headers
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.record_size import RecordLimits
 from streaming.kafka.sink_progress import committed_progress
 from streaming.kafka.task_emitter import (FEWEST_TRANSACTION_RECORDS, FIRST_TRANSACTION_RECORDS, EmitterFenced,
                                          SinkPartition, TaskEmitter)
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment
+from tests.e2e.helpers import read_topic
 from tests.kafka_helpers import ORIGINS
 
 pytestmark = pytest.mark.integration
@@ -233,3 +235,61 @@ def test_a_tombstone_names_its_origin_as_every_record_does_and_a_looped_one_is_l
         [(b"a", None, ORIGINS.source_value), (b"b", None, b"cluster-c")]
     assert [len([h for h in r.headers if h[0] == ORIGIN_HEADER]) for r in got] == [1, 1], "written, not assumed"
     assert part.emitted_up_to == 2
+
+
+SMALL_SINK = 3000  # the sink topics' max.message.bytes in the tests below: a 5 kB value is too big for them
+
+
+def _big(offset: int) -> dict:
+    return make_record(offset, b"k%d" % offset, b"B" * 5000, 1_700_000_000_000 + offset, [("h", b"x")])
+
+
+@pytest.mark.parametrize("kafka_native", [True, False], ids=["native", "plain"])
+def test_a_record_too_big_for_its_sink_stops_only_its_partition_and_the_tasks_others_commit(
+        bootstrap_servers, new_topic, kafka_native) -> None:
+    """Before it, its partition's records commit; after it, none; the task's other partition commits all of its
+    own, in the same transactions. A run of small records is sized for the small topic too (batch.size)."""
+    sink = new_topic(partitions=2, config={"max.message.bytes": str(SMALL_SINK)})
+    emitter = TaskEmitter(bootstrap_servers, _tid(), kafka_native=kafka_native, origins=ORIGINS,
+                          limits=RecordLimits({sink: SMALL_SINK}))
+    stopped, flowing = SinkPartition(PartitionId(sink, 0), -1), SinkPartition(PartitionId(sink, 1), -1)
+    held = sorted(_records([0, 1, 3, 4]) + [_big(2)], key=lambda r: r["offset"])
+    assert emitter.emit([(stopped, [batch_from_records(held)]), (flowing, _batches(range(200), b"v" * 100))]) == 202
+    emitter.close()
+    assert (stopped.emitted_up_to, stopped.committed_records) == (1, 2)
+    assert stopped.refused is not None and "offset 2 (5," in stopped.refused and f"{sink}-0" in stopped.refused
+    assert f"sink topic {sink}'s max.message.bytes (3,000)" in stopped.refused, stopped.refused
+    assert (flowing.emitted_up_to, flowing.refused) == (199, None)
+    got = read_topic(bootstrap_servers, sink, 2)
+    assert {p: [r["source_offset"] for r in rs] for p, rs in got.items()} == {0: [0, 1], 1: list(range(200))}
+
+
+def test_a_record_too_big_for_its_sink_goes_to_the_dead_letter_topic_and_its_partition_goes_on(
+        bootstrap_servers, new_topic) -> None:
+    """In the emission's transaction, with the headers a keyless dead letter carries and its key; progress passes
+    it as it passes a looped record: the sink's last record stays the one before it."""
+    sink, dlt = new_topic(partitions=2, config={"max.message.bytes": str(SMALL_SINK)}), new_topic(partitions=2)
+    emitter = TaskEmitter(bootstrap_servers, _tid(), origins=ORIGINS,
+                          limits=RecordLimits({sink: SMALL_SINK}, dlt, 1_048_588, {sink: "orders"}))
+    part = SinkPartition(PartitionId(sink, 1), -1)
+    assert emitter.emit([(part, [batch_from_records(sorted(_records([0, 2]) + [_big(1), _big(3)],
+                                                           key=lambda r: r["offset"]))])]) == 2
+    emitter.close()
+    assert (part.emitted_up_to, part.written_up_to, part.committed_records, part.refused) == (3, 2, 2, None)
+    assert [source_offset(r.headers) for r in read_committed(bootstrap_servers, sink, 2)] == [0, 2]
+    letters = read_topic(bootstrap_servers, dlt, 2)
+    assert letters[0] == []
+    assert [(r["key"], r["value"], r["headers"]) for r in letters[1]] == [
+        (b"k%d" % o, b"B" * 5000, [("h", b"x"), (OFFSET_HEADER, b"%d" % o), (ORIGIN_HEADER, ORIGINS.source_value),
+                                   ("kcompact.topic", b"orders"), ("kcompact.partition", b"1")]) for o in (1, 3)]
+
+
+def test_a_record_too_big_for_the_dead_letter_topic_too_stops_its_partition(bootstrap_servers, new_topic) -> None:
+    sink, dlt = (new_topic(config={"max.message.bytes": str(SMALL_SINK)}) for _ in range(2))
+    emitter = TaskEmitter(bootstrap_servers, _tid(), origins=ORIGINS,
+                          limits=RecordLimits({sink: SMALL_SINK}, dlt, SMALL_SINK))
+    part = SinkPartition(PartitionId(sink, 0), -1)
+    assert emitter.emit([(part, [batch_from_records(_records([0]) + [_big(1)])])]) == 1
+    emitter.close()
+    assert part.emitted_up_to == 0 and f"too big for the dead-letter topic {dlt}" in part.refused
+    assert read_committed(bootstrap_servers, dlt, 1) == []

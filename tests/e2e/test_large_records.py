@@ -1,0 +1,74 @@
+"""Records of several MB, end to end: a sink topic takes what its source takes (the job sizes its producer by
+the sink topics' max.message.bytes, not librdkafka's 1,000,000 bytes), and a record bigger than its sink allows
+stops its own partition only, named in one line, while the others keep flowing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.e2e.helpers import assert_sink_contract, read_topic, run_once, wait_for
+from tests.e2e.running_job import RunningJob
+from tests.kafka_helpers import Sent
+from streaming.kafka.admin import unique_topic_name
+
+pytestmark = pytest.mark.integration
+
+LIMIT = 5_242_880  # the source topic's max.message.bytes: 5 MiB, as many clusters raise it to
+CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
+HOUR = 3_600_000
+
+
+def _produce(bootstrap: str, topic: str, records: list[Sent]) -> list[Sent]:
+    """As tests.kafka_helpers.produce, by a producer that takes records up to the topic's limit."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "message.max.bytes": 2 * LIMIT})
+
+    def filled(record: Sent):
+        def done(err, msg) -> None:
+            assert err is None, err
+            record.offset = msg.offset()
+        return done
+    for r in records:
+        producer.produce(topic, key=r.key, value=r.value, partition=r.partition, timestamp=r.timestamp,
+                         on_delivery=filled(r))
+    assert producer.flush(60) == 0
+    return records
+
+
+def _records(partition: int, sizes: list[int], start: int = 0) -> list[Sent]:
+    past = int(time.time() * 1000) - 2 * HOUR
+    return [Sent(partition, b"k%d-%d" % (partition, start + i), bytes([65 + i % 26]) * size, past + start + i)
+            for i, size in enumerate(sizes)]
+
+
+def test_records_of_half_one_and_three_mb_reach_a_sink_that_takes_five(spark, bootstrap_servers, new_topic,
+                                                                       tmp_path) -> None:
+    src, sink = new_topic(config={"max.message.bytes": str(LIMIT)}), unique_topic_name("sink")
+    sent = _produce(bootstrap_servers, src, _records(0, [100, 500_000, 1_020_000, 3_000_000, 100]))
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
+    assert_sink_contract(bootstrap_servers, sink, sent, 1)
+    assert sorted(len(r["value"]) for r in read_topic(bootstrap_servers, sink, 1)[0]) == \
+        [100, 100, 500_000, 1_020_000, 3_000_000]
+
+
+def test_a_record_bigger_than_its_sink_allows_stops_only_its_partition(bootstrap_servers, new_topic,
+                                                                       tmp_path) -> None:
+    src, sink = new_topic(partitions=2, config={"max.message.bytes": str(LIMIT)}), unique_topic_name("sink")
+    stopped = _produce(bootstrap_servers, src, _records(0, [100, 100, 3_000_000, 100]))
+    _produce(bootstrap_servers, src, _records(1, [100] * 5))
+    with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG,
+                    extra=("--sink-topic-config", "max.message.bytes=2000000")) as job:
+        wait_for(lambda: job.running() or _sink_offsets(bootstrap_servers, sink) == {0: [0, 1], 1: [0, 1, 2, 3, 4]},
+                 180, "the other partition's records, and the stopped one's before the big one")
+        said = lambda: [x for x in job.lines_since(0) if "ERROR" in x and "offset 2 (3,000,1" in x]  # noqa: E731
+        wait_for(lambda: job.running() or said(), 60, "a line naming the record")
+        job.running()
+        job.stop()
+    assert len(said()) == 1 and f"{src}-0" in said()[0], said()
+    assert _sink_offsets(bootstrap_servers, sink) == {0: [0, 1], 1: [0, 1, 2, 3, 4]}, [s.offset for s in stopped]
+
+
+def _sink_offsets(bootstrap: str, sink: str) -> dict[int, list[int]]:
+    return {p: [r["source_offset"] for r in records] for p, records in read_topic(bootstrap, sink, 2).items()}
