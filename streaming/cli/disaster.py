@@ -18,6 +18,9 @@ from streaming.security import redaction
 log = logging.getLogger("kcompact")
 
 CATCH_UP_MS = "0"  # min.compaction.lag.ms of a promote's last run: nothing is held back
+# Kafka aborts a transaction open past its producer's transaction.timeout.ms (60 s by default) and checks every
+# 10 s (transaction.abort.timed.out.transaction.cleanup.interval.ms): by then one left open has ended.
+OPEN_TRANSACTIONS_S = 75.0
 
 
 def add_parsers(sub) -> None:
@@ -29,6 +32,9 @@ def add_parsers(sub) -> None:
                         "runbook's 'stop the producers'); needs --admin-config")
     p.add_argument("--admin-config", metavar="FILE",
                    help="an admin's client properties for the source cluster (for --fence-source-writes)")
+    p.add_argument("--open-transactions-timeout", type=float, default=OPEN_TRANSACTIONS_S, metavar="SECONDS",
+                   help="how long the cut waits for transactions open on the source to end (their records come "
+                        "before it); one still open then is counted in the report, not mirrored")
     p.set_defaults(func=_cmd_promote)
 
     p = sub.add_parser("failover", help="the unplanned switch to the DR site: report what the sink holds and what "
@@ -49,10 +55,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _cmd_promote(args: argparse.Namespace) -> int:
     from streaming.disaster.report import Switch  # noqa: PLC0415
-    from streaming.disaster.switch import last_mirrored, live_ends, report, unmirrored  # noqa: PLC0415
+    from streaming.disaster.switch import (await_open_transactions, last_mirrored, live_ends,  # noqa: PLC0415
+                                           live_stable_ends, report, unmirrored)
 
     if args.fence_source_writes and not args.admin_config:
         raise UsageError("--fence-source-writes adds ACLs as an admin: give --admin-config FILE")
+    if args.open_transactions_timeout < 0:
+        raise UsageError(f"--open-transactions-timeout must be >= 0, got {args.open_transactions_timeout}")
     with _switching(args) as (sides, done):
         if done is not None:
             return _print(args, done, f"already {done.switch.value}; its report:")
@@ -60,7 +69,9 @@ def _cmd_promote(args: argparse.Namespace) -> int:
             raise JobError(f"the source cluster {sides.source.bootstrap_servers} did not answer within "
                            f"{args.source_timeout:.0f}s: a promote needs it; kcompact failover goes on without it")
         fenced = () if args.dry_run or not args.fence_source_writes else _fence(sides, args.admin_config)
-        cut = live_ends(sides, args.source_timeout)  # after the fence: nothing is written past it
+        if not args.dry_run:
+            await_open_transactions(sides, args.open_transactions_timeout)
+        cut = live_ends(sides, args.source_timeout)  # after the fence and the open transactions: nothing is written past it
         if cut is None:
             raise JobError(f"the source cluster {sides.source.bootstrap_servers} stopped answering; run kcompact "
                            f"promote again, or kcompact failover")
@@ -74,8 +85,13 @@ def _cmd_promote(args: argparse.Namespace) -> int:
             past = None  # the run moved the sink on: read again
         if not args.dry_run:
             _sync_groups(sides)
-        done = report(sides, Switch.PROMOTE, args.dry_run, cut, args.source_timeout, fenced, not args.dry_run, tuple(notes),
-                      past)
+        # A transaction still open at the cut may have committed since: its records are read and counted; one
+        # still open is counted by offset. Both from one read, so none is counted twice or missed between.
+        now = live_stable_ends(sides, args.source_timeout) if not args.dry_run else None
+        ends = cut if now is None else {p: stable for p, (stable, _) in now.items()}
+        open_at = {} if now is None else {p: e for p, e in now.items() if e[0] < e[1]}
+        done = report(sides, Switch.PROMOTE, args.dry_run, ends, args.source_timeout, fenced, not args.dry_run,
+                      tuple(notes), past if ends == cut else None, open_at)
         _keep(args, sides, done)
         return _print(args, done)
 

@@ -210,7 +210,7 @@ def _settle(saved, switch, primary, dr, policy, export, dry_run: bool, reverse, 
     producer = None if dry_run else RecordProducer(primary.bootstrap_servers, primary.settings)
     settle(tails, latest, at_dr, sink_of, policy, dr.cluster_id(),
            lambda pid, record: producer.send(pid.topic, record, pid.partition, keep_time=record.timestamp_ms >= 0)
-           if producer is not None else None)
+           if producer is not None else None, {t: plan.compaction for t, plan in saved.topics.items()})
     if producer is not None:
         producer.flush(120.0)
     return [tails[p] for p in sorted(tails)], unfenced

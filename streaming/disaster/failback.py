@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Callable, Mapping
 
+from streaming.cleaner.config import CompactionConfig, Strategy
+from streaming.cleaner.strategy import NO_VERSION, VERSION_BYTES, header_version
 from streaming.disaster.report import SwitchReport
 from streaming.kafka.clients import RecordProducer, TopicRecord
 from streaming.kafka.group_positions import MovedBack
@@ -141,15 +144,46 @@ def mirrored(record: TopicRecord) -> bool:
     return source_offset(record.headers) is not None
 
 
+def _version(record: TopicRecord, config: CompactionConfig) -> int | None:
+    """The record's version under a version strategy (None: the offset strategy, or no usable version)."""
+    if config.compaction_strategy is Strategy.TIMESTAMP:
+        return record.timestamp_ms if record.timestamp_ms >= 0 else None
+    if config.compaction_strategy is Strategy.HEADER:
+        version, usable = header_version([{"key": k, "value": v} for k, v in record.headers],
+                                         config.compaction_strategy_header or "")
+        return version if usable and version != NO_VERSION else None
+    return None
+
+
+def outranking(record: TopicRecord, beaten: TopicRecord, config: CompactionConfig | None) -> TopicRecord:
+    """``record``, written after ``beaten`` on the same partition, ranked at least as high under the topic's
+    strategy, so it wins the key (equal versions go to the higher offset): the DR record's own older timestamp
+    or version would lose to the tail's newer one in any later compaction of the old primary (a forward mirror
+    started again), which would carry the tail's value to the DR site after all."""
+    if config is None:
+        return record
+    beaten_version, own = _version(beaten, config), _version(record, config)
+    if beaten_version is None or (own is not None and own >= beaten_version):
+        return record
+    if config.compaction_strategy is Strategy.TIMESTAMP:
+        return replace(record, timestamp_ms=beaten_version)
+    version = (config.compaction_strategy_header or "", beaten_version.to_bytes(VERSION_BYTES, "big", signed=True))
+    return replace(record, headers=(*record.headers, version))  # the last occurrence is the one read
+
+
 def settle(tails: dict[PartitionId, TailPartition], latest: Mapping[PartitionId, Mapping[bytes | None, TopicRecord]],
            at_dr: Mapping[PartitionId, Mapping[bytes | None, TopicRecord]], sink_of: Mapping[PartitionId, PartitionId],
-           policy: Diverged, dr_cluster_id: str, restore: Callable[[PartitionId, TopicRecord], None]) -> None:
+           policy: Diverged, dr_cluster_id: str, restore: Callable[[PartitionId, TopicRecord], None],
+           compaction: Mapping[str, CompactionConfig] | None = None) -> None:
     """Each tail key by the policy; ``restore`` writes a record to the old primary's partition. The records
-    written carry the DR site as their origin: a forward mirror started again later leaves them out."""
+    written carry the DR site as their origin: a forward mirror started again later leaves them out.
+    ``compaction``: each source topic's, so that what is written outranks the tail's record of its key."""
     origin = (ORIGIN_HEADER, dr_cluster_id.encode())
+    now_ms = int(time.time() * 1000)  # a tombstone's own time, as the producer would stamp it
     for pid, keys in latest.items():
         tail = tails[pid]
         dr = at_dr.get(sink_of[pid], {})
+        config = None if compaction is None else compaction.get(pid.topic)
         for key in sorted(k for k in keys if k is not None):  # a keyless record is exported, never settled
             tail.tail_only_keys.append(key_text(key))
             there = dr.get(key)
@@ -159,11 +193,12 @@ def settle(tails: dict[PartitionId, TailPartition], latest: Mapping[PartitionId,
                 tail.kept += 1
             elif there is None:
                 tail.tombstoned += 1
-                restore(pid, TopicRecord(key, None, (origin,)))
+                restore(pid, outranking(TopicRecord(key, None, (origin,), -1, now_ms), keys[key], config))
             else:
                 tail.restored += 1
                 headers = tuple(h for h in there.headers if h[0] not in MIRROR_HEADERS) + (origin,)
-                restore(pid, TopicRecord(key, there.value, headers, -1, there.timestamp_ms))
+                restore(pid, outranking(TopicRecord(key, there.value, headers, -1, there.timestamp_ms), keys[key],
+                                        config))
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ class PartitionRpo:
                                          # unmirrored one's) to the newest unmirrored one's
     counted: str = "read"                # "read": the records were read and counted; "offsets": counted by offset
     first_unmirrored_offset: int = 0     # where the RPO's records begin (past what emission left out)
+    open_records: int = 0                # past source_end_offset: offsets held by a transaction still open when
+                                         # the report read the end (at most that many records); not mirrored,
+                                         # and they may yet commit
 
     @property
     def name(self) -> str:
@@ -103,8 +106,12 @@ class SwitchReport:
         return max(times) if times else None
 
     @property
+    def open_records(self) -> int:
+        return sum(p.open_records for p in self.partitions)
+
+    @property
     def behind(self) -> list[PartitionRpo]:
-        return [p for p in self.partitions if p.rpo_records != 0]
+        return [p for p in self.partitions if p.rpo_records != 0 or p.open_records]
 
     def summary(self) -> str:
         """One line, first: a whole cluster's report is read from the top."""
@@ -114,8 +121,9 @@ class SwitchReport:
         ends = "the source answered" if self.source_answered else "the source did not answer: ends last known"
         unseen = sum(g.unseen_records or 0 for g in self.groups)
         return (f"{verb} at {utc_or_dash(self.at_ms)} UTC: {len(self.partitions)} partitions, "
-                f"{len(self.partitions) - len(self.behind)} fully mirrored; RPO {records} records, {longest}; "
-                f"{ends}; {len({g.group for g in self.groups})} group(s)"
+                f"{len(self.partitions) - len(self.behind)} fully mirrored; RPO {records} records, {longest}"
+                + (f", {self.open_records:,} more in transactions still open" if self.open_records else "")
+                + f"; {ends}; {len({g.group for g in self.groups})} group(s)"
                 + (f", {unseen:,} records they will not see" if unseen else ""))
 
     def render(self, shown: int = 50) -> str:
@@ -146,7 +154,7 @@ class SwitchReport:
     def to_doc(self) -> dict:
         return {"switch": self.switch.value, "at_ms": self.at_ms, "dry_run": self.dry_run,
                 "source_answered": self.source_answered, "summary": self.summary(),
-                "rpo_records": self.rpo_records, "rpo_ms": self.rpo_ms,
+                "rpo_records": self.rpo_records, "rpo_ms": self.rpo_ms, "open_records": self.open_records,
                 "partitions": [p.to_doc() for p in self.partitions], "groups": [g.to_doc() for g in self.groups],
                 "fenced_topics": list(self.fenced_topics), "groups_synced": self.groups_synced,
                 "notes": list(self.notes)}

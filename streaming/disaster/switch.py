@@ -10,6 +10,7 @@ with the source gone still says what the job knew was there.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -22,13 +23,20 @@ from streaming.job.metrics import read_doc
 from streaming.job.spec import SavedJob
 from streaming.kafka.admin import Cluster
 from streaming.kafka.group_positions import group_commits, held_offsets
+from streaming.kafka.origin_header import Headers, Origins
 from streaming.kafka.sink_progress import LastMirrored, committed_last_mirrored
 from streaming.kafka.source_tail import TailFigures, read_tails
 from streaming.log.manifest import load_newest
 from streaming.log.storage import read_json
+from streaming.names import names_text
 from streaming.partition_id import PartitionId
+from streaming.runtime.moments import Moment, reached
 from streaming.state.layout import LogDir, emitted_file
 from streaming.state.stores import StateDir
+
+log = logging.getLogger(__name__)
+
+TRANSACTIONS_POLL_S = 0.2  # how often a promote asks whether the transactions it waits for have ended
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,14 @@ class SwitchSides:
     sink: Cluster
     groups: re.Pattern[str]
 
+    def came_from_the_sink(self, headers: Headers | None) -> bool:
+        """A source record whose origin is the DR site's cluster (a reverse mirror's, a two-way mirror's): the DR
+        site holds it already, so it is no part of the RPO (the job's emission leaves it out too)."""
+        saved = self.saved
+        if saved.source_cluster_id is None or saved.sink_cluster_id is None:
+            return False  # a job from before records named their origin
+        return Origins(saved.source_cluster_id, saved.sink_cluster_id).looped(headers)
+
     def partitions(self) -> dict[PartitionId, PartitionId]:
         """Every mirrored source partition and its sink partition."""
         return {PartitionId(t, p): PartitionId(plan.sink, p)
@@ -67,11 +83,42 @@ class SwitchSides:
 
 
 def live_ends(sides: SwitchSides, timeout_s: float) -> dict[PartitionId, int] | None:
-    """The source's ends now, or None when it does not answer within ``timeout_s``."""
-    try:
-        return sides.source.end_offsets(sides.partitions(), timeout_s=timeout_s)
-    except Exception:  # noqa: BLE001 (a source that is gone is what a failover expects)
-        return None
+    """The source's ends now, or None when it does not answer within ``timeout_s`` (a source that is gone is
+    what a failover expects; one that refuses us is an error)."""
+    pids = sides.partitions()
+    return sides.source.answering(lambda: sides.source.end_offsets(pids, timeout_s), "offsets of the mirrored topics",
+                                  timeout_s)
+
+
+def live_stable_ends(sides: SwitchSides, timeout_s: float) -> dict[PartitionId, tuple[int, int]] | None:
+    """live_ends with each partition's high watermark, read together (Cluster.stable_ends)."""
+    pids = sides.partitions()
+    return sides.source.answering(lambda: sides.source.stable_ends(pids, timeout_s), "offsets of the mirrored topics",
+                                  timeout_s)
+
+
+def await_open_transactions(sides: SwitchSides, bound_s: float) -> dict[PartitionId, tuple[int, int]]:
+    """Wait, up to ``bound_s``, until no transaction is open on a mirrored source partition; those still open
+    then, each with its (last stable offset, high watermark). A cut read while one is open stops before its
+    records, and DENY WRITE does not stop its commit (EndTxn is no write to the topic): they would land past the
+    cut, neither mirrored nor counted. Kafka aborts a transaction open past its producer's
+    transaction.timeout.ms (60 s by default), so the wait ends."""
+    still = sides.source.open_transactions(sides.partitions(), timeout_s=sides.source.connect_timeout_s)
+    if not still:
+        return {}
+    names = names_text([str(p) for p in sorted(still)])
+    reached(Moment.OPEN_TRANSACTIONS, names)
+    log.warning("waiting up to %.0fs for the transactions open on %d source partition(s) to end, so the cut comes "
+                "after their records: %s", bound_s, len(still), names)
+    deadline = time.monotonic() + bound_s
+    while still and time.monotonic() < deadline:
+        time.sleep(TRANSACTIONS_POLL_S)
+        still = sides.source.open_transactions(still, timeout_s=sides.source.connect_timeout_s)
+    if still:
+        log.warning("transactions still open after %.0fs on %d source partition(s): the cut is taken before them, "
+                    "and the report counts their records as open: %s", bound_s, len(still),
+                    names_text([str(p) for p in sorted(still)]))
+    return still
 
 
 def job_logs(sides: SwitchSides, pids: Iterable[PartitionId]) -> dict[PartitionId, JobLog]:
@@ -151,16 +198,25 @@ def unmirrored(sides: SwitchSides, mirrored: Mapping[PartitionId, LastMirrored |
     if ends is not None:
         with contextlib.suppress(TimeoutError):
             tails = read_tails(sides.source.settings_with_bootstrap,
-                               {p: (first[p], end) for p, end in ends.items() if end > first[p]}, timeout_s)
+                               {p: (first[p], end) for p, end in ends.items() if end > first[p]}, timeout_s,
+                               left_out=sides.came_from_the_sink)
     return Unmirrored(mirrored, logs, first, tails)
 
 
 def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[PartitionId, int] | None,
            timeout_s: float, fenced: tuple[str, ...] = (), groups_synced: bool = False,
-           notes: tuple[str, ...] = (), past: Unmirrored | None = None) -> SwitchReport:
+           notes: tuple[str, ...] = (), past: Unmirrored | None = None,
+           open_at: Mapping[PartitionId, tuple[int, int]] | None = None) -> SwitchReport:
     """The report from the sink as it is now; ``ends``: the source's live ends (None: it did not answer);
-    ``past``: what lies past the sink's last records, where the caller read it since the sink last changed."""
+    ``past``: what lies past the sink's last records, where the caller read it since the sink last changed;
+    ``open_at``: the partitions with a transaction open past their end, as the caller read them."""
     now_ms = int(time.time() * 1000)
+    open_at = open_at or {}
+    if open_at:
+        pending = sum(hw - lso for lso, hw in open_at.values())
+        notes = (*notes, f"{pending:,} records (by offset, at most) in transactions still open on {len(open_at)} "
+                         f"source partition(s), past their end: not mirrored, and they may yet commit: "
+                         f"{names_text([f'{p} from offset {lso}' for p, (lso, _) in sorted(open_at.items())])}")
     past = unmirrored(sides, last_mirrored(sides), ends, timeout_s) if past is None else past
     mirrored, logs, first, tails = past.mirrored, past.logs, past.first, past.tails
     pids = sides.partitions()
@@ -175,9 +231,11 @@ def report(sides: SwitchSides, switch: Switch, dry_run: bool, ends: Mapping[Part
         stamp = None if last is None else last.timestamp_ms
         if tails is not None:
             tail = tails.get(pid, TailFigures())
+            lso_hw = open_at.get(pid)
             rows.append(PartitionRpo(pid.topic, pid.partition, sink.topic, offset, stamp, ends[pid], EndKnown.LIVE,
                                      now_ms, tail.records, _span(stamp if stamp is not None else tail.oldest_ms,
-                                                                 tail.newest_ms), "read", first[pid]))
+                                                                 tail.newest_ms), "read", first[pid],
+                                     0 if lso_hw is None else lso_hw[1] - lso_hw[0]))
             continue
         end = KnownEnd(ends[pid], now_ms, None) if ends is not None else known.get(pid)
         if end is None:

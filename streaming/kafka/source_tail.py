@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from streaming.kafka.clients import TopicRecord
+from streaming.kafka.origin_header import Headers
 from streaming.kafka.range_read import range_reader, read_ranges
 from streaming.partition_id import PartitionId
 
@@ -25,11 +26,16 @@ class TailFigures:
 
 
 def read_tails(client_config: Mapping[str, str], ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float,
-               each: Callable[[PartitionId, TopicRecord], None] | None = None) -> dict[PartitionId, TailFigures]:
-    """Each partition's committed records in [start, end): counted, and given to ``each`` in offset order."""
+               each: Callable[[PartitionId, TopicRecord], None] | None = None,
+               left_out: Callable[[Headers | None], bool] | None = None) -> dict[PartitionId, TailFigures]:
+    """Each partition's committed records in [start, end): counted, and given to ``each`` in offset order.
+    ``left_out``: by its headers, a record that is neither (one that came from the cluster the tail is
+    measured against, which holds it already)."""
     figures = {p: TailFigures() for p in ranges}
 
     def counted(pid: PartitionId, m) -> bool:
+        if left_out is not None and left_out(m.headers()):
+            return False
         figures[pid].add(m.timestamp()[1])
         if each is not None:
             each(pid, TopicRecord(m.key(), m.value(), tuple(m.headers() or ()), m.offset(), m.timestamp()[1]))

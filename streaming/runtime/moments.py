@@ -36,6 +36,7 @@ class Moment(Enum):
     COMMIT = "commit"                        # an emitter, its records acknowledged and the transaction not committed
     GROUP_SYNC_COMMIT = "group-sync-commit"  # the group sync, before it commits a group's offsets on the sink
     SNAPSHOT_COMMIT = "snapshot-commit"      # an Iceberg snapshot, its data files written and its commit not made
+    OPEN_TRANSACTIONS = "open-transactions"  # a promote, its source fenced, transactions open there, before its cut
 
 
 def reached(moment: Moment, where: str) -> None:

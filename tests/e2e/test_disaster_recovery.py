@@ -5,21 +5,27 @@ SIGKILLed, failback under each --diverged policy, and a drill with --dry-run on 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
+from streaming.brokers.broker import Broker
 from streaming.brokers.local.cluster import LocalCluster
 from streaming.disaster.report import EndKnown
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.origin_header import ORIGIN_HEADER
-from tests.cli.test_first_contact import assert_one_error, kcompact
+from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
+from tests.cli.test_first_contact import KCOMPACT, assert_one_error, kcompact
 from tests.e2e.conftest import SinkSite
 from tests.e2e.helpers import (NO_SINK_COMPACTION, commit_group_offsets, group_offsets, read_topic, wait_for, winners)
 from tests.e2e.running_job import RunningJob
+from tests.e2e.test_security import PLAIN, SCRAM, secured  # noqa: F401 (secured: the SASL broker's fixture)
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,6 +44,7 @@ def _records(prefix: str, n: int, keys: int | None = None, age_ms: int = 0) -> l
 def _mirror(source: str, dr: str, topic: str, state_dir: Path, *extra: str) -> None:
     """One run of the forward mirror, to the end of what the source holds (a process of its own: the cluster's
     side of the suite has no SparkSession)."""
+    # an uncompacted sink (NO_SINK_COMPACTION): the switch reports count the records the sink holds as written
     done = kcompact("run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", dr,
                     "--sink-topic", topic, "--state-dir", str(state_dir), "--once",
                     *NO_SINK_COMPACTION, *extra)
@@ -252,3 +259,104 @@ def test_a_dry_run_drill_on_a_running_mirror_changes_nothing(
         assert not [b for b in _deny_acls(source) if b.name == topic]
         job.running()
 
+
+
+def _cluster_id(bootstrap: str) -> bytes:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client collected mid-call fails the call
+    return admin.describe_cluster(request_timeout=30).result(30).cluster_id.encode()
+
+
+def _open_transaction(bootstrap: str, topic: str, records: list[Sent]) -> Producer:
+    """A transactional producer with ``records`` written and its transaction left open (flushed, not committed)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_topic_name("open-txn")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for r in records:
+        producer.produce(topic, key=r.key, value=r.value, partition=r.partition, timestamp=r.timestamp)
+    assert producer.flush(30) == 0
+    return producer
+
+
+def test_a_promote_cuts_after_the_transactions_open_on_the_source_and_counts_those_left_open(
+        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
+    """A source transaction open at the promote can commit after the DENY WRITE fence (its EndTxn is no write
+    to the topic). One that ends while the promote waits comes before the cut and is mirrored; one still open
+    when the wait runs out is counted in the report; neither is both unmirrored and uncounted."""
+    source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
+    topic = create_topic(source, unique_topic_name("open-txn"), PARTITIONS, {"cleanup.policy": "compact"})
+    produce(source, topic, _records("a", 60, age_ms=2 * HOUR))
+    state = tmp_path / "state"
+    _mirror(source, dr, topic, state, "--drain")
+    now = int(time.time() * 1000)
+    ending = [Sent(p, b"ends-%d" % i, b"e%d" % i, now) for i, p in enumerate([0, 2] * 10)]
+    left = [Sent(1, b"left-%d" % i, b"l%d" % i, now) for i in range(10)]
+    ends_in_the_wait, left_open = _open_transaction(source, topic, ending), _open_transaction(source, topic, left)
+    admin_config = tmp_path / "admin.properties"
+    admin_config.write_text(f"bootstrap.servers={source}\n")
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    promote = subprocess.Popen([*KCOMPACT, "promote", "--state-dir", str(state), "--fence-source-writes",
+                                "--admin-config", str(admin_config), "--open-transactions-timeout", "1", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, HOLD_ENV: f"{Moment.OPEN_TRANSACTIONS.value}:{hold}"})
+    try:
+        wait_for(lambda: (hold / REACHED).exists() or promote.poll() is not None, 120,
+                 "the promote finds the transactions open")
+        ends_in_the_wait.commit_transaction(30)  # after the fence
+        (hold / RELEASE).touch()
+        out, err = promote.communicate(timeout=300)
+    finally:
+        if promote.poll() is None:
+            promote.kill()
+    left_open.commit_transaction(30)  # after the promote: past everything it mirrored
+    assert promote.returncode == 0, err[-3000:]
+    report = json.loads(out)
+
+    at_dr = {r["key"] for rs in read_topic(dr, topic, PARTITIONS).values() for r in rs}
+    assert {s.key for s in ending} <= at_dr, "the transaction that ended in the wait is mirrored"
+    assert not {s.key for s in left} & at_dr
+    rows = {row["partition"]: row for row in report["partitions"]}
+    assert report["rpo_records"] == 0 and report["open_records"] == len(left)
+    assert (rows[1]["open_records"], rows[0]["open_records"], rows[2]["open_records"]) == (len(left), 0, 0)
+    assert "in transactions still open" in report["summary"]
+
+
+def test_a_switch_leaves_out_of_the_rpo_the_records_that_came_from_the_dr_site(
+        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
+    """Records on the source that name the DR site's cluster as their origin (a reverse mirror's, a two-way
+    mirror's) are held there already: they are no part of the RPO."""
+    source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
+    topic = create_topic(source, unique_topic_name("from-dr"), PARTITIONS, {"cleanup.policy": "compact"})
+    produce(source, topic, _records("a", 60, age_ms=2 * HOUR))
+    _mirror(source, dr, topic, tmp_path / "state", "--drain")
+    now, dr_id = int(time.time() * 1000), _cluster_id(dr)
+    produce(source, topic, [Sent(i % PARTITIONS, b"dr-%d" % i, b"d", now, [(ORIGIN_HEADER, dr_id)]) for i in range(12)])
+    own = produce(source, topic, _records("own", 5))
+
+    for command in ("failover", "promote"):
+        report = _report(command, "--state-dir", str(tmp_path / "state"), "--dry-run")
+        assert report["source_answered"]
+        assert {row["partition"]: row["rpo_records"] for row in report["partitions"]} == \
+            {p: sum(1 for s in own if s.partition == p) for p in range(PARTITIONS)}, command
+
+
+def test_a_failover_refused_by_the_source_says_so_in_one_line_and_switches_nothing(
+        secured: Broker, tmp_path: Path) -> None:  # noqa: F811 (the fixture imported above)
+    """Only a source that does not answer reads as gone (the report goes on with the job's last knowledge and
+    skips the last group sync); one that refuses the login is an error, and nothing is marked."""
+    topic = create_topic(secured.bootstrap_servers, unique_topic_name("refused"), 1, {"cleanup.policy": "compact"})
+    produce(secured.bootstrap_servers, topic, [Sent(0, b"k%d" % i, b"v", int(time.time() * 1000) - 2 * HOUR + i)
+                                               for i in range(5)])
+    state = tmp_path / "state"
+    login = [a for s in PLAIN for a in ("--kafka", s)]
+    done = kcompact("run", "--bootstrap-servers", secured.sasl_bootstrap_servers, "--source-topic", topic,
+                    "--sink-bootstrap-servers", secured.bootstrap_servers, "--sink-topic", f"{topic}.dr",
+                    "--state-dir", str(state), "--once", "--drain", *NO_SINK_COMPACTION, *login)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    refused = kcompact("failover", "--state-dir", str(state), "--source-timeout", "5",
+                       *[a for s in SCRAM for a in ("--kafka", s)])
+    assert_one_error(refused, "refused", "SASL authentication")
+    assert not (state / "switch.json").exists()
+    answered = _report("failover", "--state-dir", str(state), "--dry-run", *login)
+    assert answered["source_answered"] and answered["rpo_records"] == 0
