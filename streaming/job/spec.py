@@ -9,10 +9,9 @@ from typing import Mapping, Sequence
 
 from streaming.cleaner import CompactionConfig, JobSettings, KEYS_SET_BY_TOPIC, Overrides
 from streaming.configuration.settings import Scope
-from streaming.cleaner.config import ConfigError
+from streaming.cleaner.config import MAX_MESSAGE_BYTES, ConfigError
 from streaming.errors import JobError, UsageError
 from streaming.configuration.subscription import Subscription, select_topics, subscription_from_doc
-from streaming.kafka.admin import MAX_MESSAGE_BYTES
 from streaming.kafka.origin_header import Origins
 from streaming.security.redaction import redact
 from streaming.log.storage import read_json, write_json

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
                                   OffsetSpec)
 
 from streaming.errors import JobError
+from streaming.cleaner.config import MAX_MESSAGE_BYTES
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.utc import utc_text
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 WAITING_NOTICE_S = 5.0  # a cluster silent this long at start is said to be awaited, not left to the timeout
-MAX_MESSAGE_BYTES = "max.message.bytes"  # the largest record batch a topic takes
 
 
 def _named_in(text: str, settings: Mapping[str, str]) -> list[str]:

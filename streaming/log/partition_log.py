@@ -262,10 +262,8 @@ class PartitionLog:
                                self.config.file_delete_delay_ms if grace_ms is None else grace_ms)
 
     def collect_at_end(self) -> int:
-        """The end of a run, when nothing of the run reads the log again: only the newest manifest and its
-        objects stay, at once, unless a reader outside the job holds the log (read_hold). An object no manifest
-        named stays for file.delete.delay.ms all the same: a task whose executor was lost may have written it
-        and not yet committed the manifest that names it."""
+        """The end of a run: only the newest manifest and its objects stay, unless a reader outside the job holds
+        the log (read_hold), or an object no manifest named is younger than file.delete.delay.ms (a lost task's)."""
         now, grace = int(time.time() * 1000), self.config.file_delete_delay_ms
         if held(self.storage, self.dir, now, grace):
             return self.collect_garbage(now, grace)
