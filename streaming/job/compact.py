@@ -113,16 +113,17 @@ class PartitionWork:
     def sink(self) -> PartitionId:
         return PartitionId(self.plan.sink, self.pid.partition)
 
-    def clean(self, spec: JobSpec, now_ms: int, dead_letters: DeadLetters | None) -> None:
+    def clean(self, spec: JobSpec, now_ms: int, dead_letters: DeadLetters | None, emitted_up_to: int) -> None:
         """Every pass the partition is due: a record that a later pass of this stage removes (the dedupe buffer
         could not hold all keys at once) never reaches the sink. What the passes cleaned is committed with the
         log, and emission resumes from the sink's progress, so a crash between the passes and the emission
-        loses nothing: the next stage emits it."""
+        loses nothing: the next stage emits it. A tombstone past ``emitted_up_to`` (the source offset through
+        which the sink committed) stays in the log until the sink has it, however long emission fails."""
         manager = LogCleanerManager(self.config, _cleaner(self.config))
         report = self.report
         for _ in range(spec.max_passes_per_trigger):
             log.debug("phase: clean %s", self.pid)
-            outcome = manager.clean_partition(self.pid, self.plog, now_ms, dead_letter=dead_letters)
+            outcome = manager.clean_partition(self.pid, self.plog, now_ms, dead_letters, emitted_up_to)
             report.observe(self.plog, outcome.target, outcome.state, self.config)
             report.error = None if outcome.cause is None else TaskError.of(outcome.cause)
             result = outcome.result
@@ -146,10 +147,20 @@ class EmissionNote:
     emitted_up_to: int
     written_up_to: int
     looped_to: str | None  # the sink cluster's id; None: a note from before records were left out
+    sink_topic_id: str | None = None  # the sink topic the note is of (None: a note from before it named it)
+    sink_floor: int | None = None  # a sink offset at or below the job's last record there (None: not known)
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "EmissionNote":
-        return cls(doc["emitted_up_to"], doc.get("written_up_to", doc["emitted_up_to"]), doc.get("looped_to"))
+        return cls(doc["emitted_up_to"], doc.get("written_up_to", doc["emitted_up_to"]), doc.get("looped_to"),
+                   doc.get("sink_topic_id"), doc.get("sink_floor"))
+
+    def kept_by(self, topic_id: str, log_start: int) -> bool:
+        """The sink partition still holds every offset from the job's last record there on: the same topic,
+        and its log start not past that record. Then a lower offset found by the progress read means the
+        broker's cleaner removed the job's later records (another writer wrote their keys since), not that the
+        sink was emptied or truncated: what this note says was committed is not sent again."""
+        return self.sink_topic_id == topic_id and self.sink_floor is not None and log_start <= self.sink_floor
 
     def written_for(self, emitted_up_to: int, sink_cluster_id: str) -> int | None:
         """The last record the sink holds when emission got to ``emitted_up_to`` (the driver's word), if this
@@ -247,9 +258,13 @@ def count_erasures_overdue(plog: PartitionLog, report: StageReport, spec: JobSpe
             plog, emitted, deadline_ms(config.max_compaction_lag_ms, spec.trigger_interval_ms), now_ms)
 
 
-def note_emitted(work: PartitionWork, written_up_to: int, sink_cluster_id: str, now_ms: int) -> None:
+def note_emitted(work: PartitionWork, written_up_to: int, sink_cluster_id: str, now_ms: int,
+                 sink_floor: int | None) -> None:
     """The log's note of how far the sink committed its records (EmissionNote), written after the stage's
-    emission."""
+    emission; ``sink_floor``: a sink offset at or below the job's last record there, for the topic the
+    stage's task read (report.sink_seen)."""
+    seen = work.report.sink_seen
     write_json(work.plog.storage, emitted_file(work.log_dir.directory),
                {"emitted_up_to": work.report.emitted_up_to, "written_up_to": written_up_to,
-                "looped_to": sink_cluster_id, "at_ms": now_ms})
+                "looped_to": sink_cluster_id, "sink_topic_id": None if seen is None else seen[0],
+                "sink_floor": None if seen is None else sink_floor, "at_ms": now_ms})

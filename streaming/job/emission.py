@@ -31,8 +31,9 @@ from streaming.job.transaction_slots import is_stale
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.kafka.dead_letters import dead_letter
 from streaming.kafka.native import NativePathError
+from streaming.kafka.record_size import RecordLimits
 from streaming.job.held_sinks import OpenTransaction
-from streaming.kafka.sink_progress import read_progress
+from streaming.kafka.sink_progress import read_last_mirrored
 from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader, settled
 from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
 from streaming.kafka.transactional_ids import transactional_id
@@ -53,10 +54,14 @@ def _fail(works: list[PartitionWork], exc: BaseException, kind: ErrorKind = Erro
 def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int) -> None:
     """Fills each work's report: what its sink committed, or why it could not emit."""
     tid = transactional_id(spec.job_id, task.slot)
+    if (stale := _stale(tid, task, spec)) is not None:  # before init_transactions: it would abort a successor's
+        _fail(works, stale, ErrorKind.FENCED)
+        return
     try:
         config = works[0].config
         emitter = TaskEmitter(spec.sink_bootstrap, tid, spec.sink_kafka, config.emit_transaction_records,
-                              spec.kafka_native, config.emit_transaction_ms, origins=spec.origins)
+                              spec.kafka_native, config.emit_transaction_ms, origins=spec.origins,
+                              limits=_limits(works, spec))
     except (EmitterFenced, NativePathError) as exc:  # init_transactions failed for good (not allowed); a defect
         _fail(works, exc)
         return
@@ -65,9 +70,8 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         return
     ready: dict[PartitionWork, SinkPartition] = {}
     try:
-        if is_stale(task_state_dir(spec.state_dir), spec.job_id, task.fences):
-            raise EmitterFenced(f"{tid}: the job's transactional ids were fenced after this task was made (a later "
-                                f"stage may write its partitions): it writes nothing")
+        if (stale := _stale(tid, task, spec)) is not None:  # and after it: the driver may have fenced meanwhile
+            raise stale
         ready = _resume(works, task, spec, emitter)
         log.debug("%s (attempt %d): emitting to %s", tid, attempt, ", ".join(str(w.sink) for w in ready))
         unnoted = recover_lost_notes({w: (w.plog, part) for w, part in ready.items()
@@ -77,7 +81,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
             del ready[w]
         for w in list(ready):
             try:
-                w.clean(spec, now_ms, _dead_letters(w, spec, emitter))
+                w.clean(spec, now_ms, _dead_letters(w, spec, emitter), ready[w].emitted_up_to)
             except EmitterFenced:  # a dead letter's transaction: the task's producer is done
                 raise
             except Exception as exc:  # noqa: BLE001 (a pass failed mid-way: its partition emits next stage)
@@ -88,6 +92,9 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         if owed:
             log.debug("phase: emit %d partitions through %s: %s", len(owed), tid, ", ".join(str(p) for p, _ in owed))
             emitter.emit(owed)
+            for w, part in ready.items():
+                if part.refused is not None:  # the task's other partitions committed theirs
+                    w.report.error = TaskError(ErrorKind.RECORD_TOO_LARGE, part.refused, False)
     except EmitterFenced as exc:
         log.warning("%s; the next stage emits from what the sink committed", exc)
         _fail([w for w in works if w not in ready or _owes(w, ready[w])], exc, ErrorKind.FENCED)
@@ -106,13 +113,32 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
                 note_emission(w.plog, part)
             except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
                 w.report.error = w.report.error or TaskError.of(exc)
-        note_emitted(w, part.written_up_to, spec.sink_cluster_id, now_ms)
+        # records committed this stage lie at or past the sink's end as the task read it
+        floor = w.report.sink_seen[1] if part.committed_records and w.report.sink_seen else part.sink_floor
+        note_emitted(w, part.written_up_to, spec.sink_cluster_id, now_ms, floor)
+
+
+def _stale(tid: str, task: StageTask, spec: JobSpec) -> EmitterFenced | None:
+    """Why the task must write nothing, where the driver fenced the job's ids after it made the task (a later
+    stage may be writing its partitions, in a transaction the task's own init_transactions would abort)."""
+    if not is_stale(task_state_dir(spec.state_dir), spec.job_id, task.fences):
+        return None
+    return EmitterFenced(f"{tid}: the job's transactional ids were fenced after this task was made (a later stage "
+                         f"may write its partitions): it writes nothing")
 
 
 def _owes(work: PartitionWork, part: SinkPartition) -> bool:
     """The passes kept records past what the sink holds."""
     checkpoint = work.plog.cleaner_checkpoint
     return checkpoint is not None and checkpoint > part.emitted_up_to + 1
+
+
+def _limits(works: list[PartitionWork], spec: JobSpec) -> RecordLimits:
+    """How big a record the task's sinks and the dead-letter topic take, as the job read them when it planned them."""
+    return RecordLimits({w.plan.sink: w.plan.sink_max_message_bytes for w in works
+                         if w.plan.sink_max_message_bytes is not None},
+                        spec.dead_letter_topic, spec.dead_letter_max_message_bytes,
+                        {w.plan.sink: w.plan.source for w in works})
 
 
 def _dead_letters(work: PartitionWork, spec: JobSpec, emitter: TaskEmitter) -> DeadLetters | None:
@@ -142,7 +168,7 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
         elif w.pid in task.trusted and _unchanged(w.sink, state, task.sinks):
             trusted = task.trusted[w.pid]
             ready[w] = SinkPartition(w.sink, trusted, None if w.noted is None else
-                                     w.noted.written_for(trusted, spec.sink_cluster_id))
+                                     w.noted.written_for(trusted, spec.sink_cluster_id), sink_floor=_floor(w, state))
         elif state.empty:
             ready[w] = SinkPartition(w.sink, -1)
         else:
@@ -156,24 +182,37 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
             w.report.error = TaskError(ErrorKind.OPEN_TRANSACTION, f"a transaction is open on {w.sink} at sink "
                                        f"offset {state.stable}: the job looks into whose it is", True)
             del unread[w]
-    progress = read_progress(client, {w.sink: s for w, s in unread.items()}) if unread else {}
-    for w in unread:
-        found = progress[w.sink]
-        if w.noted is not None and found < w.noted.written_up_to:
-            log.warning("%s: the sink holds less than this job committed to it (source offsets through %d, the sink "
-                        "through %d): it was emptied, re-created or truncated; emission resumes after %d", w.sink,
-                        w.noted.written_up_to, found, found)
-        resume = found if w.noted is None else w.noted.resumes_after(found, spec.sink_cluster_id)
-        ready[w] = SinkPartition(w.sink, resume, found)
+    progress = read_last_mirrored(client, {w.sink: s for w, s in unread.items()}) if unread else {}
+    for w, state in unread.items():
+        last = progress[w.sink]
+        found = -1 if last is None else last.source_offset
+        floor = max(-1 if last is None else last.sink_offset, -1 if (f := _floor(w, state)) is None else f)
+        if w.noted is not None and w.noted.kept_by(state.topic_id, state.low):
+            resume = max(found, w.noted.emitted_up_to)  # the broker compacted the job's last records away
+        else:
+            if w.noted is not None and found < w.noted.written_up_to:
+                log.warning("%s: the sink holds less than this job committed to it (source offsets through %d, the "
+                            "sink through %d): it was emptied, re-created or truncated; emission resumes after %d",
+                            w.sink, w.noted.written_up_to, found, found)
+            resume = found if w.noted is None else w.noted.resumes_after(found, spec.sink_cluster_id)
+        ready[w] = SinkPartition(w.sink, resume, found, sink_floor=None if floor < 0 else floor)
         w.report.sink_seen = (state.topic_id, state.high)
     return ready
 
 
+def _floor(work: PartitionWork, state: SinkPartitionState) -> int | None:
+    """The note's floor (EmissionNote.sink_floor) where it is of this sink topic."""
+    noted = work.noted
+    return noted.sink_floor if noted is not None and noted.sink_topic_id == state.topic_id else None
+
+
 def _unchanged(sink: PartitionId, state: SinkPartitionState,
                before: Mapping[PartitionId, SinkPartitionState] | None) -> bool:
-    """The sink partition as the driver read it before the stage: nobody has written it since."""
+    """The sink partition as the driver read it before the stage: nobody has written it or deleted its records
+    since."""
     seen = None if before is None else before.get(sink)
-    return seen is not None and not state.open and (seen.topic_id, seen.high) == (state.topic_id, state.high)
+    return seen is not None and not state.open and (seen.topic_id, seen.low, seen.high) == \
+        (state.topic_id, state.low, state.high)
 
 
 def _settled(reader: SinkStateReader, unread: dict[PartitionWork, SinkPartitionState]

@@ -3,7 +3,7 @@ it left it, read anew before every stage, and the transactions left open on them
 
 Before a stage (before_stage), every sink partition of the job's logs is read in bulk (its topic's id, log
 start, last stable offset and high watermark: one request per leader for each, streaming.kafka.sink_state).
-One whose topic id and high watermark are what was recorded after the job's last stage that read or wrote it
+One whose topic id, log start and high watermark are what was recorded after the job's last stage that read or wrote it
 is trusted: what that stage's task committed to it, recorded beside them, is where it resumes, and its task
 reads none of its records. One that changed is not, and is woken if it was being left alone: a sink deleted
 and made again while its source is idle is filled again. After a stage (after_stage), each partition its
@@ -49,6 +49,10 @@ class SinkEnd:
     topic_id: str
     end: int            # its high watermark
     emitted_up_to: int  # the source offset of the job's last record committed there
+    low: int            # its log start: records deleted (DeleteRecords, retention) move it, and it is not trusted
+
+    def matches(self, state: SinkPartitionState) -> bool:
+        return (self.topic_id, self.end, self.low) == (state.topic_id, state.high, state.low)
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,9 @@ class SinkWatch:
         self.state, self.sink, self.sinks = state, sink, dict(sinks)
         doc = read_json(state.storage, sink_ends_file(state)) or {}
         self.ends: dict[PartitionId, SinkEnd] = {
-            pid: SinkEnd(v["topic_id"], v["end"], v["emitted_up_to"]) for k, v in doc.get("ends", {}).items()
-            if isinstance(v, dict) and "emitted_up_to" in v and (pid := PartitionId.from_name(k)) is not None}
+            pid: SinkEnd(v["topic_id"], v["end"], v["emitted_up_to"], v["low"]) for k, v in doc.get("ends", {}).items()
+            if isinstance(v, dict) and "emitted_up_to" in v and "low" in v  # without low: read again, not trusted
+            and (pid := PartitionId.from_name(k)) is not None}
         self.open = read_held(state)
 
     def sink_of(self, pid: PartitionId) -> PartitionId:
@@ -92,8 +97,7 @@ class SinkWatch:
         for p in pids:
             sink, state = self.sink_of(p), states.get(self.sink_of(p))
             recorded = self.ends.get(sink)
-            if state is not None and recorded is not None and (recorded.topic_id, recorded.end) == \
-                    (state.topic_id, state.high):
+            if state is not None and recorded is not None and recorded.matches(state):
                 trusted[p] = recorded.emitted_up_to
             elif recorded is not None:
                 changed.add(p)
@@ -127,7 +131,7 @@ class SinkWatch:
                     (report.emitted == 0 and state.high != high):
                 self.ends.pop(sink, None)
             else:
-                self.ends[sink] = SinkEnd(state.topic_id, state.high, report.emitted_up_to)
+                self.ends[sink] = SinkEnd(state.topic_id, state.high, report.emitted_up_to, state.low)
         write_json(self.state.storage, sink_ends_file(self.state),
                    {"ends": {str(p): dataclasses.asdict(e) for p, e in self.ends.items()}})
 

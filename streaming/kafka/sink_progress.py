@@ -26,10 +26,12 @@ MARKERS_S = 10.0
 
 @dataclass(frozen=True)
 class LastMirrored:
-    """A sink partition's last committed record of the job's: the source offset it carries, and its time."""
+    """A sink partition's last committed record of the job's: the source offset it carries, its time, and its
+    own offset in the sink."""
 
     source_offset: int
     timestamp_ms: int
+    sink_offset: int
 
 
 def _last_records(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, int]], timeout_s: float
@@ -39,18 +41,10 @@ def _last_records(consumer: Consumer, ranges: Mapping[PartitionId, tuple[int, in
 
     def each(pid: PartitionId, m) -> bool:
         if (offset := source_offset(m.headers())) is not None:
-            last[pid] = LastMirrored(offset, m.timestamp()[1])
+            last[pid] = LastMirrored(offset, m.timestamp()[1], m.offset())
         return False
     read_ranges(consumer, ranges, timeout_s, "the sink's progress", each)
     return last
-
-
-def read_progress(client_config: Mapping[str, str], states: Mapping[PartitionId, SinkPartitionState],
-                  timeout_s: float = READ_TIMEOUT_S) -> dict[PartitionId, int]:
-    """Each partition's progress: the source offset of its last committed record of the job's, -1 when it
-    holds none below its last stable offset."""
-    found = read_last_mirrored(client_config, states, timeout_s)
-    return {p: -1 if found[p] is None else found[p].source_offset for p in states}
 
 
 def read_last_mirrored(client_config: Mapping[str, str], states: Mapping[PartitionId, SinkPartitionState],
@@ -86,7 +80,8 @@ def committed_last_mirrored(client_config: Mapping[str, str], partitions: Iterab
 
 def committed_progress(client_config: Mapping[str, str], partitions: Iterable[PartitionId],
                        timeout_s: float = READ_TIMEOUT_S) -> dict[PartitionId, int]:
-    """read_progress of partitions whose states are read first: for a reader outside a task (the drills, the
+    """Each partition's progress (the source offset of its last committed record of the job's, -1 when it holds
+    none), its states read first: for a reader outside a task (the drills, the
     chaos campaign); a partition of a topic that does not exist is left out. A partition showing a
     transaction open is read again for up to MARKERS_S: the markers of one just committed land a moment
     after its commit returns, later still from a coordinator that has just restarted."""

@@ -1,6 +1,7 @@
 """The log's note of its emission: where a partition resumes when the sink's last record of the job's is read,
 past the records the note says were left out as looped after it, and nowhere past what the sink shows when it
-holds less than the job wrote, or the note was made for another sink cluster."""
+holds less than the job wrote, or the note was made for another sink cluster; and, while the sink topic holds
+every offset from the job's last record there on, no lower one than the note (the broker compacted it away)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,16 @@ def test_the_driver_trusted_progress_keeps_the_last_record_written_when_the_note
 def test_a_note_from_before_records_were_left_out_has_none() -> None:
     old = EmissionNote.from_doc({"emitted_up_to": 12, "at_ms": 1})
     assert old == EmissionNote(12, 12, None) and old.resumes_after(12, "cluster-b") == 12
+
+
+def test_a_sink_that_still_holds_the_jobs_last_record_was_compacted_not_truncated() -> None:
+    note = EmissionNote(90, 90, "cluster-b", sink_topic_id="id-1", sink_floor=500)
+    assert note.kept_by("id-1", 0) and note.kept_by("id-1", 500), "the log start not past the job's last record"
+    assert not note.kept_by("id-1", 501), "records deleted past it (DeleteRecords, retention): truncated"
+    assert not note.kept_by("id-2", 0), "another topic of the same name: made again"
+    assert not EmissionNote(90, 90, "cluster-b", "id-1").kept_by("id-1", 0), "no floor known: nothing kept"
+
+
+def test_a_note_from_before_it_named_its_sink_topic_keeps_nothing() -> None:
+    old = EmissionNote.from_doc({"emitted_up_to": 12, "written_up_to": 12, "looped_to": "cluster-b", "at_ms": 1})
+    assert (old.sink_topic_id, old.sink_floor) == (None, None) and not old.kept_by("id-1", 0)
