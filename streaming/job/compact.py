@@ -149,18 +149,23 @@ class EmissionNote:
     looped_to: str | None  # the sink cluster's id; None: a note from before records were left out
     sink_topic_id: str | None = None  # the sink topic the note is of (None: a note from before it named it)
     sink_floor: int | None = None  # a sink offset at or below the job's last record there (None: not known)
+    sink_reached: int | None = None  # a high watermark the sink had reached after it (None: sink_floor + 1)
 
     @classmethod
     def from_doc(cls, doc: Mapping) -> "EmissionNote":
         return cls(doc["emitted_up_to"], doc.get("written_up_to", doc["emitted_up_to"]), doc.get("looped_to"),
-                   doc.get("sink_topic_id"), doc.get("sink_floor"))
+                   doc.get("sink_topic_id"), doc.get("sink_floor"), doc.get("sink_reached"))
 
-    def kept_by(self, topic_id: str, log_start: int) -> bool:
-        """The sink partition still holds every offset from the job's last record there on: the same topic,
-        and its log start not past that record. Then a lower offset found by the progress read means the
-        broker's cleaner removed the job's later records (another writer wrote their keys since), not that the
-        sink was emptied or truncated: what this note says was committed is not sent again."""
-        return self.sink_topic_id == topic_id and self.sink_floor is not None and log_start <= self.sink_floor
+    def kept_by(self, topic_id: str, log_start: int, high: int) -> bool:
+        """The sink partition still holds every offset of the job's last records there: the same topic, its log
+        start not past them, its end not below them. Then a lower offset found by the progress read means the
+        broker's cleaner removed the job's later records (another writer wrote their keys since), never lowering
+        the end, not that the sink was emptied, truncated (records deleted, an unclean leader election) or made
+        again: what this note says was committed is not sent again."""
+        if self.sink_topic_id != topic_id or self.sink_floor is None:
+            return False
+        reached = self.sink_floor + 1 if self.sink_reached is None else self.sink_reached
+        return log_start <= self.sink_floor and high >= reached
 
     def written_for(self, emitted_up_to: int, sink_cluster_id: str) -> int | None:
         """The last record the sink holds when emission got to ``emitted_up_to`` (the driver's word), if this
@@ -259,12 +264,13 @@ def count_erasures_overdue(plog: PartitionLog, report: StageReport, spec: JobSpe
 
 
 def note_emitted(work: PartitionWork, written_up_to: int, sink_cluster_id: str, now_ms: int,
-                 sink_floor: int | None) -> None:
+                 sink_marks: tuple[int, int] | None) -> None:
     """The log's note of how far the sink committed its records (EmissionNote), written after the stage's
-    emission; ``sink_floor``: a sink offset at or below the job's last record there, for the topic the
-    stage's task read (report.sink_seen)."""
+    emission; ``sink_marks``: its sink_floor and sink_reached, for the topic the stage's task read
+    (report.sink_seen)."""
     seen = work.report.sink_seen
+    floor, reached = (None, None) if seen is None or sink_marks is None else sink_marks
     write_json(work.plog.storage, emitted_file(work.log_dir.directory),
                {"emitted_up_to": work.report.emitted_up_to, "written_up_to": written_up_to,
                 "looped_to": sink_cluster_id, "sink_topic_id": None if seen is None else seen[0],
-                "sink_floor": None if seen is None else sink_floor, "at_ms": now_ms})
+                "sink_floor": floor, "sink_reached": reached, "at_ms": now_ms})

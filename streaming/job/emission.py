@@ -113,9 +113,10 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
                 note_emission(w.plog, part)
             except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
                 w.report.error = w.report.error or TaskError.of(exc)
-        # records committed this stage lie at or past the sink's end as the task read it
-        floor = w.report.sink_seen[1] if part.committed_records and w.report.sink_seen else part.sink_floor
-        note_emitted(w, part.written_up_to, spec.sink_cluster_id, now_ms, floor)
+        # records committed this stage lie at or past the sink's end as the task read it, and move it on
+        seen = w.report.sink_seen
+        marks = (seen[1], seen[1] + part.committed_records) if part.committed_records and seen else part.sink_marks
+        note_emitted(w, part.written_up_to, spec.sink_cluster_id, now_ms, marks)
 
 
 def _stale(tid: str, task: StageTask, spec: JobSpec) -> EmitterFenced | None:
@@ -168,7 +169,7 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
         elif w.pid in task.trusted and _unchanged(w.sink, state, task.sinks):
             trusted = task.trusted[w.pid]
             ready[w] = SinkPartition(w.sink, trusted, None if w.noted is None else
-                                     w.noted.written_for(trusted, spec.sink_cluster_id), sink_floor=_floor(w, state))
+                                     w.noted.written_for(trusted, spec.sink_cluster_id), sink_marks=_marks(w, state))
         elif state.empty:
             ready[w] = SinkPartition(w.sink, -1)
         else:
@@ -186,8 +187,12 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
     for w, state in unread.items():
         last = progress[w.sink]
         found = -1 if last is None else last.source_offset
-        floor = max(-1 if last is None else last.sink_offset, -1 if (f := _floor(w, state)) is None else f)
-        if w.noted is not None and w.noted.kept_by(state.topic_id, state.low):
+        kept = w.noted is not None and w.noted.kept_by(state.topic_id, state.low, state.high)
+        marks = _marks(w, state) if kept else None
+        if last is not None:  # the job's record found is at or below its last: a floor, and the sink passed it
+            marks = (last.sink_offset, last.sink_offset + 1) if marks is None else \
+                (max(marks[0], last.sink_offset), max(marks[1], last.sink_offset + 1))
+        if kept:
             resume = max(found, w.noted.emitted_up_to)  # the broker compacted the job's last records away
         else:
             if w.noted is not None and found < w.noted.written_up_to:
@@ -195,15 +200,17 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
                             "sink through %d): it was emptied, re-created or truncated; emission resumes after %d",
                             w.sink, w.noted.written_up_to, found, found)
             resume = found if w.noted is None else w.noted.resumes_after(found, spec.sink_cluster_id)
-        ready[w] = SinkPartition(w.sink, resume, found, sink_floor=None if floor < 0 else floor)
+        ready[w] = SinkPartition(w.sink, resume, found, sink_marks=marks)
         w.report.sink_seen = (state.topic_id, state.high)
     return ready
 
 
-def _floor(work: PartitionWork, state: SinkPartitionState) -> int | None:
-    """The note's floor (EmissionNote.sink_floor) where it is of this sink topic."""
+def _marks(work: PartitionWork, state: SinkPartitionState) -> tuple[int, int] | None:
+    """The note's sink_floor and sink_reached where it is of this sink topic and knows them."""
     noted = work.noted
-    return noted.sink_floor if noted is not None and noted.sink_topic_id == state.topic_id else None
+    if noted is None or noted.sink_topic_id != state.topic_id or noted.sink_floor is None:
+        return None
+    return noted.sink_floor, noted.sink_floor + 1 if noted.sink_reached is None else noted.sink_reached
 
 
 def _unchanged(sink: PartitionId, state: SinkPartitionState,

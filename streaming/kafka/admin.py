@@ -201,18 +201,22 @@ class Cluster:
 
     def stable_ends(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0
                     ) -> dict[PartitionId, tuple[int, int]]:
-        """Each partition's last stable offset and high watermark, read together: below the first, what a
-        read_committed reader reaches now; between them, the records of a transaction still open (unseen by
-        every read_committed reader until it ends, and they may yet commit)."""
+        """Each partition's last stable offset and high watermark: below the first, what a read_committed reader
+        reaches now; between them, the records of a transaction still open (unseen by every read_committed reader
+        until it ends, and they may yet commit). The high watermark is read first, the stable offset after it: a
+        record written between the two reads (a producer still writing) never passes for an open transaction."""
         pids = list(partitions)
         tps = [TopicPartition(p.topic, p.partition) for p in pids]
 
+        def read(level: IsolationLevel) -> dict[TopicPartition, int]:
+            asked = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level,
+                                            request_timeout=timeout_s)
+            return {tp: answered(tp, asked[tp], timeout_s) for tp in tps}
+
         def ends() -> dict[PartitionId, tuple[int, int]]:
-            stable, high = (self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level,
-                                                    request_timeout=timeout_s)
-                            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED))
-            return {PartitionId(tp.topic, tp.partition): (answered(tp, stable[tp], timeout_s),
-                                                          answered(tp, high[tp], timeout_s)) for tp in tps}
+            high = read(IsolationLevel.READ_UNCOMMITTED)
+            stable = read(IsolationLevel.READ_COMMITTED)
+            return {PartitionId(tp.topic, tp.partition): (min(stable[tp], high[tp]), high[tp]) for tp in tps}
         return self.answer(ends, _offsets_of(pids)) if pids else {}
 
     def open_transactions(self, partitions: Iterable[PartitionId], timeout_s: float = 30.0

@@ -60,6 +60,9 @@ QUEUE_FULL_WAIT_S = 0.05  # a producer queue full (a slow link): deliveries are 
 POLL_EVERY = 1_000
 TIMEOUT_S = 60.0
 LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # message.max.bytes when neither the topics' limits nor the user set it
+# Kafka's default max.message.bytes: what a dead-letter topic whose own limit the job could not read is held to (one
+# it refuses would fail the emission's transaction, every partition of the task with it)
+KAFKA_MAX_MESSAGE_BYTES = 1_048_588
 NO_LIMITS = RecordLimits()  # no topic's limit known: librdkafka's own check alone, and no dead-letter topic
 
 
@@ -93,7 +96,9 @@ class SinkPartition:
     looped_records: int = 0  # left out since the task began
     tombstones: list[Delivered] = field(default_factory=list)  # committed since the task began
     refused: str | None = None  # why emission stopped at a record too big for the sink (and no dead-letter topic)
-    sink_floor: int | None = None  # a sink offset at or below the sink's last record of the job's (None: not known)
+    # a sink offset at or below the sink's last record of the job's, and a high watermark the sink had reached
+    # after it (None: not known): streaming.job.compact.EmissionNote
+    sink_marks: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.written_up_to is None:
@@ -207,7 +212,7 @@ class TaskEmitter:
                             self._in_transaction, self._began = True, time.monotonic()
                         t = tombstones[np.searchsorted(tombstones, i):][:1]
                         if dead is not None:
-                            self._guarded(functools.partial(self.producer.produce, **dead))
+                            self._produce_one(**dead)
                             went = 1
                         elif t.size and t[0] == i:
                             self._produce_tombstone(part, batch, i, sent)
@@ -274,7 +279,7 @@ class TaskEmitter:
         dlt = self.limits.dead_letter_topic
         if dlt is not None:
             lettered = headers + source_headers(PartitionId(self.limits.sources.get(topic, topic), part.sink.partition))
-            if self._fits(key, value, lettered, self.limits.dead_letter_limit):
+            if self._fits(key, value, lettered, self.limits.dead_letter_limit or KAFKA_MAX_MESSAGE_BYTES):
                 log.warning("%s: the record at source offset %d (%s bytes) is over %s: it goes to the dead-letter "
                             "topic %s", part, offset, f"{size:,}", over, dlt)
                 return {"topic": dlt, "key": key, "value": value, "partition": part.sink.partition,
@@ -310,13 +315,17 @@ class TaskEmitter:
         def reported(err, msg) -> None:
             if err is None:
                 sent.append((part, offset, timestamp, msg.offset()))
+        self._produce_one(topic=part.sink.topic, value=None, key=key, partition=part.sink.partition,
+                          timestamp=timestamp, headers=headers, on_delivery=reported)
+
+    def _produce_one(self, **record) -> None:
+        """One produce() of ``record``, waiting while the producer's queue is full (a slow link: deliveries are
+        served, then it goes again)."""
         while True:
             try:
-                self._guarded(lambda: self.producer.produce(part.sink.topic, None, key, part.sink.partition,
-                                                            timestamp=timestamp, headers=headers,
-                                                            on_delivery=reported))
+                self._guarded(functools.partial(self.producer.produce, **record))
                 return
-            except BufferError:  # the producer's queue is full (a slow link): deliveries are served, then again
+            except BufferError:
                 self.producer.poll(QUEUE_FULL_WAIT_S)
 
     def _commit(self, pending: dict[SinkPartition, tuple[int, int, int]], sent: list) -> None:

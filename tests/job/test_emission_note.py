@@ -37,13 +37,16 @@ def test_a_note_from_before_records_were_left_out_has_none() -> None:
 
 
 def test_a_sink_that_still_holds_the_jobs_last_record_was_compacted_not_truncated() -> None:
-    note = EmissionNote(90, 90, "cluster-b", sink_topic_id="id-1", sink_floor=500)
-    assert note.kept_by("id-1", 0) and note.kept_by("id-1", 500), "the log start not past the job's last record"
-    assert not note.kept_by("id-1", 501), "records deleted past it (DeleteRecords, retention): truncated"
-    assert not note.kept_by("id-2", 0), "another topic of the same name: made again"
-    assert not EmissionNote(90, 90, "cluster-b", "id-1").kept_by("id-1", 0), "no floor known: nothing kept"
+    note = EmissionNote(90, 90, "cluster-b", sink_topic_id="id-1", sink_floor=500, sink_reached=540)
+    assert note.kept_by("id-1", 0, 540) and note.kept_by("id-1", 500, 900), "start not past, end not below"
+    assert not note.kept_by("id-1", 501, 900), "records deleted past it (DeleteRecords, retention): truncated"
+    assert not note.kept_by("id-1", 0, 539), "its end cut back (an unclean leader election): truncated"
+    assert not note.kept_by("id-2", 0, 900), "another topic of the same name: made again"
+    assert not EmissionNote(90, 90, "cluster-b", "id-1").kept_by("id-1", 0, 900), "no floor known: nothing kept"
+    assert EmissionNote(90, 90, "cluster-b", "id-1", 500).kept_by("id-1", 0, 501), "no end known: past the floor"
+    assert not EmissionNote(90, 90, "cluster-b", "id-1", 500).kept_by("id-1", 0, 500)
 
 
 def test_a_note_from_before_it_named_its_sink_topic_keeps_nothing() -> None:
     old = EmissionNote.from_doc({"emitted_up_to": 12, "written_up_to": 12, "looped_to": "cluster-b", "at_ms": 1})
-    assert (old.sink_topic_id, old.sink_floor) == (None, None) and not old.kept_by("id-1", 0)
+    assert (old.sink_topic_id, old.sink_floor) == (None, None) and not old.kept_by("id-1", 0, 900)
