@@ -23,16 +23,20 @@ from streaming.kafka.origin_header import ORIGIN_HEADER
 from streaming.kafka.failures import is_transient
 from tests.cleaner.reference_model import rank
 
+# A sink as production has it, compacted by the broker, with settings under which Kafka's cleaner (its back-off is
+# 1 s on the test brokers, streaming.brokers.properties) cleans it within seconds of a segment rolling.
+COMPACTED_SINK = ["--sink-topic-config", "cleanup.policy=compact", "--sink-topic-config", "segment.ms=500",
+                  "--sink-topic-config", "min.cleanable.dirty.ratio=0.01"]
+# A sink the broker leaves whole: for a test that reads every record the job ever emitted, superseded ones too.
 NO_SINK_COMPACTION = ["--sink-topic-config", "cleanup.policy=delete", "--sink-topic-config", "retention.ms=-1"]
 
 
-def run_once(bootstrap: str, source: str, sink: str, state_dir: str, *config: str, extra: tuple = ()) -> int:
-    """`kcompact run --once` in this process (it shares the test session's SparkSession).
-
-    The sink topic is created without broker-side compaction so the test sees exactly what was emitted.
-    """
+def run_once(bootstrap: str, source: str, sink: str, state_dir: str, *config: str, extra: tuple = (),
+             sink_config: list[str] = COMPACTED_SINK) -> int:
+    """`kcompact run --once` in this process (it shares the test session's SparkSession), into a sink the broker
+    compacts (NO_SINK_COMPACTION for a test that must see every record emitted)."""
     args = ["run", "--bootstrap-servers", bootstrap, "--source-topic", source, "--sink-topic", sink,
-            "--state-dir", state_dir, "--once", *NO_SINK_COMPACTION, *extra]
+            "--state-dir", state_dir, "--once", *sink_config, *extra]
     for c in config:
         args += ["--config", c]
     return main(args)
@@ -52,11 +56,11 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
     try:
         if topic not in consumer.list_topics(timeout=timeout_s).topics:
             return out  # not created yet (the job creates the sink when it starts)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1]
-                for p in range(partitions)}
-        ends = {p: high for p, high in ends.items() if high}
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+                 for p in range(partitions)}
+        ends = {p: high for p, (low, high) in marks.items() if high > low}  # from the log start: records deleted
         out = {p: [] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])  # together: one fetch serves them all
+        consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in ends])  # together: one fetch serves them all
         deadline = time.monotonic() + timeout_s
         while pending := [tp for tp in consumer.position([TopicPartition(topic, p) for p in ends])
                           if tp.offset < ends[tp.partition]]:

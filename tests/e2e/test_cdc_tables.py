@@ -307,6 +307,7 @@ def test_two_tables_in_one_job_are_two_iceberg_tables_equal_to_select_star_throu
         def job_step(check_customers: bool = True) -> None:
             _topic_holds(bootstrap_servers, topics[0], customers.events + customers.deletes * 2)
             _topic_holds(bootstrap_servers, topics[1], orders.events + orders.deletes * 2)
+            # an uncompacted sink (NO_SINK_COMPACTION): the table is read against every change emitted
             assert main(["run", "--bootstrap-servers", bootstrap_servers, *(a for t in topics for a in ("--source-topic", t)),
                          "--sink-topic-template", "{topic}.compacted", "--state-dir", state, "--once",
                          *NO_SINK_COMPACTION, "--snapshot-every", "0", "--iceberg-table", "cdc.{table}",

@@ -23,7 +23,7 @@ from streaming.state.stores import open_state_dir
 from streaming.state.layout import log_dir
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.e2e.helpers import (
-    NO_SINK_COMPACTION,
+    COMPACTED_SINK,
     JobProgress,
     assert_sink_contract,
     offsets_diff,
@@ -169,7 +169,7 @@ def test_broker_crashes_during_ingest_and_emit_are_ridden_out(crashing_broker, t
     command = [sys.executable, "-m", "streaming", "--log-level", "INFO", "run", "--bootstrap-servers", bootstrap,
                "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
                "--config", "max.compaction.lag.ms=1000", "--config", "min.cleanable.dirty.ratio=0.1",
-               "--trigger-interval", "0.5", "--max-offsets-per-trigger", "4000", *NO_SINK_COMPACTION]
+               "--trigger-interval", "0.5", "--max-offsets-per-trigger", "4000", *COMPACTED_SINK]
     with open(tmp_path / "job.log", "w") as job_log, \
             ChangeProducer(bootstrap, src, 2, keys=500, batch=500, pause_s=0.2, timeout_s=180) as producer:
         job = subprocess.Popen(command, stdout=job_log, stderr=subprocess.STDOUT)

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.brokers.local import free_port
 from streaming.kafka.admin import unique_topic_name
-from tests.e2e.helpers import NO_SINK_COMPACTION
+from tests.e2e.helpers import COMPACTED_SINK
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ def test_metrics_endpoint_serves_kafka_cleaner_gauges_and_lags_and_status_keeps_
                              "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic", sink,
                              "--state-dir", state, "--trigger-interval", "1", "--metrics-port", str(port),
                              "--metrics-host", "127.0.0.1", "--config", "max.compaction.lag.ms=2000",
-                             *NO_SINK_COMPACTION], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             *COMPACTED_SINK], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         metrics: dict = {}
         deadline = time.monotonic() + 120

@@ -88,6 +88,7 @@ def test_a_pattern_mirrors_every_matching_topic_and_follows_new_topics_and_parti
         driver = threading.Thread(target=drive, daemon=True)
         driver.start()
         # the pattern matches the three sources, not their sinks (a sink it matched would be refused)
+        # an uncompacted sink (NO_SINK_COMPACTION): reads every record emitted to each sink
         code = main(["run", "--bootstrap-servers", bootstrap_servers, "--source-topic-pattern", f"{prefix}-[a-z]",
                      "--sink-topic-template", "{topic}.compacted", "--state-dir", str(tmp_path),
                      "--trigger-interval", "1", *NO_SINK_COMPACTION, *FAST])

@@ -27,6 +27,7 @@ def _records(prefix: bytes, keys: range) -> list[Sent]:
 
 
 def _mirror(source: str, sink: str, topic: str, state_dir: str) -> None:
+    # an uncompacted sink (NO_SINK_COMPACTION): every record's origin, as written
     done = kcompact("run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", sink,
                     "--sink-topic-template", "{topic}", "--state-dir", state_dir, "--once", "--drain",
                     *NO_SINK_COMPACTION)

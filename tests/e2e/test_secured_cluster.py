@@ -37,6 +37,7 @@ from tests.kafka_helpers import Sent, produce
 pytestmark = pytest.mark.integration
 
 PAST = int(time.time() * 1000) - 7_200_000  # records old enough that max.compaction.lag.ms has them emitted
+# an uncompacted sink (NO_SINK_COMPACTION): the sink's every record against the winners, in order
 EMIT_NOW = ["--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION]
 
 

@@ -80,6 +80,7 @@ def test_sasl_settings_reach_every_client_and_credentials_never_show(secured: Br
     # debug=security makes every librdkafka client log its SASL handshake: proof of which clients got it
     security = (_flags("--kafka", PLAIN + ["debug=security", "client.id=kc-source"])
                 + _flags("--sink-kafka", PLAIN + ["debug=security", "client.id=kc-sink"]))
+    # an uncompacted sink (NO_SINK_COMPACTION): the sink's every record against the winners, in order
     job = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",
            sasl_bootstrap_servers, "--source-topic", src, "--sink-topic", sink, "--state-dir", state,
            "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION, *security]

@@ -11,14 +11,14 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.partition_id import PartitionId
 from streaming.kafka.sink_state import read_states
-from tests.e2e.helpers import (assert_sink_contract, read_topic, run_once, sink_caught_up,
+from tests.e2e.helpers import (NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once, sink_caught_up,
                                status_json, wait_for)
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent, produce
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 HOUR = 3_600_000
 CONFIG = ("max.compaction.lag.ms=1000", "min.cleanable.dirty.ratio=0.1")
-SINK_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1"}  # as NO_SINK_COMPACTION makes it
+SINK_CONFIG = {"cleanup.policy": "compact", "segment.ms": "500", "min.cleanable.dirty.ratio": "0.01"}  # COMPACTED_SINK
 
 
 def _changes(partitions: int, count: int, start: int = 0) -> list[Sent]:
@@ -83,6 +83,61 @@ def test_a_sink_made_again_while_the_job_is_down_and_written_to_its_old_end_is_f
     got = read_topic(bootstrap_servers, sink, 1)[0]
     mine = {r["key"]: r["source_offset"] for r in got if r["key"] != b"someone"}
     assert mine == {s.key: s.offset for s in sent if s.offset == max(t.offset for t in sent if t.key == s.key)}
+
+
+def test_a_sink_emptied_by_deleting_its_records_is_filled_again(spark, bootstrap_servers, new_topic, tmp_path) -> None:
+    """DeleteRecords to its end leaves a sink partition's topic id and end as the job left them: only its log
+    start says it was emptied (docs/sink.md: a sink emptied is filled again, idle source or not). Kafka refuses
+    DeleteRecords on a topic it only compacts: the sink is one that deletes, as retention would."""
+    src, sink = new_topic(), unique_topic_name("sink")
+    sent = produce(bootstrap_servers, src, _changes(1, 100))
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",),
+                    sink_config=NO_SINK_COMPACTION) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    end = read_states(admin, [PartitionId(sink, 0)], 30)[PartitionId(sink, 0)].high
+    admin.delete_records([TopicPartition(sink, 0, end)])[TopicPartition(sink, 0, end)].result(30)
+    assert read_topic(bootstrap_servers, sink, 1)[0] == [], "emptied"
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",),
+                    sink_config=NO_SINK_COMPACTION) == 0
+    assert sink_caught_up(bootstrap_servers, sink, sent, 1), "every winner again, the source idle"
+    assert_sink_contract(bootstrap_servers, sink, sent, 1)
+
+
+def _compacted_away(bootstrap: str, sink: str, source_offset: int) -> None:
+    """Wait until the broker's cleaner has removed the job's record of ``source_offset`` from partition 0. A
+    segment rolls only when a record comes after segment.ms, and the active one is never cleaned: a filler
+    record of another key goes in now and then."""
+    filler = Producer({"bootstrap.servers": bootstrap})
+
+    def gone() -> bool:
+        filler.produce(sink, key=b"filler", value=b"roll", partition=0)
+        filler.flush(30)
+        return all(r["source_offset"] != source_offset for r in read_topic(bootstrap, sink, 1)[0])
+    wait_for(gone, 120, f"the broker's cleaner removes source offset {source_offset} from {sink}-0", pause_s=1)
+
+
+def test_a_sink_whose_last_record_of_the_jobs_was_compacted_away_resumes_after_it(spark, bootstrap_servers, new_topic,
+                                                                                 tmp_path) -> None:
+    """Another producer writes a key the job wrote last (after a failover, in two-way mirroring), and the broker
+    compacts the job's record away: the sink's last record of the job's is then an older one. The job's note of
+    what it committed to this sink (the same topic, nothing of it truncated) keeps it from sending that key's
+    old value again over the newer one."""
+    src, sink = new_topic(), unique_topic_name("sink")
+    past = int(time.time() * 1000) - 2 * HOUR
+    sent = produce(bootstrap_servers, src, [Sent(0, b"k%d" % i, b"v%d" % i, past + i) for i in range(10)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
+    theirs = Producer({"bootstrap.servers": bootstrap_servers})
+    theirs.produce(sink, key=b"k9", value=b"newer, theirs", partition=0)
+    theirs.flush(30)
+    _compacted_away(bootstrap_servers, sink, 9)
+    sent += produce(bootstrap_servers, src, [Sent(0, b"k10", b"v10", past + 10)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
+    got = read_topic(bootstrap_servers, sink, 1)[0]
+    offsets = [r["source_offset"] for r in got if r["source_offset"] is not None]
+    assert offsets == sorted(set(offsets)) and 9 not in offsets, f"a source offset sent again: {offsets}"
+    assert 10 in offsets, "what came after is emitted"
+    last = {r["key"]: r["value"] for r in got}
+    assert last[b"k9"] == b"newer, theirs", "the key went back to the job's older value"
 
 
 def test_another_writers_open_transaction_holds_its_partition_until_it_ends(spark, bootstrap_servers, new_topic,

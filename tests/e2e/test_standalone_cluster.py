@@ -39,6 +39,7 @@ def test_a_job_on_a_standalone_cluster_with_state_on_s3_emits_the_model(bootstra
     bucket = s3_server.new_bucket()
     state = s3_server.uri(bucket, "jobs/cluster")
     with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
+        # an uncompacted sink (NO_SINK_COMPACTION): the sink's every record against the winners, in order
         command = [*KCOMPACT, "submit", "--master", cluster.master_url,
                    "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
                    "--conf", "spark.cores.max=2",

@@ -27,7 +27,7 @@ from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.transactional_ids import transactional_id
 from streaming.runtime.moments import HOLD_ENV, HOLDER, REACHED, RELEASE, Moment
 from tests.cli.test_first_contact import kcompact
-from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, run_once, sink_caught_up, wait_for
+from tests.e2e.helpers import COMPACTED_SINK, assert_sink_contract, run_once, sink_caught_up, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent, produce
 
@@ -93,7 +93,7 @@ def test_ids_of_more_slots_than_the_job_runs_now_are_fenced_when_it_shrinks(spar
     sent += produce(bootstrap_servers, src, [Sent(i % 4, b"k%d" % (i % 40), b"b%d" % i, _past() + i)
                                              for i in range(100)])
     done = kcompact("run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic", sink,
-                    "--state-dir", state_dir, "--once", "--drain", "--spark-master", "local[1]", *NO_SINK_COMPACTION,
+                    "--state-dir", state_dir, "--once", "--drain", "--spark-master", "local[1]", *COMPACTED_SINK,
                     *(a for c in CONFIG for a in ("--config", c)))
     assert done.returncode == 0, done.stderr[-4000:]
     assert "another writer's transaction" not in done.stderr and "was open" not in done.stderr, done.stderr[-4000:]

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cli.test_first_contact import KCOMPACT, kcompact, lines
-from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_contract, wait_for
+from tests.e2e.helpers import COMPACTED_SINK, assert_sink_contract, wait_for
 from tests.kafka_helpers import Sent, produce, produce_to_topics
 
 pytestmark = pytest.mark.integration
@@ -49,7 +49,7 @@ def test_a_hundred_topics_cost_what_their_work_costs(bootstrap_servers: str, tmp
     out_path = tmp_path / "out"
     with open(out_path, "w") as out:
         job = subprocess.Popen([*KCOMPACT, "run", *argv, "--trigger-interval", "1", "--config",
-                                "max.compaction.lag.ms=1000", *NO_SINK_COMPACTION],
+                                "max.compaction.lag.ms=1000", *COMPACTED_SINK],
                                stdout=out, stderr=subprocess.STDOUT, text=True)
 
     def emitted(n: int) -> bool:
