@@ -25,6 +25,7 @@ from streaming.kafka.admin import Cluster
 from streaming.kafka.group_positions import group_commits, held_offsets
 from streaming.kafka.origin_header import Headers, Origins
 from streaming.kafka.sink_progress import LastMirrored, committed_last_mirrored
+from streaming.kafka.sink_state import SinkPartitionState, read_states
 from streaming.kafka.source_tail import TailFigures, read_tails
 from streaming.log.manifest import load_newest
 from streaming.log.storage import read_json
@@ -152,10 +153,16 @@ def known_ends(sides: SwitchSides, logs: Mapping[PartitionId, JobLog]) -> dict[P
     return found
 
 
-def first_unmirrored(last: LastMirrored | None, log: JobLog | None, sink_cluster_id: str | None) -> int:
+def first_unmirrored(last: LastMirrored | None, log: JobLog | None, sink_cluster_id: str | None,
+                     sink: SinkPartitionState | None = None) -> int:
     """The first source offset the DR site does not hold: after the sink's last record, or past the records
     after it that emission left out (they came from the sink's cluster); with nothing mirrored, where the
-    job's log began (what came before it was never the job's to mirror)."""
+    job's log began (what came before it was never the job's to mirror). Past what the log's note says was
+    committed while the sink partition (its state ``sink``) still holds the offsets of those records: the
+    broker's cleaner may have removed them (another writer wrote their keys), never the DR site's copy."""
+    note = None if log is None else log.note
+    if note is not None and sink is not None and note.kept_by(sink.topic_id, sink.low, sink.high):
+        return max(-1 if last is None else last.source_offset, note.emitted_up_to) + 1
     if last is None:
         return 0 if log is None else log.start
     if log is None or log.note is None or sink_cluster_id is None:
@@ -193,7 +200,11 @@ def unmirrored(sides: SwitchSides, mirrored: Mapping[PartitionId, LastMirrored |
     """``ends``: the source's (None: it did not answer, so every log is read for the job's knowledge of them)."""
     pids = sides.partitions()
     logs = job_logs(sides, [p for p in pids if ends is None or ends[p] > _next(mirrored[p])])
-    first = {p: first_unmirrored(mirrored[p], logs.get(p), sides.saved.sink_cluster_id) for p in pids}
+    noted = [pids[p] for p, log in logs.items() if log.note is not None]
+    states = (sides.sink.answering(lambda: read_states(sides.sink.admin, noted, timeout_s),
+                                   "states of the sink partitions", timeout_s) if noted else None) or {}
+    first = {p: first_unmirrored(mirrored[p], logs.get(p), sides.saved.sink_cluster_id, states.get(pids[p]))
+             for p in pids}
     tails: Mapping[PartitionId, TailFigures] | None = None
     if ends is not None:
         with contextlib.suppress(TimeoutError):
