@@ -8,6 +8,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tests.e2e.helpers import assert_sink_contract, read_topic, run_once, wait_for
 from tests.e2e.running_job import RunningJob
@@ -70,5 +71,31 @@ def test_a_record_bigger_than_its_sink_allows_stops_only_its_partition(bootstrap
     assert _sink_offsets(bootstrap_servers, sink) == {0: [0, 1], 1: [0, 1, 2, 3, 4]}, [s.offset for s in stopped]
 
 
-def _sink_offsets(bootstrap: str, sink: str) -> dict[int, list[int]]:
-    return {p: [r["source_offset"] for r in records] for p, records in read_topic(bootstrap, sink, 2).items()}
+def _sink_offsets(bootstrap: str, sink: str, partitions: int = 2) -> dict[int, list[int]]:
+    return {p: [r["source_offset"] for r in records] for p, records in read_topic(bootstrap, sink, partitions).items()}
+
+
+def test_a_tombstone_past_its_horizon_while_emission_stalls_still_reaches_the_sink(spark, bootstrap_servers,
+                                                                                   new_topic, tmp_path) -> None:
+    """delete.retention.ms=1: the tombstone's horizon passes at once, and emission stalls behind a record its sink
+    refuses for two runs, each with a cleaning pass. Once the sink takes the record, the tombstone follows it:
+    the log kept it for the sink, and the DR site does not keep the deleted key's old value."""
+    src, sink = new_topic(config={"max.message.bytes": str(LIMIT)}), unique_topic_name("sink")
+    small = ("--sink-topic-config", "max.message.bytes=2000000")
+    config = (*CONFIG, "delete.retention.ms=1")
+    sent = _produce(bootstrap_servers, src, [Sent(0, b"deleted", b"old value", int(time.time() * 1000) - 2 * HOUR)])
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=("--drain", *small)) == 0
+    assert _sink_offsets(bootstrap_servers, sink, 1)[0] == [0]
+    sent += _produce(bootstrap_servers, src, _records(0, [3_000_000], 1) +
+                     [Sent(0, b"deleted", None, int(time.time() * 1000) - 2 * HOUR + 2)])
+    for more in range(2):  # two runs, each with a pass over new records, emission stopped at the big one
+        sent += _produce(bootstrap_servers, src, _records(0, [10], 3 + more))
+        run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=small)
+        assert _sink_offsets(bootstrap_servers, sink, 1)[0] == [0], "stalled behind the big record"
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, sink, incremental_configs=[ConfigEntry(
+        "max.message.bytes", str(LIMIT + 1024), incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=("--drain",)) == 0
+    last = {r["key"]: r["value"] for r in read_topic(bootstrap_servers, sink, 1)[0]}
+    assert last[b"deleted"] is None, "the deleted key's last record in the sink is its tombstone"
