@@ -47,9 +47,9 @@ def test_the_kcompact_image_compacts_a_topic_once_and_keeps_its_iceberg_table(kc
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 7), b"v%d" % i, past + i) for i in range(80)])
     state = tmp_path / "state"
     state.mkdir()
+    # an uncompacted sink (NO_SINK_COMPACTION): the sink's every record against the winners, in order
     with connected() as docker:  # the host's network: the broker is published on 127.0.0.1
         container = docker.containers.run(
-            # an uncompacted sink (NO_SINK_COMPACTION): the sink's every record against the winners, in order
             kcompact_image, ["run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src, "--sink-topic",
                              sink, "--state-dir", "/state", "--once", "--config", "max.compaction.lag.ms=60000",
                              "--snapshot-every", "0", "--iceberg-table", "shop.orders", "--iceberg-catalog",
