@@ -183,6 +183,5 @@ class JobSettings:
 
 _JOB_FIELDS = frozenset(f.name for f in fields(JobSettings))
 
-MAX_MESSAGE_BYTES = "max.message.bytes"  # a Kafka topic's largest record batch: the job reads it, and sizes sinks by it
 # Settings a Kafka topic can carry; the others are the compactor's own (command line only).
 KEYS_SET_BY_TOPIC = frozenset(s.name for s in SETTINGS.values() if s.scope is Scope.TOPIC)

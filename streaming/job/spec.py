@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 from streaming.cleaner import CompactionConfig, JobSettings, KEYS_SET_BY_TOPIC, Overrides
 from streaming.configuration.settings import Scope
-from streaming.cleaner.config import MAX_MESSAGE_BYTES, ConfigError
+from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
 from streaming.configuration.subscription import Subscription, select_topics, subscription_from_doc
 from streaming.kafka.origin_header import Origins
@@ -225,6 +225,7 @@ def sink_topic_settings(explicit: Mapping[str, str]) -> dict[str, str]:
     source did; its max.message.bytes leaves room for the headers the job adds to each record."""
     kafka_keys = (KEYS_SET_BY_TOPIC - {"compaction.strategy", "compaction.strategy.header"}) | set(TIMESTAMP_ACCEPTANCE)
     settings = {**{k: v for k, v in explicit.items() if k in kafka_keys}, "cleanup.policy": "compact"}
+    from streaming.kafka.admin import MAX_MESSAGE_BYTES  # noqa: PLC0415 (kcompact status loads no Kafka client)
     if (size := explicit.get(MAX_MESSAGE_BYTES, "")).isdigit():
         settings[MAX_MESSAGE_BYTES] = str(int(size) + JOB_HEADERS_ROOM)
     return settings

@@ -19,7 +19,6 @@ from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource,
                                   OffsetSpec)
 
 from streaming.errors import JobError
-from streaming.cleaner.config import MAX_MESSAGE_BYTES
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.utc import utc_text
@@ -30,6 +29,8 @@ from streaming.kafka.failures import (LEADERLESS, as_kafka, is_refused, is_trans
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+MAX_MESSAGE_BYTES = "max.message.bytes"  # a topic's largest record batch: the job reads it, and sizes sinks by it
+UNKNOWN_YET_S = 10.0  # how long a topic just created may be unknown to the broker asked about it
 WAITING_NOTICE_S = 5.0  # a cluster silent this long at start is said to be awaited, not left to the timeout
 
 
@@ -168,16 +169,21 @@ class Cluster:
     def max_message_bytes_of(self, topics: list[str]) -> dict[str, int]:
         """Each topic's max.message.bytes (its own, else the broker's default), in one request; {} when the cluster
         refuses the job DescribeConfigs on them (not among the sink's ACLs the job needs: it goes on without)."""
-        try:
-            values = self.topic_configs_of(topics, [MAX_MESSAGE_BYTES])
-        except KafkaException as exc:
-            if not is_refused(exc):
-                raise
-            log.info("the %s cluster does not let the job describe the configs of %s (%s): their max.message.bytes is "
-                     "not known, and the producer keeps librdkafka's message.max.bytes", self.role,
-                     names_text(sorted(topics)), exc.args[0].str())
-            return {}
-        return {t: int(v[MAX_MESSAGE_BYTES]) for t, v in values.items() if MAX_MESSAGE_BYTES in v}
+        deadline = time.monotonic() + UNKNOWN_YET_S
+        while True:
+            try:
+                values = self.topic_configs_of(topics, [MAX_MESSAGE_BYTES])
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
+                    time.sleep(0.2)  # a topic just created, not yet known to the broker asked: asked again
+                    continue
+                if not is_refused(exc):
+                    raise
+                log.info("the %s cluster does not let the job describe the configs of %s (%s): their "
+                         "max.message.bytes is not known, and the producer keeps librdkafka's message.max.bytes",
+                         self.role, names_text(sorted(topics)), exc.args[0].str())
+                return {}
+            return {t: int(v[MAX_MESSAGE_BYTES]) for t, v in values.items() if MAX_MESSAGE_BYTES in v}
 
     def end_offsets(self, partitions: Iterable[PartitionId], timeout_s: float = 5.0) -> dict[PartitionId, int]:
         """Each partition's last stable offset (the end a read_committed reader can reach), in one request per
