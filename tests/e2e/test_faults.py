@@ -75,13 +75,13 @@ def test_damaged_segment_makes_its_partition_uncleanable_and_the_others_go_on(
     past = _past()
     first = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 6), b"value-%d" % i, past + i)
                                              for i in range(40)])
-    assert run_once(bootstrap_servers, src, sink, state, FORCE, sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, state, FORCE) == 0
     path, meta = _sealed_segment(state, src, 0)
     _damage(path, how)
 
     second = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 9), b"value-x%d" % i, past + 100 + i)
                                               for i in range(30)])
-    assert run_once(bootstrap_servers, src, sink, state, FORCE, sink_config=COMPACTED_SINK) == 1, "an uncleanable partition fails --once"
+    assert run_once(bootstrap_servers, src, sink, state, FORCE) == 1, "an uncleanable partition fails --once"
 
     got = read_topic(bootstrap_servers, sink, 2)
     healthy_first = [s for s in first if s.partition == 1]
@@ -135,7 +135,7 @@ def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
                                                  past + i) for i in range(3000)])
     capsys.readouterr()
     # micro-batches of 300 records: the first ones fit, so the disk fills up partway through the input
-    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=("--max-offsets-per-trigger", "300"), sink_config=COMPACTED_SINK) == 2
+    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=("--max-offsets-per-trigger", "300")) == 2
     err = capsys.readouterr().err
     assert f"kcompact: error: the state dir {state} is full (No space left on device)" in err, err[-2000:]
 
@@ -152,7 +152,7 @@ def test_full_state_disk_stops_the_job_with_a_clear_error_and_loses_nothing(
                    for o, k, v in stored), "nothing torn"
         stored_before_full += plog.log_end_offset
     assert 0 < stored_before_full < len(sent), "the disk filled up partway through the input"
-    assert run_once(bootstrap_servers, src, sink, state, FORCE, sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, state, FORCE) == 0
     # the micro-batches before the disk filled up emitted their passes' winners: the sink holds those and then
     # every key's final winner, each record once
     assert_sink_contract(bootstrap_servers, sink, sent, 2)
