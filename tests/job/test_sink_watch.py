@@ -12,7 +12,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from streaming.job.compact import StageReport
@@ -20,6 +20,7 @@ from streaming.job.held_sinks import OpenTransaction, read_held
 from streaming.job.sink_watch import SinkWatch
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import read_committed
+from streaming.kafka.failures import is_transient
 from streaming.kafka.offset_header import source_offset
 from streaming.kafka.sink_progress import committed_progress
 from streaming.kafka.sink_state import SinkPartitionState, read_states
@@ -52,7 +53,17 @@ def _emit(bootstrap: str, tid: str, sink: str, offsets, after: int = -1) -> None
 
 
 def _state(bootstrap: str, sink: str) -> SinkPartitionState:
-    return read_states(AdminClient({"bootstrap.servers": bootstrap}), [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)]
+    """Read again while the topic just made has no leader yet (NOT_LEADER_FOR_PARTITION)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client collected mid-call fails the call
+
+    def read() -> SinkPartitionState | None:
+        try:
+            return read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)]
+        except KafkaException as exc:
+            if not is_transient(exc):
+                raise
+            return None
+    return wait_for(read, 30, f"the state of {sink}-0", pause_s=0.2)
 
 
 def _read_by_task(seen: SinkPartitionState, emitted: int = 0, emitted_up_to: int = 9) -> StageReport:
