@@ -162,10 +162,15 @@ class EmissionNote:
         broker's cleaner removed the job's later records (another writer wrote their keys since), never lowering
         the end, not that the sink was emptied, truncated (records deleted, an unclean leader election) or made
         again: what this note says was committed is not sent again."""
-        if self.sink_topic_id != topic_id or self.sink_floor is None:
-            return False
-        reached = self.sink_floor + 1 if self.sink_reached is None else self.sink_reached
-        return log_start <= self.sink_floor and high >= reached
+        marks = self.sink_marks
+        return self.sink_topic_id == topic_id and marks is not None and log_start <= marks[0] and high >= marks[1]
+
+    @property
+    def sink_marks(self) -> tuple[int, int] | None:
+        """sink_floor and sink_reached (sink_floor + 1 where a note from before did not say), None: not known."""
+        if self.sink_floor is None:
+            return None
+        return self.sink_floor, self.sink_floor + 1 if self.sink_reached is None else self.sink_reached
 
     def written_for(self, emitted_up_to: int, sink_cluster_id: str) -> int | None:
         """The last record the sink holds when emission got to ``emitted_up_to`` (the driver's word), if this

@@ -208,9 +208,7 @@ def _resume(works: list[PartitionWork], task: StageTask, spec: JobSpec,
 def _marks(work: PartitionWork, state: SinkPartitionState) -> tuple[int, int] | None:
     """The note's sink_floor and sink_reached where it is of this sink topic and knows them."""
     noted = work.noted
-    if noted is None or noted.sink_topic_id != state.topic_id or noted.sink_floor is None:
-        return None
-    return noted.sink_floor, noted.sink_floor + 1 if noted.sink_reached is None else noted.sink_reached
+    return None if noted is None or noted.sink_topic_id != state.topic_id else noted.sink_marks
 
 
 def _unchanged(sink: PartitionId, state: SinkPartitionState,
