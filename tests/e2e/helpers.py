@@ -24,8 +24,8 @@ from streaming.kafka.failures import is_transient
 from tests.cleaner.reference_model import rank
 
 # A sink as production has it, compacted by the broker, with settings under which Kafka's cleaner (its back-off is
-# 1 s on the test brokers, streaming.brokers.properties) cleans it within seconds of a segment rolling: the
-# exactly-once drills (crashes, faults, slots, sink identity, the whole cluster) run against it.
+# 1 s on the test brokers, streaming.brokers.properties) cleans it within seconds of a segment rolling: every
+# e2e job writes to one unless its test says why it needs the sink whole.
 COMPACTED_SINK = ["--sink-topic-config", "cleanup.policy=compact", "--sink-topic-config", "segment.ms=500",
                   "--sink-topic-config", "min.cleanable.dirty.ratio=0.01"]
 # A sink the broker leaves whole: for a test that reads every record the job ever emitted, superseded ones too.
@@ -33,9 +33,9 @@ NO_SINK_COMPACTION = ["--sink-topic-config", "cleanup.policy=delete", "--sink-to
 
 
 def run_once(bootstrap: str, source: str, sink: str, state_dir: str, *config: str, extra: tuple = (),
-             sink_config: list[str] = NO_SINK_COMPACTION) -> int:
+             sink_config: list[str] = COMPACTED_SINK) -> int:
     """`kcompact run --once` in this process (it shares the test session's SparkSession); ``sink_config``:
-    COMPACTED_SINK for a sink the broker compacts."""
+    NO_SINK_COMPACTION for a test that reads every record the job emitted."""
     args = ["run", "--bootstrap-servers", bootstrap, "--source-topic", source, "--sink-topic", sink,
             "--state-dir", state_dir, "--once", *sink_config, *extra]
     for c in config:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from tests.e2e.helpers import NO_SINK_COMPACTION, JobProgress, wait_for
+from tests.e2e.helpers import COMPACTED_SINK, JobProgress, wait_for
 
 PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 
@@ -20,7 +20,7 @@ PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 class RunningJob:
     def __init__(self, bootstrap: str, source: str, sink: str, work: Path, *config: str,
                  trigger_interval_s: float = 0.5, extra: tuple[str, ...] = (), env: Mapping[str, str] = {},
-                 state_dir: str | None = None, sink_config: list[str] = NO_SINK_COMPACTION) -> None:
+                 state_dir: str | None = None, sink_config: list[str] = COMPACTED_SINK) -> None:
         self.state_dir = state_dir or str(work / "state")
         self.log_path = work / "job.log"
         self.command = [sys.executable, "-m", "streaming", "--log-level", "DEBUG", "run", "--bootstrap-servers",

@@ -17,7 +17,7 @@ from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 from streaming.log.manifest import load_newest, manifest_dir, objects_dir
 from streaming.kafka.admin import unique_topic_name
-from tests.e2e.helpers import assert_sink_headers, dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
+from tests.e2e.helpers import NO_SINK_COMPACTION, assert_sink_headers, dump_json, read_topic, run_once, sent_view, sink_view, status_json, winners
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -148,10 +148,12 @@ def test_second_run_emits_only_what_is_new(spark, bootstrap_servers, new_topic, 
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     past = now_ms() - 2 * HOUR
     first = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 8), b"a%d" % i, past + i) for i in range(40)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    # an uncompacted sink (NO_SINK_COMPACTION): both runs' records are read, the first run's superseded ones too
+    whole = NO_SINK_COMPACTION
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, sink_config=whole) == 0
     second = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 12), b"b%d" % i, past + 100 + i)
                                               for i in range(24)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, sink_config=whole) == 0
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
         a = [s for s in first if s.partition == p]

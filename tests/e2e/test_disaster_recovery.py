@@ -33,6 +33,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PARTITIONS = 3
 HOUR = 3_600_000
 HELD_BACK = ("--config", "min.compaction.lag.ms=3600000")  # the records of the last hour stay in the log
+# Uncompacted DR topics (NO_SINK_COMPACTION): the tests count the records the DR site holds, and the switch
+# reports count them as written
+WHOLE_DR_TOPIC = NO_SINK_COMPACTION
 
 
 def _records(prefix: str, n: int, keys: int | None = None, age_ms: int = 0) -> list[Sent]:
@@ -44,10 +47,9 @@ def _records(prefix: str, n: int, keys: int | None = None, age_ms: int = 0) -> l
 def _mirror(source: str, dr: str, topic: str, state_dir: Path, *extra: str) -> None:
     """One run of the forward mirror, to the end of what the source holds (a process of its own: the cluster's
     side of the suite has no SparkSession)."""
-    # an uncompacted sink (NO_SINK_COMPACTION): the switch reports count the records the sink holds as written
     done = kcompact("run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", dr,
                     "--sink-topic", topic, "--state-dir", str(state_dir), "--once",
-                    *NO_SINK_COMPACTION, *extra)
+                    *WHOLE_DR_TOPIC, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -119,7 +121,8 @@ def test_an_unplanned_failover_with_every_source_node_killed_reports_the_exact_r
     mirrored = produce(source, topic, _records("old", 240, age_ms=2 * HOUR))
     commit_group_offsets(source, group, topic, PARTITIONS, 30)
     _mirror(source, dr, topic, tmp_path / "state", "--drain", "--sync-group-offsets", group)
-    with RunningJob(source, topic, topic, tmp_path, HELD_BACK[1], extra=("--sink-bootstrap-servers", dr)) as job:
+    with RunningJob(source, topic, topic, tmp_path, HELD_BACK[1], extra=("--sink-bootstrap-servers", dr),
+                    sink_config=WHOLE_DR_TOPIC) as job:
         held = produce(source, topic, _records("new", 90))  # ingested, held back by min.compaction.lag.ms: the RPO
         wait_for(lambda: job.progress().logged == len(mirrored) + len(held), 120, "the job ingests the new records")
         for node in cluster.running():
@@ -160,7 +163,8 @@ def test_a_failover_beside_a_job_whose_state_is_on_an_object_store_stops_the_job
     sent = produce(source, topic, _records("a", 90, age_ms=2 * HOUR))
     state = s3_server.uri(s3_server.new_bucket())
     with RunningJob(source, topic, topic, tmp_path, "max.compaction.lag.ms=1000", state_dir=state,
-                    extra=("--sink-bootstrap-servers", dr, "--checkpoint-location", str(tmp_path / "checkpoint"))) as job:
+                    extra=("--sink-bootstrap-servers", dr, "--checkpoint-location", str(tmp_path / "checkpoint")),
+                    sink_config=WHOLE_DR_TOPIC) as job:
         wait_for(lambda: sum(len(r) for r in read_topic(dr, topic, PARTITIONS).values()) == len(sent), 180,
                  "every record at the DR site")
         report = _report("failover", "--state-dir", state, "--source-timeout", "5")
@@ -246,7 +250,7 @@ def test_a_dry_run_drill_on_a_running_mirror_changes_nothing(
     admin_config.write_text(f"bootstrap.servers={source}\n")
     state = tmp_path / "state"
     with RunningJob(source, topic, topic, tmp_path, "max.compaction.lag.ms=1000",
-                    extra=("--sink-bootstrap-servers", dr)) as job:
+                    extra=("--sink-bootstrap-servers", dr), sink_config=WHOLE_DR_TOPIC) as job:
         mark = job.progressed_beyond(job.progress())
         spec = (state / "kcompact.json").read_bytes()
         for command in (("promote", "--fence-source-writes", "--admin-config", str(admin_config)), ("failover",)):
@@ -351,7 +355,7 @@ def test_a_failover_refused_by_the_source_says_so_in_one_line_and_switches_nothi
     login = [a for s in PLAIN for a in ("--kafka", s)]
     done = kcompact("run", "--bootstrap-servers", secured.sasl_bootstrap_servers, "--source-topic", topic,
                     "--sink-bootstrap-servers", secured.bootstrap_servers, "--sink-topic", f"{topic}.dr",
-                    "--state-dir", str(state), "--once", "--drain", *NO_SINK_COMPACTION, *login)
+                    "--state-dir", str(state), "--once", "--drain", *WHOLE_DR_TOPIC, *login)
     assert done.returncode == 0, done.stderr[-3000:]
 
     refused = kcompact("failover", "--state-dir", str(state), "--source-timeout", "5",

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from tests.e2e.helpers import COMPACTED_SINK, assert_sink_contract, read_topic, run_once, wait_for
+from tests.e2e.helpers import assert_sink_contract, read_topic, run_once, wait_for
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent
 from streaming.kafka.admin import unique_topic_name
@@ -48,7 +48,7 @@ def test_records_of_half_one_and_three_mb_reach_a_sink_that_takes_five(spark, bo
                                                                        tmp_path) -> None:
     src, sink = new_topic(config={"max.message.bytes": str(LIMIT)}), unique_topic_name("sink")
     sent = _produce(bootstrap_servers, src, _records(0, [100, 500_000, 1_020_000, 3_000_000, 100]))
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
     assert_sink_contract(bootstrap_servers, sink, sent, 1)
     assert sorted(len(r["value"]) for r in read_topic(bootstrap_servers, sink, 1)[0]) == \
         [100, 100, 500_000, 1_020_000, 3_000_000]
@@ -60,7 +60,7 @@ def test_a_record_bigger_than_its_sink_allows_stops_only_its_partition(bootstrap
     stopped = _produce(bootstrap_servers, src, _records(0, [100, 100, 3_000_000, 100]))
     _produce(bootstrap_servers, src, _records(1, [100] * 5))
     with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG,
-                    extra=("--sink-topic-config", "max.message.bytes=2000000"), sink_config=COMPACTED_SINK) as job:
+                    extra=("--sink-topic-config", "max.message.bytes=2000000")) as job:
         wait_for(lambda: job.running() or _sink_offsets(bootstrap_servers, sink) == {0: [0, 1], 1: [0, 1, 2, 3, 4]},
                  180, "the other partition's records, and the stopped one's before the big one")
         said = lambda: [x for x in job.lines_since(0) if "ERROR" in x and "offset 2 (3,000,1" in x]  # noqa: E731
@@ -84,18 +84,18 @@ def test_a_tombstone_past_its_horizon_while_emission_stalls_still_reaches_the_si
     small = ("--sink-topic-config", "max.message.bytes=2000000")
     config = (*CONFIG, "delete.retention.ms=1")
     sent = _produce(bootstrap_servers, src, [Sent(0, b"deleted", b"old value", int(time.time() * 1000) - 2 * HOUR)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=("--drain", *small), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=("--drain", *small)) == 0
     assert _sink_offsets(bootstrap_servers, sink, 1)[0] == [0]
     sent += _produce(bootstrap_servers, src, _records(0, [3_000_000], 1) +
                      [Sent(0, b"deleted", None, int(time.time() * 1000) - 2 * HOUR + 2)])
     for more in range(2):  # two runs, each with a pass over new records, emission stopped at the big one
         sent += _produce(bootstrap_servers, src, _records(0, [10], 3 + more))
-        run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=small, sink_config=COMPACTED_SINK)
+        run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=small)
         assert _sink_offsets(bootstrap_servers, sink, 1)[0] == [0], "stalled behind the big record"
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     resource = ConfigResource(ConfigResource.Type.TOPIC, sink, incremental_configs=[ConfigEntry(
         "max.message.bytes", str(LIMIT + 1024), incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *config, extra=("--drain",)) == 0
     last = {r["key"]: r["value"] for r in read_topic(bootstrap_servers, sink, 1)[0]}
     assert last[b"deleted"] is None, "the deleted key's last record in the sink is its tombstone"

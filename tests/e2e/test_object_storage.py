@@ -12,7 +12,7 @@ import pytest
 from streaming.kafka.admin import unique_topic_name
 from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from tests.cli.test_first_contact import kcompact
-from tests.e2e.helpers import (assert_sink_contract, dump_json, read_topic, run_once, sent_view, sink_caught_up,
+from tests.e2e.helpers import (NO_SINK_COMPACTION, assert_sink_contract, dump_json, read_topic, run_once, sent_view, sink_caught_up,
                                sink_view, status_json, wait_for, winners)
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent, produce
@@ -34,10 +34,11 @@ def test_a_state_dir_on_s3_gives_the_sink_of_the_model_across_runs(spark, bootst
     checkpoint = ("--checkpoint-location", str(tmp_path / "checkpoint"))
     past = int(time.time() * 1000) - 2 * HOUR
     first = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 13), b"a%d" % i, past + i) for i in range(300)])
-    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=checkpoint) == 0
+    # an uncompacted sink (NO_SINK_COMPACTION): both runs' winners are read, the first run's superseded ones too
+    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=checkpoint, sink_config=NO_SINK_COMPACTION) == 0
     second = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 5), b"b%d" % i, past + 1000 + i)
                                               for i in range(100)])
-    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=checkpoint) == 0
+    assert run_once(bootstrap_servers, src, sink, state, FORCE, extra=checkpoint, sink_config=NO_SINK_COMPACTION) == 0
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):  # each run's pass covers that run's records; later offsets win every key
         expected = winners([s for s in first if s.partition == p]) + winners([s for s in second if s.partition == p])

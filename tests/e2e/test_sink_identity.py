@@ -18,7 +18,7 @@ from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.partition_id import PartitionId
 from streaming.kafka.sink_state import read_states
-from tests.e2e.helpers import (COMPACTED_SINK, NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once,
+from tests.e2e.helpers import (NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once,
                                sink_caught_up, status_json, wait_for)
 from tests.e2e.running_job import RunningJob
 from tests.kafka_helpers import Sent, produce
@@ -53,7 +53,7 @@ def test_a_sink_made_again_while_the_job_runs_is_filled_again_idle_or_not(bootst
                                                                           tmp_path) -> None:
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     sent = produce(bootstrap_servers, src, _changes(2, 200))
-    with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG, sink_config=COMPACTED_SINK) as job:
+    with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG) as job:
         wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 180, "every winner")
         _made_again(bootstrap_servers, sink, 2)  # the source stays idle
         wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 60,
@@ -70,7 +70,7 @@ def test_a_sink_made_again_while_the_job_is_down_and_written_to_its_old_end_is_f
         spark, bootstrap_servers, new_topic, tmp_path) -> None:
     src, sink = new_topic(), unique_topic_name("sink")
     sent = produce(bootstrap_servers, src, _changes(1, 100))
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
     end = len(read_topic(bootstrap_servers, sink, 1)[0]) + 1  # the winners and their commit's marker
     _made_again(bootstrap_servers, sink, 1)
     foreign = Producer({"bootstrap.servers": bootstrap_servers})
@@ -79,7 +79,7 @@ def test_a_sink_made_again_while_the_job_is_down_and_written_to_its_old_end_is_f
     foreign.flush(30)
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     assert read_states(admin, [PartitionId(sink, 0)], 30)[PartitionId(sink, 0)].high == end, "the old end again"
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
     got = read_topic(bootstrap_servers, sink, 1)[0]
     mine = {r["key"]: r["source_offset"] for r in got if r["key"] != b"someone"}
     assert mine == {s.key: s.offset for s in sent if s.offset == max(t.offset for t in sent if t.key == s.key)}
@@ -125,13 +125,13 @@ def test_a_sink_whose_last_record_of_the_jobs_was_compacted_away_resumes_after_i
     src, sink = new_topic(), unique_topic_name("sink")
     past = int(time.time() * 1000) - 2 * HOUR
     sent = produce(bootstrap_servers, src, [Sent(0, b"k%d" % i, b"v%d" % i, past + i) for i in range(10)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
     theirs = Producer({"bootstrap.servers": bootstrap_servers})
     theirs.produce(sink, key=b"k9", value=b"newer, theirs", partition=0)
     theirs.flush(30)
     _compacted_away(bootstrap_servers, sink, 9)
     sent += produce(bootstrap_servers, src, [Sent(0, b"k10", b"v10", past + 10)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), *CONFIG, extra=("--drain",)) == 0
     got = read_topic(bootstrap_servers, sink, 1)[0]
     offsets = [r["source_offset"] for r in got if r["source_offset"] is not None]
     assert offsets == sorted(set(offsets)) and 9 not in offsets, f"a source offset sent again: {offsets}"
@@ -148,7 +148,7 @@ def test_another_writers_open_transaction_holds_its_partition_until_it_ends(spar
     src, sink = new_topic(partitions=2), unique_topic_name("sink")
     state_dir = str(tmp_path / "state")
     first = produce(bootstrap_servers, src, [Sent(p, b"a%d" % i, b"v", 1_000 + i) for i in range(50) for p in (0, 1)])
-    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",)) == 0
     other = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": f"someone-else-{uuid.uuid4().hex}",
                       "transaction.timeout.ms": 900_000})
     other.init_transactions(30)
@@ -157,7 +157,7 @@ def test_another_writers_open_transaction_holds_its_partition_until_it_ends(spar
     other.flush(30)
     second = produce(bootstrap_servers, src, [Sent(p, b"b%d" % i, b"w", 2_000 + i) for i in range(30) for p in (0, 1)])
     capsys.readouterr()
-    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 1
+    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",)) == 1
     said = capsys.readouterr().err
     errors = [line for line in said.splitlines() if " ERROR " in line and "another writer" in line]
     assert len(errors) == 1 and f"another writer's transaction is open on {sink}-0 at sink offset 51 since " in errors[0]
@@ -177,7 +177,7 @@ def test_another_writers_open_transaction_holds_its_partition_until_it_ends(spar
     assert verified != 0 and "a transaction has been open at sink offset 51" in out, out
 
     other.commit_transaction(30)
-    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0
+    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",)) == 0
     assert status_json(state_dir, capsys)["partitions"][0]["state"] == "ok"
     got = read_topic(bootstrap_servers, sink, 2)
     for p in (0, 1):

@@ -52,7 +52,7 @@ def test_a_partition_moved_to_another_task_after_its_writer_was_killed_mid_trans
     hold.mkdir()
     sent = produce(bootstrap_servers, src, [Sent(0, b"k%d" % (i % 30), b"a%d" % i, _past() + i) for i in range(300)])
     with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG,
-                    env={HOLD_ENV: f"{Moment.FLUSH.value}:{hold}"}, sink_config=COMPACTED_SINK) as job:
+                    env={HOLD_ENV: f"{Moment.FLUSH.value}:{hold}"}) as job:
         where = wait_for(lambda: job.running() or ((hold / REACHED).exists() and (hold / REACHED).read_text()), 180,
                          "a task held at its flush")
         tid = transactional_id(_job_id(job.state_dir), 0)
@@ -81,7 +81,7 @@ def test_ids_of_more_slots_than_the_job_runs_now_are_fenced_when_it_shrinks(spar
     state_dir = str(tmp_path / "state")
     sent = produce(bootstrap_servers, src, [Sent(i % 4, b"k%d" % (i % 40), b"a%d" % i, _past() + i)
                                             for i in range(400)])
-    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",), sink_config=COMPACTED_SINK) == 0  # local[2]: 4 tasks
+    assert run_once(bootstrap_servers, src, sink, state_dir, *CONFIG, extra=("--drain",)) == 0  # local[2]: 4 tasks
     slots = json.loads((tmp_path / "state" / "transactional-slots.json").read_text())["slots"]
     assert slots == 4, slots
     zombie = Producer({"bootstrap.servers": bootstrap_servers, "transaction.timeout.ms": 900_000,
@@ -121,7 +121,7 @@ def test_a_frozen_task_whose_stage_ran_again_elsewhere_never_commits(bootstrap_s
                 f"spark.executorEnv.{HOLD_ENV}": f"{Moment.FLUSH.value}:{hold}"}
     with standalone_cluster(tmp_path / "cluster", workers=2) as cluster:
         extra = ("--spark-master", cluster.master_url, *(a for k, v in settings.items() for a in ("--spark-conf", f"{k}={v}")))
-        with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG, extra=extra, sink_config=COMPACTED_SINK) as job:
+        with RunningJob(bootstrap_servers, src, sink, tmp_path, *CONFIG, extra=extra) as job:
             wait_for(lambda: job.running() or ((hold / REACHED).exists() and (hold / REACHED).read_text()), 240,
                      "a task held at its flush")
             frozen = process_tree(int((hold / HOLDER).read_text()))

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.offset_header import OFFSET_HEADER
-from tests.e2e.helpers import read_topic, run_once
+from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, run_once
 from tests.kafka_helpers import Sent, produce
 
 pytestmark = pytest.mark.integration
@@ -51,8 +51,10 @@ def mirrored(spark, bootstrap_servers, new_topic, tmp_path) -> tuple[str, str, l
     sent = produce(bootstrap_servers, src, [
         Sent(i % 2, b"key-%d" % (i % 40), None if i % 13 == 0 else b"v%d" % i, past + i, version((i * 7) % 50))
         for i in range(400)])
+    # an uncompacted sink (NO_SINK_COMPACTION): the tests append to it by hand and judge what verify says of
+    # those records, which the broker's cleaner would otherwise remove while a test reads them
     assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, "compaction.strategy=header",
-                    f"compaction.strategy.header={VERSION}") == 0
+                    f"compaction.strategy.header={VERSION}", sink_config=NO_SINK_COMPACTION) == 0
     return src, sink, sent
 
 
