@@ -2,9 +2,42 @@
 # README command (2): set everything up, then run the whole test suite.
 # --fast: only the tests that need neither a broker nor a cluster (unit, property and command-line tests),
 # a few minutes; --asan: only the native path's tests, with its C extension built under AddressSanitizer
-# (tests/asan_lane.py), which the whole run also runs first; docs/architecture.md says which lane to run when.
+# (tests/asan_lane.py), which the whole run also runs, beside the tests; docs/architecture.md says which lane to run when.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+
+# The whole run: the set-up that only some tests need is done beside the tests rather than before them: the
+# builds and fetches in the background (a test that needs one before it is done waits for it,
+# streaming.runtime.user_cache.filling), and the native path's lane under AddressSanitizer alongside the two
+# workers. Each side's output is kept and shown after the tests; either failing fails the run.
+_set_up_part() {  # pid, log, what it is: its end, its output shown when it failed
+    if ! wait "$1"; then
+        cat "$2" >&2
+        echo "kcompact: $3 failed (its output above, also in $2)" >&2
+        return 1
+    fi
+}
+
+run_whole_suite() {
+    local logs status=0
+    logs="$(mktemp -d "${TMPDIR:-/tmp}/kcompact-setup-XXXXXX")"
+    # Toxiproxy first (the cluster's proxies need it at the cluster side's first test), then MinIO, built with
+    # Go at a low priority so the tests keep the CPU; Kafka Connect and Debezium are fetched with Maven meanwhile
+    { nice -n 10 python -m tests.toxiproxy && nice -n 10 python -m tests.minio; } >"$logs/go.log" 2>&1 &
+    local go_builds=$!
+    python -m tests.cdc.connect >"$logs/connect.log" 2>&1 &
+    local connect=$!
+    python -m tests.asan_lane >"$logs/asan.log" 2>&1 &
+    local asan=$!
+    trap 'kill "$go_builds" "$connect" "$asan" 2>/dev/null' INT TERM
+    python -m pytest -n 2 --dist loadgroup "$@" || status=$?
+    _set_up_part "$go_builds" "$logs/go.log" "the Go builds (Toxiproxy, MinIO)" || status=1
+    _set_up_part "$connect" "$logs/connect.log" "the fetch of Kafka Connect and Debezium" || status=1
+    _set_up_part "$asan" "$logs/asan.log" "the native path's tests under AddressSanitizer" || status=1
+    echo "--- the native path's tests under AddressSanitizer (tests/asan_lane.py)" >&2
+    tail -n 3 "$logs/asan.log" >&2
+    exit "$status"
+}
 cd "$KCOMPACT_ROOT"
 python -m ruff check --quiet .  # the lint pyproject.toml configures; a finding fails the run
 if [[ "${1:-}" == "--fast" ]]; then
@@ -14,13 +47,8 @@ elif [[ "${1:-}" == "--asan" ]]; then
     shift
     exec python -m tests.asan_lane "$@"
 else
-    python -m tests.asan_lane  # the native path under AddressSanitizer: a finding fails the run
-    python -m tests.toxiproxy >&2  # the network-fault tests' proxy, built once into ~/.cache/kcompact with Go
-    python -m tests.minio >&2      # the object-store tests' S3 server, built once the same way
-    ensure_postgres                # the CDC tests' database (Debian's postgresql-15)
+    ensure_postgres  # the CDC tests' database (Debian's postgresql-15)
     ensure_maven
-    python -m tests.cdc.connect >&2  # Kafka Connect and Debezium's connector, fetched once with Maven
+    run_whole_suite "$@"
 fi
-# Two workers: one holds the session's broker, Docker engine and SparkSession, the other the three-node
-# cluster, and the tests that need neither go to whichever is free (tests/workers.py)
 exec python -m pytest -n 2 --dist loadgroup "$@"

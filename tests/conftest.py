@@ -192,7 +192,8 @@ def debezium_connect(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for the whole run (starting one costs seconds)."""
+    """One local[2] SparkSession for the worker's whole run (starting one costs seconds), which the jobs run in
+    a test's own process share (tests/workers.py)."""
     from streaming.spark.session import build_session
 
     session = build_session("kcompact-tests", driver_memory="1g")

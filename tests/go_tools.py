@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming.runtime.user_cache import cache_root, publish, scratch_beside
+from streaming.runtime.user_cache import cache_root, filling, publish, scratch_beside
 
 
 class GoBuildError(RuntimeError):
@@ -29,9 +29,13 @@ class GoTool:
         return cache_root() / f"{self.name.lower()}-{self.version}"
 
     def ensure(self) -> Path:
-        """The binary, built with ``go install`` the first time."""
-        if _complete(self.directory, self.binary):
-            return self.directory / self.binary
+        """The binary, built with ``go install`` the first time (or by the set-up still building it)."""
+        with filling(self.directory):
+            if not _complete(self.directory, self.binary):
+                self._build()
+        return self.directory / self.binary
+
+    def _build(self) -> None:
         go = shutil.which("go")
         if go is None:
             raise GoBuildError(f"go is missing: the tests build {self.name} {self.version} with it (Go 1.24 or "
@@ -45,7 +49,6 @@ class GoTool:
             raise GoBuildError(f"building {self.name} {self.version} failed: "
                                f"{(done.stdout + done.stderr).strip()[-800:]}")
         publish(scratch, self.directory, lambda d: _complete(d, self.binary))
-        return self.directory / self.binary
 
     def main(self) -> None:
         """``python -m tests.<module>`` (the test set-up runs it): built, or one line saying why not."""

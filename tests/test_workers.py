@@ -29,8 +29,14 @@ class Collected:
 
 def test_a_test_goes_to_the_side_of_the_fixtures_it_uses() -> None:
     assert sides_of(Collected("a", ("tmp_path", "cluster_proxies"))) == {"cluster"}
-    assert sides_of(Collected("b", ("spark",))) == {"broker"}
+    assert sides_of(Collected("b", ("bootstrap_servers",))) == {"broker"}
     assert sides_of(Collected("c", ("tmp_path",))) == frozenset()
+
+
+def test_the_spark_session_is_each_workers_own_and_sends_a_test_nowhere() -> None:
+    assert sides_of(Collected("a", ("spark", "cluster"))) == {"cluster"}
+    assert sides_of(Collected("b", ("spark", "bootstrap_servers"))) == {"broker"}
+    assert sides_of(Collected("c", ("spark",))) == frozenset()
 
 
 def test_a_secured_parameter_names_the_side_itself() -> None:
@@ -42,7 +48,7 @@ def test_a_secured_parameter_names_the_side_itself() -> None:
 def test_a_test_using_both_sides_is_a_collection_error_naming_it() -> None:
     config = SimpleNamespace(pluginmanager=SimpleNamespace(hasplugin=lambda _name: True))
     with pytest.raises(pytest.UsageError, match="t.py::test_both"):
-        group_by_side(config, [Collected("t.py::test_both", ("spark",), {"secured": "cluster"})])
+        group_by_side(config, [Collected("t.py::test_both", ("kafka_broker",), {"secured": "cluster"})])
 
 
 def test_each_grouped_test_is_marked_with_its_side() -> None:

@@ -1,16 +1,15 @@
 """The suite runs on two pytest-xdist workers (scripts/test.sh), yet each session service must exist once: the
-Docker engine, the session's broker and the SparkSession in one worker, the three-node cluster, its proxies
-and the sink site in the other. A test is sent to the worker holding what it uses (an xdist_group named
-here, from its fixtures); a test using neither goes to whichever worker is free."""
+Docker engine and the session's broker in one worker, the three-node cluster, its proxies and the sink site
+in the other. A test is sent to the worker holding what it uses (an xdist_group named here, from its
+fixtures); a test using neither goes to whichever worker is free. The SparkSession is each worker's own,
+started by the first test there that asks for it: a job run in the test's process starts no JVM of its own."""
 
 from __future__ import annotations
 
 import pytest
 
-# The session's single broker: Docker's engine (one dockerd, started by one process) and the images, and the
-# one SparkSession, which the tests beside that broker use.
-BROKER_SIDE = frozenset({"kafka_broker", "bootstrap_servers", "docker_engine", "kafka_image", "kcompact_image",
-                         "spark"})
+# The session's single broker: Docker's engine (one dockerd, started by one process) and the images.
+BROKER_SIDE = frozenset({"kafka_broker", "bootstrap_servers", "docker_engine", "kafka_image", "kcompact_image"})
 CLUSTER_SIDE = frozenset({"cluster", "cluster_broker", "cluster_proxies", "sink_site"})
 SIDES = {"cluster": CLUSTER_SIDE, "broker": BROKER_SIDE}  # each xdist_group, by the fixtures that put a test in it
 

@@ -1,22 +1,39 @@
 """The per-user cache that derived files live in (a Spark home without zips, Apache Kafka's jars).
 
 Each entry is filled in a scratch directory beside it and moved into place with one rename, so a process
-that dies halfway leaves nothing that looks complete, and processes filling the same entry at once all end
-with one finished directory.
+that dies halfway leaves nothing that looks complete; a process that finds another filling the same entry
+waits for it (``filling``) rather than fetching or building it a second time.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 
 def cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kcompact"
+
+
+@contextmanager
+def filling(target: Path) -> Iterator[None]:
+    """Held while ``target`` is checked and filled. The test set-up fills entries in the background while the
+    tests start, and a test that needs an entry first waits here for that fill to end; the lock goes with
+    the process, so one that dies leaves none behind. The lock files live apart, in the cache's own ``.locks``,
+    so a directory that holds entries holds nothing else."""
+    locks = cache_root() / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
+    with open(locks / f"{target.name}-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def scratch_beside(target: Path) -> Path:

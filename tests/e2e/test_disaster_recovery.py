@@ -17,6 +17,7 @@ from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermission
 
 from streaming.brokers.broker import Broker
 from streaming.brokers.local.cluster import LocalCluster
+from streaming.cli.main import main
 from streaming.disaster.report import EndKnown
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.origin_header import ORIGIN_HEADER
@@ -45,12 +46,10 @@ def _records(prefix: str, n: int, keys: int | None = None, age_ms: int = 0) -> l
 
 
 def _mirror(source: str, dr: str, topic: str, state_dir: Path, *extra: str) -> None:
-    """One run of the forward mirror, to the end of what the source holds (a process of its own: the cluster's
-    side of the suite has no SparkSession)."""
-    done = kcompact("run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", dr,
-                    "--sink-topic", topic, "--state-dir", str(state_dir), "--once",
-                    *WHOLE_DR_TOPIC, *extra)
-    assert done.returncode == 0, done.stderr[-3000:]
+    """One run of the forward mirror, to the end of what the source holds, in this process on the worker's
+    SparkSession (the test asks for the ``spark`` fixture): no JVM of its own to start."""
+    assert main(["run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", dr,
+                 "--sink-topic", topic, "--state-dir", str(state_dir), "--once", *WHOLE_DR_TOPIC, *extra]) == 0
 
 
 def _report(*argv: str) -> dict:
@@ -75,7 +74,7 @@ def _deny_acls(bootstrap: str) -> list:
 
 
 def test_a_planned_promote_mirrors_to_the_cut_syncs_the_groups_and_refuses_the_old_direction(
-        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
+        spark, cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
     source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
     topic = create_topic(source, unique_topic_name("promote"), PARTITIONS, {"cleanup.policy": "compact"})
     group = unique_topic_name("app")
@@ -114,7 +113,7 @@ def test_a_planned_promote_mirrors_to_the_cut_syncs_the_groups_and_refuses_the_o
 
 
 def test_an_unplanned_failover_with_every_source_node_killed_reports_the_exact_rpo(
-        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
+        spark, cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
     source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
     topic = create_topic(source, unique_topic_name("failover"), PARTITIONS, {"cleanup.policy": "compact"})
     group = unique_topic_name("app")
@@ -182,7 +181,7 @@ def test_a_failover_beside_a_job_whose_state_is_on_an_object_store_stops_the_job
 
 @pytest.mark.parametrize("policy", ["drop", "keep"])
 def test_failback_settles_the_diverged_tail_by_the_policy_and_moves_the_groups_back(
-        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path, policy: str) -> None:
+        spark, cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path, policy: str) -> None:
     source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
     topic = create_topic(source, unique_topic_name("failback"), PARTITIONS, {"cleanup.policy": "compact"})
     group = unique_topic_name("app")
@@ -282,7 +281,7 @@ def _open_transaction(bootstrap: str, topic: str, records: list[Sent]) -> Produc
 
 
 def test_a_promote_cuts_after_the_transactions_open_on_the_source_and_counts_those_left_open(
-        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
+        spark, cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
     """A source transaction open at the promote can commit after the DENY WRITE fence (its EndTxn is no write
     to the topic). One that ends while the promote waits comes before the cut and is mirrored; one still open
     when the wait runs out is counted in the report; neither is both unmirrored and uncounted."""
@@ -326,7 +325,7 @@ def test_a_promote_cuts_after_the_transactions_open_on_the_source_and_counts_tho
 
 
 def test_a_switch_leaves_out_of_the_rpo_the_records_that_came_from_the_dr_site(
-        cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
+        spark, cluster: LocalCluster, sink_site: SinkSite, tmp_path: Path) -> None:
     """Records on the source that name the DR site's cluster as their origin (a reverse mirror's, a two-way
     mirror's) are held there already: they are no part of the RPO."""
     source, dr = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers

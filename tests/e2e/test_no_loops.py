@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from streaming.cli.main import main
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.origin_header import ORIGIN_HEADER
-from tests.cli.test_first_contact import kcompact
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic
 from tests.kafka_helpers import Sent, produce
 
@@ -27,11 +27,11 @@ def _records(prefix: bytes, keys: range) -> list[Sent]:
 
 
 def _mirror(source: str, sink: str, topic: str, state_dir: str) -> None:
+    """One run, in this process on the worker's SparkSession (the ``spark`` fixture): no JVM of its own to start."""
     # an uncompacted sink (NO_SINK_COMPACTION): every record's origin, as written
-    done = kcompact("run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", sink,
-                    "--sink-topic-template", "{topic}", "--state-dir", state_dir, "--once", "--drain",
-                    *NO_SINK_COMPACTION)
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert main(["run", "--bootstrap-servers", source, "--source-topic", topic, "--sink-bootstrap-servers", sink,
+                 "--sink-topic-template", "{topic}", "--state-dir", state_dir, "--once", "--drain",
+                 *NO_SINK_COMPACTION]) == 0
 
 
 def _topic(bootstrap: str, topic: str) -> list[dict]:
@@ -47,7 +47,7 @@ def _origins(records: list[dict]) -> dict[bytes, bytes | None]:
     return out
 
 
-def test_two_mirrors_in_opposite_directions_copy_each_record_once_and_never_loop(cluster, sink_site,
+def test_two_mirrors_in_opposite_directions_copy_each_record_once_and_never_loop(spark, cluster, sink_site,
                                                                                 tmp_path) -> None:
     a, b = cluster.bootstrap_servers, sink_site.broker.bootstrap_servers
     a_id, b_id = Cluster("source", a).cluster_id().encode(), Cluster("sink", b).cluster_id().encode()

@@ -64,8 +64,13 @@ def ensure_kafka_jars(pom: Path = POM, root: Path | None = None) -> KafkaJars:
     """The cached jars, fetched first when missing (needs ``mvn`` and Maven Central)."""
     version = pinned_version(pom)
     target = jars_dir(pom, root)
-    if _complete(target, pom):
-        return KafkaJars(version, target)
+    with user_cache.filling(target):
+        if not _complete(target, pom):
+            _fetch(pom, version, target)
+    return KafkaJars(version, target)
+
+
+def _fetch(pom: Path, version: str, target: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise KafkaJarsError(f"Apache Kafka {version} is not fetched yet and Maven (mvn) is missing: run "
@@ -79,4 +84,3 @@ def ensure_kafka_jars(pom: Path = POM, root: Path | None = None) -> KafkaJars:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
         raise KafkaJarsError(f"Maven could not fetch Apache Kafka {version} ({pom}): " + " | ".join(tail))
     user_cache.publish(scratch, target, lambda d: _complete(d, pom))
-    return KafkaJars(version, target)
