@@ -57,8 +57,7 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
     try:
         if topic not in consumer.list_topics(timeout=timeout_s).topics:
             return out  # not created yet (the job creates the sink when it starts)
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-                 for p in range(partitions)}
+        marks = {p: _watermarks(consumer, TopicPartition(topic, p), timeout_s) for p in range(partitions)}
         ends = {p: high for p, (low, high) in marks.items() if high > low}  # from the log start: records deleted
         out = {p: [] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in ends])  # together: one fetch serves them all
@@ -78,6 +77,19 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
     finally:
         consumer.close()
     return out
+
+
+def _watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """A partition's low and high watermark, read again while the answer is transient: a topic the job just
+    created has partitions without a leader for a moment (NOT_LEADER_FOR_PARTITION)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=timeout_s, cached=False)
+        except KafkaException as exc:
+            if not is_transient(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def wait_for(condition, timeout_s: float, what: str, pause_s: float = 0.5):

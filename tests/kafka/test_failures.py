@@ -18,7 +18,7 @@ SPARK_TEXT = ('[FOREACH_BATCH_USER_FUNCTION_ERROR] ... Traceback (most recent ca
 
 
 @pytest.mark.parametrize("code", [KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                                  KafkaError.NOT_LEADER_FOR_PARTITION])
+                                  KafkaError._TIMED_OUT_QUEUE, KafkaError.NOT_LEADER_FOR_PARTITION])
 def test_broker_away_is_transient(code: int) -> None:
     exc = KafkaException(KafkaError(code))
     assert is_transient(exc) and not is_refused(exc)
