@@ -16,13 +16,14 @@ from hypothesis import settings
 
 from streaming.brokers.broker import Broker, BrokerKind
 from streaming.brokers.choice import BOOTSTRAP_ENV, acquire_broker
+from streaming.brokers.local.server import KAFKA_OPTS
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.crashing_broker import CrashingBroker
 from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.minio import CREDENTIALS, S3Server
 from tests.toxiproxy import TOXIPROXY, Toxiproxy
-from tests.workers import assert_grouped, group_by_side, without_group
+from tests.workers import assert_grouped, built_ones_last, group_by_side, without_group
 
 # CI replays the same examples every run (a landing run is reproducible); local runs explore new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -30,6 +31,9 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 os.environ.update(CREDENTIALS)  # before any SparkSession starts, so its Python workers have them too
+# The brokers and the Connect worker the session starts live minutes and carry little load: the C1 compiler
+# alone starts a node on about 60% of the CPU and idles it on about 65%, and the suite is CPU-bound
+os.environ.setdefault(KAFKA_OPTS, "-XX:TieredStopAtLevel=1")
 
 _session: dict = {"engine": None, "broker": None, "on_broker": 0}
 
@@ -102,13 +106,14 @@ SERVER_FIXTURES = frozenset({"kafka_broker", "bootstrap_servers", "cluster_broke
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The fast lane (scripts/test.sh --fast: not integration, not slow) must start no broker and no S3
     server: a test that asks for one and carries neither mark is a collection error naming it. Each test goes to the worker
-    holding the services it uses (tests/workers.py)."""
+    holding the services it uses, after the tests that wait on no build (tests/workers.py)."""
     unmarked = [f"{item.nodeid} ({', '.join(sorted(SERVER_FIXTURES & set(item.fixturenames)))})"
                 for item in items if SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and not (item.get_closest_marker("integration") or item.get_closest_marker("slow"))]
     if unmarked:
         raise pytest.UsageError("tests that use a broker or an S3 server must be marked integration (or slow): " + "; ".join(unmarked))
     group_by_side(config, items)
+    built_ones_last(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

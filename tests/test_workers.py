@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.workers import group_by_side, sides_of, without_group
+from tests.workers import built_ones_last, group_by_side, sides_of, without_group
 
 
 @dataclass
@@ -62,3 +62,10 @@ def test_only_the_group_suffix_leaves_a_test_id() -> None:
     assert without_group("t.py::test[a@b]@cluster") == "t.py::test[a@b]"
     assert without_group("t.py::test[a@b]") == "t.py::test[a@b]"
     assert without_group("t.py::test@broker") == "t.py::test"
+
+
+def test_the_tests_using_a_server_built_beside_them_go_last_in_their_order() -> None:
+    items = [Collected("s1", ("s3_server", "cluster")), Collected("a", ("cluster",)), Collected("s2", ("s3_server",)),
+             Collected("b", ("tmp_path",))]
+    built_ones_last(items)
+    assert [item.nodeid for item in items] == ["a", "b", "s1", "s2"]

@@ -12,6 +12,8 @@ import pytest
 BROKER_SIDE = frozenset({"kafka_broker", "bootstrap_servers", "docker_engine", "kafka_image", "kcompact_image"})
 CLUSTER_SIDE = frozenset({"cluster", "cluster_broker", "cluster_proxies", "sink_site"})
 SIDES = {"cluster": CLUSTER_SIDE, "broker": BROKER_SIDE}  # each xdist_group, by the fixtures that put a test in it
+# Servers built beside the tests (scripts/test.sh): on a fresh machine MinIO's build ends minutes into the run
+BUILT_BESIDE = frozenset({"s3_server"})
 
 
 def sides_of(item: pytest.Item) -> frozenset[str]:
@@ -51,3 +53,9 @@ def assert_grouped(session: pytest.Session) -> None:
     if lost:
         raise pytest.UsageError(f"pytest-xdist did not group {len(lost)} tests by the services they use "
                                 f"(pytest {pytest.__version__}; see pyproject.toml), e.g. {lost[0]}")
+
+
+def built_ones_last(items: list[pytest.Item]) -> None:
+    """The tests using a server built beside the tests run after the others of their worker, in their order: the
+    build is done by then, where a test near the start would hold its worker while the build runs."""
+    items.sort(key=lambda item: bool(BUILT_BESIDE & set(getattr(item, "fixturenames", ()))))

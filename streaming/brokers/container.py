@@ -8,13 +8,14 @@ the host's port is not the container's, and every commit would hang)."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from typing import Mapping
 
 from streaming.brokers.broker import Broker, BrokerError, BrokerKind, secure_access
 from streaming.brokers.engine import run_labels
-from streaming.brokers.local.server import LOCAL_HOST, STARTED, free_port
+from streaming.brokers.local.server import KAFKA_OPTS, LOCAL_HOST, STARTED, free_port
 from streaming.brokers.properties import Listeners, as_environment, broker_properties
 from streaming.security.certificates import make_certificates
 from streaming.kafka.admin import wait_for_metadata
@@ -34,7 +35,8 @@ def start_kafka_container(image: str, sasl_users: Mapping[str, str] | None = Non
     tls_dir = tempfile.mkdtemp(prefix="kcompact-tls-")
     certificates = make_certificates(tls_dir)
     settings = broker_properties(1, listeners, f"1@{listeners.controller}", DATA_DIR, sasl_users or {}, certificates)
-    container = (DockerContainer(image).with_envs(**as_environment(settings))
+    jvm = {KAFKA_OPTS: os.environ[KAFKA_OPTS]} if os.environ.get(KAFKA_OPTS) else {}  # the image's entrypoint reads it
+    container = (DockerContainer(image).with_envs(**as_environment(settings), **jvm)
                  .with_volume_mapping(tls_dir, tls_dir, "ro")
                  .with_kwargs(labels=run_labels(), network_mode="host")
                  .waiting_for(LogMessageWaitStrategy(STARTED).with_startup_timeout(int(startup_timeout_s))))

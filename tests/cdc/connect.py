@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.brokers.local.jars import KafkaJars, ensure_kafka_jars
-from streaming.brokers.local.server import LOCAL_HOST, die_with_parent, free_port
+from streaming.brokers.local.server import LOCAL_HOST, die_with_parent, free_port, jvm_options
 from tests.cdc.postgres import DATABASE, SUPERUSER, Postgres
 from tests.processes import stop, wait_answering
 
@@ -104,7 +104,7 @@ def start_connect(bootstrap: str, directory: Path, jars: KafkaJars | None = None
     log = directory / "connect.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}", "-cp", jars.classpath,
+            ["java", "-Xmx512m", *jvm_options(), f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}", "-cp", jars.classpath,
              "org.apache.kafka.connect.cli.ConnectStandalone", str(directory / "worker.properties")],
             stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     connect = ConnectWorker(port, log, process)

@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -38,6 +39,7 @@ STARTED = "Kafka Server started"
 CLEANER_LOG = "log-cleaner.log"
 SERVER_LOG = "server.log"
 _PORTS_FILE = "kcompact-ports.json"
+KAFKA_OPTS = "KAFKA_OPTS"  # the environment variable
 _LISTEN_PORTS_FROM = 20000
 # Every port handed out, a file each naming the process it went to: two processes that each start brokers
 # (two pytest workers, two `kcompact broker`s) never get the same port between its check and its bind
@@ -154,6 +156,12 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's: alive
         return True
     return True
+
+
+def jvm_options() -> list[str]:
+    """KAFKA_OPTS, as Kafka's own start scripts (kafka-run-class.sh) add it to every JVM they start: the test
+    session sets it to spend less CPU compiling in brokers that live minutes (tests/conftest.py)."""
+    return shlex.split(os.environ.get(KAFKA_OPTS, ""))
 
 
 def cluster_id() -> str:
@@ -280,7 +288,7 @@ class LocalKafka:
         if java is None:
             raise LocalKafkaError("java is missing: the local Apache Kafka broker needs Java 17 or newer "
                                   "(scripts/bootstrap.sh installs it)")
-        return [java, heap or self.heap, "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        return [java, heap or self.heap, "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true", *jvm_options(),
                 f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
                 "-cp", self.jars.classpath, main, *args]
 

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from streaming.brokers.local.server import LocalKafka, LocalKafkaError, cluster_id, free_port
+from streaming.brokers.local.jars import KafkaJars
+from streaming.brokers.local.server import KAFKA_OPTS, LocalKafka, LocalKafkaError, cluster_id, free_port
 
 
 def test_cluster_ids_are_kafka_uuids_that_no_command_line_takes_for_an_option() -> None:
@@ -39,6 +40,15 @@ def test_a_port_handed_out_to_another_living_process_is_not_handed_out_here() ->
     finally:
         other.communicate("")
     assert len(theirs) == 300 and not ours & theirs
+
+
+def test_kafka_opts_reach_the_nodes_jvm_after_its_own_options_as_kafkas_scripts_add_them(tmp_path,
+                                                                                          monkeypatch) -> None:
+    monkeypatch.setenv(KAFKA_OPTS, "-XX:TieredStopAtLevel=1 -Dwhere='a b'")
+    node = LocalKafka(tmp_path / "node", jars=KafkaJars("4.4.0", tmp_path / "jars"))
+    command = node._java("kafka.Kafka", "server.properties")
+    assert command[command.index("-XX:+UseG1GC") + 2:][:2] == ["-XX:TieredStopAtLevel=1", "-Dwhere=a b"]
+    assert command[-2:] == ["kafka.Kafka", "server.properties"]
 
 
 @pytest.mark.integration
