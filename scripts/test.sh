@@ -9,7 +9,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 # The whole run: the set-up that only some tests need is done beside the tests rather than before them: the
 # builds and fetches in the background (a test that needs one before it is done waits for it,
 # streaming.runtime.user_cache.filling), and the native path's lane under AddressSanitizer alongside the two
-# workers. Each side's output is kept and shown after the tests; either failing fails the run.
+# workers. Each part runs in a process group of its own (setsid), so Ctrl-C or a TERM stops it whole. Each
+# side's output is kept and shown when it failed; either failing fails the run.
+_set_up_parts=()
+_stop_set_up() {  # every part's process group, its children (go, mvn, the lane's pytest) too
+    local pid
+    for pid in "${_set_up_parts[@]}"; do
+        kill -TERM -- "-$pid" 2>/dev/null || true
+    done
+}
+
 _set_up_part() {  # pid, log, what it is: its end, its output shown when it failed
     if ! wait "$1"; then
         cat "$2" >&2
@@ -19,23 +28,40 @@ _set_up_part() {  # pid, log, what it is: its end, its output shown when it fail
 }
 
 run_whole_suite() {
-    local logs status=0
+    local logs status=0 failed=0
     logs="$(mktemp -d "${TMPDIR:-/tmp}/kcompact-setup-XXXXXX")"
+    # pytest, in the foreground, gets Ctrl-C itself and stops its workers and services; then the parts go
+    trap '_stop_set_up; exit 130' INT
+    trap '_stop_set_up; exit 143' TERM
     # Toxiproxy first (the cluster's proxies need it at the cluster side's first test), then MinIO, built with
     # Go at a low priority so the tests keep the CPU; Kafka Connect and Debezium are fetched with Maven meanwhile
-    { nice -n 10 python -m tests.toxiproxy && nice -n 10 python -m tests.minio; } >"$logs/go.log" 2>&1 &
+    setsid bash -c 'nice -n 10 python -m tests.toxiproxy && nice -n 10 python -m tests.minio' >"$logs/go.log" 2>&1 &
+    _set_up_parts+=($!)
     local go_builds=$!
-    python -m tests.cdc.connect >"$logs/connect.log" 2>&1 &
+    setsid python -m tests.cdc.connect >"$logs/connect.log" 2>&1 &
+    _set_up_parts+=($!)
     local connect=$!
-    python -m tests.asan_lane >"$logs/asan.log" 2>&1 &
+    setsid python -m tests.asan_lane >"$logs/asan.log" 2>&1 &
+    _set_up_parts+=($!)
     local asan=$!
-    trap 'kill "$go_builds" "$connect" "$asan" 2>/dev/null' INT TERM
     python -m pytest -n 2 --dist loadgroup "$@" || status=$?
-    _set_up_part "$go_builds" "$logs/go.log" "the Go builds (Toxiproxy, MinIO)" || status=1
-    _set_up_part "$connect" "$logs/connect.log" "the fetch of Kafka Connect and Debezium" || status=1
-    _set_up_part "$asan" "$logs/asan.log" "the native path's tests under AddressSanitizer" || status=1
-    echo "--- the native path's tests under AddressSanitizer (tests/asan_lane.py)" >&2
-    tail -n 3 "$logs/asan.log" >&2
+    if [[ "$status" == 2 || "$status" == 3 || "$status" == 4 ]]; then  # interrupted, internal or usage error
+        _stop_set_up
+        exit "$status"
+    fi
+    _set_up_part "$go_builds" "$logs/go.log" "the Go builds (Toxiproxy, MinIO)" || failed=1
+    _set_up_part "$connect" "$logs/connect.log" "the fetch of Kafka Connect and Debezium" || failed=1
+    if _set_up_part "$asan" "$logs/asan.log" "the native path's tests under AddressSanitizer"; then
+        echo "--- the native path's tests under AddressSanitizer (tests/asan_lane.py)" >&2
+        tail -n 3 "$logs/asan.log" >&2
+    else
+        failed=1
+    fi
+    if [[ "$status" == 0 && "$failed" == 0 ]]; then
+        rm -rf "$logs"
+    elif [[ "$status" == 0 ]]; then
+        status=1
+    fi
     exit "$status"
 }
 cd "$KCOMPACT_ROOT"

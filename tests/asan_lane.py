@@ -17,6 +17,7 @@ from pathlib import Path
 
 from streaming.brokers.choice import start_local_broker
 from tests.asan import ENV
+from tests.processes import brokers_compile_lightly
 
 ROOT = Path(__file__).resolve().parent.parent
 # The native path's tests, all that run in this process (the whole job's test starts a JVM of its own)
@@ -47,6 +48,7 @@ def runtime() -> str:
 
 def main(pytest_args: list[str]) -> int:
     built = build(Path(sys.prefix) / "asan")
+    brokers_compile_lightly()
     broker = start_local_broker()
     try:
         env = {**os.environ, ENV: built, "LD_PRELOAD": runtime(), "PYTHONMALLOC": "malloc",

@@ -16,12 +16,12 @@ from hypothesis import settings
 
 from streaming.brokers.broker import Broker, BrokerKind
 from streaming.brokers.choice import BOOTSTRAP_ENV, acquire_broker
-from streaming.brokers.local.server import KAFKA_OPTS
 from streaming.kafka.admin import create_topic, unique_topic_name
 from tests.crashing_broker import CrashingBroker
 from tests.docker_engine import EngineSession, remove_containers, start_engine
 from tests.kafka_helpers import SASL_PASSWORD, SASL_USER
 from tests.minio import CREDENTIALS, S3Server
+from tests.processes import brokers_compile_lightly
 from tests.toxiproxy import TOXIPROXY, Toxiproxy
 from tests.workers import assert_grouped, built_ones_last, group_by_side, without_group
 
@@ -31,9 +31,7 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 os.environ.update(CREDENTIALS)  # before any SparkSession starts, so its Python workers have them too
-# The brokers and the Connect worker the session starts live minutes and carry little load: the C1 compiler
-# alone starts a node on about 60% of the CPU and idles it on about 65%, and the suite is CPU-bound
-os.environ.setdefault(KAFKA_OPTS, "-XX:TieredStopAtLevel=1")
+brokers_compile_lightly()
 
 _session: dict = {"engine": None, "broker": None, "on_broker": 0}
 

@@ -3,11 +3,21 @@ until it answers, and stopped by its PID, politely first."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from typing import Callable, TypeVar
 
+from streaming.brokers.local.server import KAFKA_OPTS
+
 T = TypeVar("T")
+
+
+def brokers_compile_lightly() -> None:
+    """The JVMs of the brokers and the Connect worker a test run starts compile with C1 alone (KAFKA_OPTS,
+    unless set): they live minutes and carry little load, and C1 alone starts a node on about 60% of the CPU
+    and idles it on about 65%, where the suite is CPU-bound."""
+    os.environ.setdefault(KAFKA_OPTS, "-XX:TieredStopAtLevel=1")
 
 
 def wait_answering(process: subprocess.Popen, ask: Callable[[], T], refused: type[BaseException] | tuple,

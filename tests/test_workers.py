@@ -26,6 +26,9 @@ class Collected:
     def add_marker(self, marker) -> None:
         self.markers.append(marker)
 
+    def get_closest_marker(self, name: str):
+        return next((m for m in self.markers if m.name == name), None)
+
 
 def test_a_test_goes_to_the_side_of_the_fixtures_it_uses() -> None:
     assert sides_of(Collected("a", ("tmp_path", "cluster_proxies"))) == {"cluster"}
@@ -66,6 +69,6 @@ def test_only_the_group_suffix_leaves_a_test_id() -> None:
 
 def test_the_tests_using_a_server_built_beside_them_go_last_in_their_order() -> None:
     items = [Collected("s1", ("s3_server", "cluster")), Collected("a", ("cluster",)), Collected("s2", ("s3_server",)),
-             Collected("b", ("tmp_path",))]
+             Collected("m", markers=[pytest.mark.minio.mark]), Collected("b", ("tmp_path",))]
     built_ones_last(items)
-    assert [item.nodeid for item in items] == ["a", "b", "s1", "s2"]
+    assert [item.nodeid for item in items] == ["a", "b", "s1", "s2", "m"]

@@ -12,8 +12,10 @@ import pytest
 BROKER_SIDE = frozenset({"kafka_broker", "bootstrap_servers", "docker_engine", "kafka_image", "kcompact_image"})
 CLUSTER_SIDE = frozenset({"cluster", "cluster_broker", "cluster_proxies", "sink_site"})
 SIDES = {"cluster": CLUSTER_SIDE, "broker": BROKER_SIDE}  # each xdist_group, by the fixtures that put a test in it
-# Servers built beside the tests (scripts/test.sh): on a fresh machine MinIO's build ends minutes into the run
+# Servers built beside the tests (scripts/test.sh): on a fresh machine MinIO's build ends minutes into the run.
+# A test reaches it through the fixture, or says so with the mark.
 BUILT_BESIDE = frozenset({"s3_server"})
+BUILT_BESIDE_MARK = "minio"
 
 
 def sides_of(item: pytest.Item) -> frozenset[str]:
@@ -56,6 +58,8 @@ def assert_grouped(session: pytest.Session) -> None:
 
 
 def built_ones_last(items: list[pytest.Item]) -> None:
-    """The tests using a server built beside the tests run after the others of their worker, in their order: the
-    build is done by then, where a test near the start would hold its worker while the build runs."""
-    items.sort(key=lambda item: bool(BUILT_BESIDE & set(getattr(item, "fixturenames", ()))))
+    """The tests using a server built beside the tests go to the end of the collection, in their order: a group's
+    run after the group's others, a free one after the free others. The build is done by then, where a test
+    near the start would hold its worker while the build runs."""
+    items.sort(key=lambda item: bool(BUILT_BESIDE & set(getattr(item, "fixturenames", ()))
+                                     or item.get_closest_marker(BUILT_BESIDE_MARK)))

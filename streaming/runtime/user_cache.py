@@ -1,8 +1,9 @@
 """The per-user cache that derived files live in (a Spark home without zips, Apache Kafka's jars).
 
 Each entry is filled in a scratch directory beside it and moved into place with one rename, so a process
-that dies halfway leaves nothing that looks complete; a process that finds another filling the same entry
-waits for it (``filling``) rather than fetching or building it a second time.
+that dies halfway leaves nothing that looks complete, and two that fill the same entry at once both end with
+it whole (``publish``). An entry that takes minutes to fetch or build is filled under a lock (``filling``):
+a process that finds another filling it waits rather than doing it a second time.
 """
 
 from __future__ import annotations

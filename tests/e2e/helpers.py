@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib.util
 import json
+import logging
 import sys
 import time
 from collections import Counter
@@ -20,7 +21,7 @@ from streaming.state.stores import open_state_dir
 from streaming.kafka.clients import committed_offsets
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.kafka.origin_header import ORIGIN_HEADER
-from streaming.kafka.failures import is_transient
+from streaming.kafka.failures import TRY_S, is_transient, retrying
 from tests.cleaner.reference_model import rank
 
 # A sink as production has it, compacted by the broker, with settings under which Kafka's cleaner (its back-off is
@@ -57,7 +58,12 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
     try:
         if topic not in consumer.list_topics(timeout=timeout_s).topics:
             return out  # not created yet (the job creates the sink when it starts)
-        marks = {p: _watermarks(consumer, TopicPartition(topic, p), timeout_s) for p in range(partitions)}
+        # asked again while the answer is transient: a topic the job just made has partitions without a leader
+        marks = {p: retrying(lambda p=p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TRY_S,
+                                                                        cached=False),
+                             f"watermarks of {topic}-{p}", timeout_s, side="topic's", client=consumer, topic=topic,
+                             pause_s=0.2, level=logging.DEBUG)
+                 for p in range(partitions)}
         ends = {p: high for p, (low, high) in marks.items() if high > low}  # from the log start: records deleted
         out = {p: [] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in ends])  # together: one fetch serves them all
@@ -77,19 +83,6 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 3
     finally:
         consumer.close()
     return out
-
-
-def _watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> tuple[int, int]:
-    """A partition's low and high watermark, read again while the answer is transient: a topic the job just
-    created has partitions without a leader for a moment (NOT_LEADER_FOR_PARTITION)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.get_watermark_offsets(partition, timeout=timeout_s, cached=False)
-        except KafkaException as exc:
-            if not is_transient(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def wait_for(condition, timeout_s: float, what: str, pause_s: float = 0.5):

@@ -149,11 +149,10 @@ def test_second_run_emits_only_what_is_new(spark, bootstrap_servers, new_topic, 
     past = now_ms() - 2 * HOUR
     first = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 8), b"a%d" % i, past + i) for i in range(40)])
     # an uncompacted sink (NO_SINK_COMPACTION): both runs' records are read, the first run's superseded ones too
-    whole = NO_SINK_COMPACTION
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, sink_config=whole) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, sink_config=NO_SINK_COMPACTION) == 0
     second = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 12), b"b%d" % i, past + 100 + i)
                                               for i in range(24)])
-    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, sink_config=whole) == 0
+    assert run_once(bootstrap_servers, src, sink, str(tmp_path), FORCE, sink_config=NO_SINK_COMPACTION) == 0
     got = read_topic(bootstrap_servers, sink, 2)
     for p in range(2):
         a = [s for s in first if s.partition == p]

@@ -35,7 +35,7 @@ def _passes(state: str, capsys) -> dict[int, tuple[int, int]]:
     return {p["partition"]: (p["passes"], p["last_clean_ms"]) for p in status_json(state, capsys)["partitions"]}
 
 
-@pytest.mark.parametrize("store", ["local", "s3"])
+@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.minio)])
 def test_the_audit_of_a_real_run_agrees_with_the_passes_and_the_sink(store, request, spark, bootstrap_servers,
                                                                      new_topic, tmp_path, capsys) -> None:
     src, sink = new_topic(partitions=2), unique_topic_name("sink")

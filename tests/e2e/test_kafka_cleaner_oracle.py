@@ -157,8 +157,7 @@ def test_tombstones_past_delete_retention_leave_both_logs(bootstrap_servers, new
     time.sleep(1.1)
     # an uncompacted sink (NO_SINK_COMPACTION): a sink takes its source's delete.retention.ms, so its own cleaner
     # would drop the tombstones read here at a moment of its choosing, not the oracle's
-    whole = NO_SINK_COMPACTION
-    assert run_once(bootstrap_servers, twins.source, sink, str(tmp_path), sink_config=whole) == 0
+    assert run_once(bootstrap_servers, twins.source, sink, str(tmp_path), sink_config=NO_SINK_COMPACTION) == 0
     kept = _wait_cleaned(bootstrap_servers, twins.oracle, first_ends)
     cleaned_by = time.time()
     got = _sink(bootstrap_servers, sink, {p: 0 for p in first_ends}, first_ends)
@@ -170,7 +169,7 @@ def test_tombstones_past_delete_retention_leave_both_logs(bootstrap_servers, new
     twins.produce_waves(_change_stream(rng, waves=1, per_wave=300, tombstones=0.0, keys=2 * KEYS))
     ends = twins.end_of_stream()
     time.sleep(1.1)
-    assert run_once(bootstrap_servers, twins.source, sink, str(tmp_path), sink_config=whole) == 0
+    assert run_once(bootstrap_servers, twins.source, sink, str(tmp_path), sink_config=NO_SINK_COMPACTION) == 0
     kept = _wait_cleaned(bootstrap_servers, twins.oracle, ends,
                          lambda _, rs: _no_key_twice(rs) and not any(v is None for _, _, v in rs))
     ours = _log(str(tmp_path), capsys, ends)

@@ -60,6 +60,7 @@ def test_a_checkpoint_spark_cannot_write_is_a_one_line_error(spark, bootstrap_se
 
 
 @pytest.mark.slow
+@pytest.mark.minio
 def test_the_store_killed_mid_stage_and_started_again_is_waited_for_and_caught_up(bootstrap_servers, new_topic,
                                                                                    tmp_path) -> None:
     """MinIO SIGKILLed while an append task holds its records, then started again on its data dir: the job

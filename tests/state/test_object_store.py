@@ -309,6 +309,7 @@ def _proxied(s3_server: S3Server, toxiproxy) -> tuple[StateDir, Proxy, str]:
     return _fresh(s3_server.uri(bucket, endpoint=proxy.listen)), proxy, bucket
 
 
+@pytest.mark.minio
 def test_an_append_while_the_store_restarts_waits_says_since_when_and_lands(own_store, caplog) -> None:
     state = _fresh(own_store.uri(own_store.new_bucket()))
     plog = _log(state)

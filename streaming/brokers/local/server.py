@@ -16,7 +16,6 @@ import fcntl
 import json
 import os
 import random
-import shlex
 import shutil
 import signal
 import socket
@@ -161,7 +160,7 @@ def _alive(pid: int) -> bool:
 def jvm_options() -> list[str]:
     """KAFKA_OPTS, as Kafka's own start scripts (kafka-run-class.sh) add it to every JVM they start: the test
     session sets it to spend less CPU compiling in brokers that live minutes (tests/conftest.py)."""
-    return shlex.split(os.environ.get(KAFKA_OPTS, ""))
+    return os.environ.get(KAFKA_OPTS, "").split()  # split on blanks, quotes kept, as the scripts' $KAFKA_OPTS is
 
 
 def cluster_id() -> str:

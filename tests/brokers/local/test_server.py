@@ -44,10 +44,10 @@ def test_a_port_handed_out_to_another_living_process_is_not_handed_out_here() ->
 
 def test_kafka_opts_reach_the_nodes_jvm_after_its_own_options_as_kafkas_scripts_add_them(tmp_path,
                                                                                           monkeypatch) -> None:
-    monkeypatch.setenv(KAFKA_OPTS, "-XX:TieredStopAtLevel=1 -Dwhere='a b'")
+    monkeypatch.setenv(KAFKA_OPTS, " -XX:TieredStopAtLevel=1  -Dwhere=a ")
     node = LocalKafka(tmp_path / "node", jars=KafkaJars("4.4.0", tmp_path / "jars"))
     command = node._java("kafka.Kafka", "server.properties")
-    assert command[command.index("-XX:+UseG1GC") + 2:][:2] == ["-XX:TieredStopAtLevel=1", "-Dwhere=a b"]
+    assert command[command.index("-XX:+UseG1GC") + 2:][:2] == ["-XX:TieredStopAtLevel=1", "-Dwhere=a"]
     assert command[-2:] == ["kafka.Kafka", "server.properties"]
 
 
