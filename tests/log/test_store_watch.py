@@ -96,16 +96,35 @@ def test_a_call_the_store_does_not_answer_is_tried_again_and_a_refusal_is_raised
     assert len(attempts) == 1
 
 
+class _Clock:
+    """The watch's clock, moved only by the test: the watch's own thread checks every second, and on a real
+    clock it could find a call between its start and its data moving and say it waits."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    time_ns = staticmethod(time.time_ns)
+    sleep = staticmethod(time.sleep)
+
+
 def test_data_that_moves_keeps_a_long_call_quiet_until_one_of_its_attempts_goes_unanswered(caplog, monkeypatch) -> None:
     """A large upload takes long and is answered all along; an attempt that failed proves the store away, and
     data the next one hands to the client's buffers does not prove it back."""
-    monkeypatch.setattr(store_watch, "SAY_AFTER_S", 0.2)
     monkeypatch.setattr(store_watch, "FIRST_PAUSE_S", 0.01)
+    clock = _Clock()
+    monkeypatch.setattr(store_watch, "time", clock)
+
+    def upload_for(seconds: float) -> None:
+        clock.now += seconds
+        WATCH.moved()
+        WATCH.check(clock.now)
 
     def healthy() -> None:
-        time.sleep(0.3)
-        WATCH.moved()
-        WATCH.check(time.monotonic())
+        for _ in range(3):
+            upload_for(0.6 * SAY_AFTER_S)
 
     failed: list[int] = []
 
@@ -113,14 +132,12 @@ def test_data_that_moves_keeps_a_long_call_quiet_until_one_of_its_attempts_goes_
         if not failed:
             failed.append(1)
             raise StoreUnanswered("connection refused")
-        time.sleep(0.3)
-        WATCH.moved()
-        WATCH.check(time.monotonic())
+        upload_for(1.5 * SAY_AFTER_S)
 
     with caplog.at_level(logging.WARNING, logger="streaming.log.store_watch"):
         WATCH.answered("a write of big", healthy)
         assert not caplog.records, [r.getMessage() for r in caplog.records]
         WATCH.answered("a write of big", after_a_failure)
-        WATCH.check(time.monotonic())
+        WATCH.check(clock.now)
     said = [r.getMessage() for r in caplog.records]
     assert said and said[0].startswith("waiting for the state store since") and "a write of big" in said[0], said
