@@ -4,5 +4,5 @@ librdkafka's headers nor linking against it. Everything else about the package i
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("streaming.kafka._rdkafka_columns", ["streaming/kafka/_rdkafka_columns.c"],
+setup(ext_modules=[Extension("streaming.kafka.native._rdkafka_columns", ["streaming/kafka/native/_rdkafka_columns.c"],
                              extra_compile_args=["-O2", "-Wall"])])

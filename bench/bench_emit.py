@@ -8,7 +8,7 @@ One partition log holds the records (one per key, as a fully compacted log emits
 them in memory as Python lists already (reading them is not timed) and produces each with its
 ``kcompact.offset`` header in transactions of the emitter's size, flushing and committing each. With several
 --transaction-records, every side runs at each size (emit.transaction.records), side by side. The librdkafka
-side hands each transaction's records to rd_kafka_producev in one C loop (streaming.kafka.batch_produce), its
+side hands each transaction's records to rd_kafka_producev in one C loop (streaming.kafka.sink.batch_produce), its
 log read included: what the producer costs without a Python call per record. The emitter
 side is TaskEmitter.emit fed from the log, as the compaction stage feeds it (reading and decoding the
 log's objects included); the log's read alone is timed too, so the emitter's own share shows. Each side
@@ -29,13 +29,13 @@ from confluent_kafka import Producer
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka import offset_header
-from streaming.kafka.batch_produce import BatchProduce
+from streaming.kafka.sink.batch_produce import BatchProduce
 from streaming.kafka.client_log import with_client_log
-from streaming.kafka.task_emitter import TRANSACTION_RECORDS, SinkPartition, TaskEmitter
-from streaming.kafka.native import DEFAULT_CLIENT_ID
+from streaming.kafka.sink.task_emitter import TRANSACTION_RECORDS, SinkPartition, TaskEmitter
+from streaming.kafka.native.gate import DEFAULT_CLIENT_ID
 from streaming.kafka.offset_header import OFFSET_HEADER
 from streaming.kafka.origin_header import Origins
-from streaming.kafka.record_produce import Columns
+from streaming.kafka.sink.record_produce import Columns
 from streaming.log import LogConfig, PartitionLog, batch_from_records, make_record
 from streaming.partition_id import PartitionId
 
@@ -83,7 +83,7 @@ def bare(bootstrap: str, topic: str, rows: list[tuple], per_transaction: int) ->
 
 def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: int) -> float:
     """librdkafka's own rate in C: the same transactions, each one run of records handed to rd_kafka_producev
-    in a C loop (streaming.kafka.batch_produce), with no Python between records."""
+    in a C loop (streaming.kafka.sink.batch_produce), with no Python between records."""
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
                                          "enable.idempotence": True, "linger.ms": 5}))
     producer.init_transactions(30)
@@ -126,7 +126,7 @@ def main() -> None:
         log = fill_log(os.path.join(work, "log"), args.records, args.value_bytes, args.headers,
                        args.distinct_headers)
         t = time.perf_counter()
-        for batch in log.read_batches():  # what the emitter reads, by column (streaming.kafka.batch_produce)
+        for batch in log.read_batches():  # what the emitter reads, by column (streaming.kafka.sink.batch_produce)
             Columns.of(batch)
         read_s = time.perf_counter() - t
         rows = [(r["offset"], r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 ENV = "KCOMPACT_ASAN_EXTENSION"
-MODULE = "streaming.kafka._rdkafka_columns"
+MODULE = "streaming.kafka.native._rdkafka_columns"
 
 
 class _SanitizedExtension(importlib.abc.MetaPathFinder):

@@ -21,8 +21,9 @@ from tests.processes import brokers_compile_lightly
 
 ROOT = Path(__file__).resolve().parent.parent
 # The native path's tests, all that run in this process (the whole job's test starts a JVM of its own)
-TESTS = ["tests/kafka/test_rdkafka_columns.py", "tests/kafka/test_batch_fetch.py", "tests/kafka/test_batch_produce.py",
-         "tests/kafka/test_native_paths.py", "tests/kafka/test_native.py", "tests/spark/source/test_kafka_source.py"]
+TESTS = ["tests/kafka/native/test_rdkafka_columns.py", "tests/kafka/source/test_batch_fetch.py",
+         "tests/kafka/sink/test_batch_produce.py", "tests/kafka/native/test_native_paths.py",
+         "tests/kafka/native/test_native.py", "tests/spark/source/test_kafka_source.py"]
 SELECTION = ["-k", "not a_job_on"]
 FLAGS = "-fsanitize=address -fno-omit-frame-pointer -g -O1"
 
@@ -35,7 +36,7 @@ def build(into: Path) -> str:
                           env={**os.environ, "CFLAGS": FLAGS, "LDFLAGS": "-fsanitize=address"})
     if done.returncode != 0:
         sys.exit(f"kcompact: building the extension with AddressSanitizer failed:\n{done.stdout}{done.stderr}")
-    [built] = glob.glob(str(into / "lib/streaming/kafka/_rdkafka_columns*.so"))
+    [built] = glob.glob(str(into / "lib/streaming/kafka/native/_rdkafka_columns*.so"))
     return built
 
 

@@ -1,4 +1,4 @@
-"""The native path's tests against every confluent-kafka release streaming.kafka.native lists as tested (or those
+"""The native path's tests against every confluent-kafka release streaming.kafka.native.gate lists as tested (or those
 named), each installed on its own into ~/.cache/kcompact/confluent-kafka/VERSION and put ahead of the
 virtualenv's copy; one local broker serves them all. A new release is tried by adding it to TESTED (the gate
 lets nothing else reach the extension) and naming it here; it stays only if this passes.
@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 from streaming.brokers.choice import start_local_broker
-from streaming.kafka.native import TESTED
+from streaming.kafka.native.gate import TESTED
 from streaming.runtime.user_cache import cache_root
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ["tests/kafka/test_rdkafka_columns.py", "tests/kafka/test_batch_fetch.py", "tests/kafka/test_batch_produce.py",
-         "tests/kafka/test_native_paths.py", "tests/kafka/test_native.py", "tests/spark/source/test_kafka_source.py"]
+TESTS = ["tests/kafka/native/test_rdkafka_columns.py", "tests/kafka/source/test_batch_fetch.py",
+         "tests/kafka/sink/test_batch_produce.py", "tests/kafka/native/test_native_paths.py",
+         "tests/kafka/native/test_native.py", "tests/spark/source/test_kafka_source.py"]
 
 
 def installed(version: str) -> Path:

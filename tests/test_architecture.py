@@ -143,3 +143,48 @@ def test_the_package_top_level_holds_at_most_six_loose_modules() -> None:
     """Modules live in packages named for their concern; only the few every package shares stay loose."""
     loose = sorted(p.name for p in (ROOT / "streaming").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(loose) <= 6, loose
+
+
+KAFKA_ROOMS = ("native", "shared", "source", "sink", "groups", "access")  # lowest first
+
+
+def _kafka_room(module: str) -> str | None:
+    """streaming.kafka.sink.state -> sink; streaming.kafka.admin -> shared; outside the Kafka edge: None."""
+    parts = module.split(".")
+    if parts[:2] != ["streaming", "kafka"] or len(parts) < 3:
+        return None
+    return parts[2] if len(parts) > 3 else "shared"
+
+
+def test_each_room_of_the_kafka_edge_imports_only_the_rooms_below_it() -> None:
+    """The native path at the bottom, then what every client shares, then the source's reads, which the sink's
+    progress read uses; groups and access above the sink and the source."""
+    upward = sorted(f"{m} -> {i}" for m, found in IMPORTS.items() if (r := _kafka_room(m)) is not None
+                    for i in found if (ri := _kafka_room(i)) is not None
+                    and KAFKA_ROOMS.index(ri) > KAFKA_ROOMS.index(r))
+    assert {_kafka_room(m) for m in IMPORTS} - {None} == set(KAFKA_ROOMS)
+    assert not upward, upward
+
+
+def test_no_file_of_the_kafka_edge_sits_beside_more_than_twelve_others() -> None:
+    """A newcomer finds a Kafka part from the tree: each folder a role, none a flat room of dozens."""
+    crowded = {str(d.relative_to(ROOT)): n for d in [ROOT / "streaming" / "kafka", *(ROOT / "streaming" / "kafka").glob("*/")]
+               if d.is_dir() and d.name != "__pycache__"
+               and (n := len([p for p in d.iterdir() if p.name != "__pycache__" and p.suffix != ".so"])) > 13}
+    assert not crowded, crowded
+
+
+def test_only_the_commands_take_an_argparse_namespace() -> None:
+    """Below cli/ every start and report takes typed values (RunOptions, Launch), never what argparse made."""
+    parsers = sorted(m for m in _importers("argparse") if not m.startswith("streaming.cli."))
+    typed = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sorted((ROOT / "streaming").rglob("*.py"))
+             if path.parent.name != "cli" for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.arg) and node.annotation is not None and "Namespace" in ast.unparse(node.annotation)]
+    assert not parsers and not typed, (parsers, typed)
+
+
+def test_every_start_of_the_job_goes_through_the_startup_assembly() -> None:
+    """`run`, a promote's catch-up and a failback's reverse run start the job one way: the job is made in
+    streaming.startup alone."""
+    makers = {m for m, found in IMPORTS.items() if "streaming.job.runner" in found and not m.startswith("streaming.job.")}
+    assert makers == {"streaming.startup.assembly"}, makers

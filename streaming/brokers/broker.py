@@ -15,7 +15,7 @@ from streaming.security.certificates import Certificates, write_private
 from streaming.configuration import java_properties
 from streaming.configuration.client_properties import java_client_properties
 from streaming.errors import UserError
-from streaming.kafka.acls import upsert_scram_user
+from streaming.kafka.access.acls import upsert_scram_user
 
 
 class BrokerKind(str, Enum):

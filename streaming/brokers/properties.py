@@ -10,7 +10,7 @@ Every node is a combined broker and controller (KRaft) with five listeners:
   SCRAM-SHA-256 is offered with no credentials, so a client using it is refused as by a cluster that does
   not know it);
 - SSL, which requires a client certificate (mTLS; the principal is the certificate's CN);
-- SASL_SSL, taking SCRAM-SHA-512 logins of users made at start (streaming.kafka.acls).
+- SASL_SSL, taking SCRAM-SHA-512 logins of users made at start (streaming.kafka.access.acls).
 
 A node whose clients reach it through a proxy (Toxiproxy, in the network-fault tests) advertises the
 proxy's address for PLAINTEXT and gets a sixth listener, INTERNAL, for the other brokers: a fault between

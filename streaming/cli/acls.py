@@ -9,7 +9,8 @@ import argparse
 import json
 
 from streaming.security import redaction
-from streaming.cli.pairs import add_cluster_access_options, parse_pairs, sink_settings
+from streaming.cli.pairs import add_cluster_access_options, parse_pairs
+from streaming.configuration.cluster_settings import sink_settings
 from streaming.errors import UsageError
 
 
@@ -18,8 +19,8 @@ def cmd_sync_acls(args: argparse.Namespace) -> int:
     to the source), --source-admin-config to the source; without them, --kafka and --sink-kafka do."""
     from streaming.job.acl_sync import sinks_of  # noqa: PLC0415
     from streaming.job.spec import load_saved  # noqa: PLC0415
-    from streaming.kafka.acl_sync import TopicAclSync  # noqa: PLC0415
-    from streaming.kafka.acls import command_config_for  # noqa: PLC0415
+    from streaming.kafka.access.acl_sync import TopicAclSync  # noqa: PLC0415
+    from streaming.kafka.access.acls import command_config_for  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.state.stores import open_state_dir  # noqa: PLC0415
 
@@ -56,9 +57,9 @@ def print_acls(options, subscription, naming, source_kafka: dict, sink_kafka: di
     the admin's client properties a secured cluster needs (--command-config); with --apply the grants each
     cluster lacks are added through the admin API instead."""
     from streaming.configuration import config_providers  # noqa: PLC0415
-    from streaming.kafka.acls import command_config_for  # noqa: PLC0415
+    from streaming.kafka.access.acls import command_config_for  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
-    from streaming.kafka.permissions import JobAccess, principal_of, required_grants  # noqa: PLC0415
+    from streaming.kafka.access.permissions import JobAccess, principal_of, required_grants  # noqa: PLC0415
 
     if options.apply and not options.admin_config:
         raise UsageError("--apply logs in with --admin-config FILE (an admin's client properties)")
@@ -97,7 +98,7 @@ def admin_cluster(role: str, bootstrap: str, path: str, flag: str):
 
 def _apply(grants, where: dict[str, str], admin: dict[str, str]) -> int:
     """Each cluster once (on one cluster both sides' grants together), logged in as its admin."""
-    from streaming.kafka.acl_apply import apply_grants  # noqa: PLC0415
+    from streaming.kafka.access.acl_apply import apply_grants  # noqa: PLC0415
 
     by_cluster: dict[tuple[str, str], list] = {}
     for side, grant in grants:

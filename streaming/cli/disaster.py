@@ -11,7 +11,8 @@ import json
 import logging
 import sys
 
-from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option, sink_settings
+from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option
+from streaming.configuration.cluster_settings import sink_settings
 from streaming.errors import JobError, UsageError
 from streaming.security import redaction
 
@@ -204,16 +205,15 @@ def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, ka
     """`run --once --drain` of a mapping (``values``: its clusters and topics) with the job's own --config, in
     this process: what the source holds now is emitted, nothing held back. With --json, what the run prints
     goes to stderr, so stdout holds the one document. ``locked``: the caller holds the state dir's lock."""
-    from streaming.cli import run  # noqa: PLC0415
-    from streaming.cleaner import Overrides  # noqa: PLC0415
     from streaming.job.options import RunOptions  # noqa: PLC0415
+    from streaming.startup.assembly import Launch, start  # noqa: PLC0415
 
     options = RunOptions.of({**values, "state.dir": state_dir, "once": True, "drain": True,
                              "config": {**saved.config, "min.compaction.lag.ms": CATCH_UP_MS},
                              "kafka": kafka, "sink.kafka": sink_kafka,
                              "trigger.interval": saved.trigger_interval_ms / 1000})
     with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
-        code = run.start(args, options, Overrides.parse(options.config), dict(kafka), dict(sink_kafka), locked)
+        code = start(options, Launch(dict(kafka), dict(sink_kafka), args.log_level, args.log_format, locked))
     if code != 0:
         raise JobError(f"the run to the end of {state_dir} ended with code {code}; nothing was marked: run the "
                        f"command again")
@@ -222,7 +222,7 @@ def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, ka
 def _sync_groups(sides) -> None:
     """One last group offset sync: the DR site's groups where the source's are."""
     from streaming.job.group_sync import mirrored  # noqa: PLC0415
-    from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
+    from streaming.kafka.groups.group_sync import GroupOffsetSync  # noqa: PLC0415
 
     done = GroupOffsetSync(sides.source, sides.sink, sides.groups).sync(mirrored(sides.saved.topics))
     log.info("consumer groups synced one last time: %d offsets of %d groups moved", done.offsets_moved,
@@ -233,8 +233,8 @@ def _fence(sides, admin_config: str) -> tuple[str, ...]:
     """DENY WRITE for every principal on each mirrored source topic: a producer still writing to the old
     primary would write records the DR site never sees."""
     from streaming.cli.acls import admin_cluster  # noqa: PLC0415
-    from streaming.kafka.acl_apply import apply_grants  # noqa: PLC0415
-    from streaming.kafka.acls import Grant, Resource  # noqa: PLC0415
+    from streaming.kafka.access.acl_apply import apply_grants  # noqa: PLC0415
+    from streaming.kafka.access.acls import Grant, Resource  # noqa: PLC0415
 
     admin = admin_cluster("source", sides.source.bootstrap_servers, admin_config, "--admin-config")
     topics = tuple(sorted(sides.saved.topics))

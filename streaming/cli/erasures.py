@@ -18,7 +18,7 @@ from streaming.errors import UsageError
 from streaming.names import names_text
 from streaming.job.spec import SavedJob, load_saved
 from streaming.log.journal import committed_journal
-from streaming.cli.readable import duration_text
+from streaming.readable import duration_text
 from streaming.configuration.settings import LONG_MAX
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import check_access, open_state_dir

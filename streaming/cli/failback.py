@@ -48,7 +48,7 @@ def _cmd_failback(args: argparse.Namespace) -> int:
     from streaming.disaster.mark import switched  # noqa: PLC0415
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
-    from streaming.kafka.group_positions import move_back  # noqa: PLC0415
+    from streaming.kafka.groups.group_positions import move_back  # noqa: PLC0415
     from streaming.partition_id import PartitionId  # noqa: PLC0415
     from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
 
@@ -158,7 +158,7 @@ def _unfence(topics: tuple[str, ...], primary, admin_config: str | None) -> tupl
         raise UsageError(f"the promote fenced writes to {len(topics)} topic(s) of the old primary with DENY ACLs; "
                          f"give --admin-config FILE (an admin's client properties) so failback removes them")
     from streaming.cli.acls import admin_cluster  # noqa: PLC0415
-    from streaming.kafka.acls import Grant, Resource, remove_grants  # noqa: PLC0415
+    from streaming.kafka.access.acls import Grant, Resource, remove_grants  # noqa: PLC0415
 
     admin = admin_cluster("source", primary.bootstrap_servers, admin_config, "--admin-config")
     remove_grants(admin.bootstrap_servers, [Grant("User:*", "WRITE", Resource.TOPIC, t, deny=True) for t in topics],

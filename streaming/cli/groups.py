@@ -7,7 +7,8 @@ import argparse
 import json
 
 from streaming.security import redaction
-from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option, sink_settings
+from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option
+from streaming.configuration.cluster_settings import sink_settings
 from streaming.errors import UsageError
 
 
@@ -37,7 +38,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     from streaming.state.stores import open_state_dir  # noqa: PLC0415
     from streaming.cli.disaster import one_line  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
-    from streaming.kafka.first_records import translate_all  # noqa: PLC0415
+    from streaming.kafka.source.first_records import translate_all  # noqa: PLC0415
     from streaming.partition_id import PartitionId  # noqa: PLC0415
 
     sink_kafka = parse_pairs(args.sink_kafka, "--sink-kafka")
@@ -65,7 +66,7 @@ def _cmd_sync_groups(args: argparse.Namespace) -> int:
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.state.stores import open_state_dir  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
-    from streaming.kafka.group_sync import GroupOffsetSync  # noqa: PLC0415
+    from streaming.kafka.groups.group_sync import GroupOffsetSync  # noqa: PLC0415
 
     pattern = regex_option(args.group, "--group")
     source_kafka = parse_pairs(args.kafka, "--kafka")

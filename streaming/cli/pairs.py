@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from streaming.errors import UsageError
 from streaming.configuration.settings import key_values
@@ -16,19 +16,6 @@ def parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
         return key_values(pairs)
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from None
-
-
-def sink_settings(source: Mapping[str, str], sink: Mapping[str, str], same_cluster: bool) -> dict[str, str]:
-    """The sink side's client settings: on one cluster it is reached as the source is, unless told otherwise."""
-    return {**source, **sink} if same_cluster else dict(sink)
-
-
-def setting_origins(origins: Mapping[str, Mapping[str, str]], same_cluster: bool) -> tuple[dict[str, str],
-                                                                                           dict[str, str]]:
-    """The source's and the sink's client settings' origins in a config file (RunOptions.origins), merged as
-    sink_settings merges the settings."""
-    source = dict(origins.get("kafka", {}))
-    return source, sink_settings(source, origins.get("sink.kafka", {}), same_cluster)
 
 
 def regex_option(text: str, option: str) -> re.Pattern[str]:

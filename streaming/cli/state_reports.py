@@ -10,7 +10,8 @@ import json
 import time
 
 from streaming.security import redaction
-from streaming.cli.pairs import parse_pairs, sink_settings
+from streaming.cli.pairs import parse_pairs
+from streaming.configuration.cluster_settings import sink_settings
 
 
 TOPIC_HELP = "only these source topics: a name, or a regular expression matched whole (repeatable)"

@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from streaming.cli.pairs import parse_pairs, setting_origins, sink_settings
-from streaming.cli.run import CONNECT_TIMEOUT_S
+from streaming.cli.pairs import parse_pairs
+from streaming.configuration.cluster_settings import setting_origins, sink_settings
+from streaming.job.options import CONNECT_TIMEOUT_S
 from streaming.errors import UsageError
 from streaming.security import redaction
 from streaming.security.redaction import REDACTED

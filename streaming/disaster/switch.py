@@ -22,11 +22,11 @@ from streaming.job.compact import EmissionNote
 from streaming.job.metrics import read_doc
 from streaming.job.spec import SavedJob
 from streaming.kafka.admin import Cluster
-from streaming.kafka.group_positions import group_commits, held_offsets
+from streaming.kafka.groups.group_positions import group_commits, held_offsets
 from streaming.kafka.origin_header import Headers, Origins
-from streaming.kafka.sink_progress import LastMirrored, committed_last_mirrored
-from streaming.kafka.sink_state import SinkPartitionState, read_states
-from streaming.kafka.source_tail import TailFigures, read_tails
+from streaming.kafka.sink.progress import LastMirrored, committed_last_mirrored
+from streaming.kafka.sink.state import SinkPartitionState, read_states
+from streaming.kafka.source.tail import TailFigures, read_tails
 from streaming.log.manifest import load_newest
 from streaming.log.storage import read_json
 from streaming.names import names_text

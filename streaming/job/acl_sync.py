@@ -11,7 +11,7 @@ from typing import Callable, Mapping
 
 from streaming.job.periodic import every
 from streaming.job.spec import TopicPlan
-from streaming.kafka.acl_sync import TopicAclSync
+from streaming.kafka.access.acl_sync import TopicAclSync
 from streaming.kafka.failures import reason
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from streaming.log import PartitionLog
 from streaming.log.record import LogRecord
 from streaming.state.locks import partition_lock
 from streaming.job.held_sinks import OpenTransaction
-from streaming.kafka.sink_state import SinkPartitionState
+from streaming.kafka.sink.state import SinkPartitionState
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import StateDir
@@ -76,7 +76,7 @@ class StageTask:
     """One compaction task's share of a stage, as the driver hands it out."""
 
     logs: tuple[LogDir, ...]
-    slot: int  # its transactional id's (streaming.kafka.transactional_ids)
+    slot: int  # its transactional id's (streaming.kafka.sink.transactional_ids)
     # by sink partition: the sinks as the driver read them after any fencing (None: they did not answer it)
     sinks: Mapping[PartitionId, SinkPartitionState] | None
     # by source partition, where its sink is as the job's last stage left it: what the sink committed of it
@@ -141,7 +141,7 @@ class PartitionWork:
 class EmissionNote:
     """The log's note of its emission, written after each stage's: how far emission got, and the last record
     the sink holds. The records between came from the sink's cluster (``looped_to``) and were left out
-    (streaming.kafka.task_emitter.SinkPartition): the sink's own progress read cannot see past them, and
+    (streaming.kafka.sink.task_emitter.SinkPartition): the sink's own progress read cannot see past them, and
     this note is what keeps a partition whose sink is written by others from reading them again each stage."""
 
     emitted_up_to: int

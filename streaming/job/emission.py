@@ -1,5 +1,5 @@
 """A compaction task's emission: all its partitions through one transactional producer
-(streaming.kafka.task_emitter), in the order exactly-once needs:
+(streaming.kafka.sink.task_emitter), in the order exactly-once needs:
 1. fence: the producer's init_transactions with its task's slot's id, which ends an earlier attempt of the
    task (the driver has fenced every other id that may still write, streaming.job.transaction_slots); then a
    task the driver has fenced since it was made (a lost executor's, thawed) ends without writing;
@@ -7,7 +7,7 @@
    attempt, or a stale task, may have written since the driver read them): where a sink is still as the job's
    last stage left it (its topic's id and its end, StageTask.trusted) what that stage committed, nothing read
    where the sink partition is empty, else its last committed record of the job's, read back for every
-   partition with one read_committed consumer (streaming.kafka.sink_progress), and past the records the log's
+   partition with one read_committed consumer (streaming.kafka.sink.progress), and past the records the log's
    note says were left out after it (EmissionNote: they came from the sink's cluster). A partition whose last
    stable offset stays below its high watermark for SETTLE_S has a transaction open: it is reported (the
    driver resolves it between stages), and nothing is emitted to it;
@@ -29,14 +29,14 @@ from streaming.job.erase_audit import note_emission, recover_lost_notes
 from streaming.job.spec import JobSpec
 from streaming.job.transaction_slots import is_stale
 from streaming.job.task_error import ErrorKind, TaskError
-from streaming.kafka.dead_letters import dead_letter
-from streaming.kafka.native import NativePathError
-from streaming.kafka.record_size import RecordLimits
+from streaming.kafka.sink.dead_letters import dead_letter
+from streaming.kafka.native.gate import NativePathError
+from streaming.kafka.sink.record_size import RecordLimits
 from streaming.job.held_sinks import OpenTransaction
-from streaming.kafka.sink_progress import read_last_mirrored
-from streaming.kafka.sink_state import SinkPartitionState, SinkStateReader, settled
-from streaming.kafka.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
-from streaming.kafka.transactional_ids import transactional_id
+from streaming.kafka.sink.progress import read_last_mirrored
+from streaming.kafka.sink.state import SinkPartitionState, SinkStateReader, settled
+from streaming.kafka.sink.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
+from streaming.kafka.sink.transactional_ids import transactional_id
 from streaming.partition_id import PartitionId
 from streaming.state.stores import task_state_dir
 

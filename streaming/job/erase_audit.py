@@ -16,8 +16,8 @@ from typing import Mapping, TypeVar
 from streaming.erasure.events import Emitted, tombstone_mask
 from streaming.job.spec import JobSpec
 from streaming.kafka.admin import Cluster
-from streaming.kafka.first_records import sink_offsets_of
-from streaming.kafka.task_emitter import SinkPartition
+from streaming.kafka.source.first_records import sink_offsets_of
+from streaming.kafka.sink.task_emitter import SinkPartition
 from streaming.log import PartitionLog
 from streaming.log.columns import offsets_of
 from streaming.configuration.settings import LONG_MAX

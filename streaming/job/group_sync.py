@@ -14,7 +14,7 @@ from streaming.utc import Outage
 from streaming.job.periodic import every
 from streaming.job.spec import TopicPlan
 from streaming.kafka.failures import reason
-from streaming.kafka.group_sync import GroupOffsetSync, GroupSyncTotals, MirroredTopic, SyncRound
+from streaming.kafka.groups.group_sync import GroupOffsetSync, GroupSyncTotals, MirroredTopic, SyncRound
 
 log = logging.getLogger(__name__)
 

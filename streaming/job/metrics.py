@@ -73,7 +73,7 @@ class JobCounters:
 
 
 JOB_COUNTERS = {f.metadata["name"]: f.metadata["help"] for f in fields(JobCounters)}
-GROUP_SYNC = {  # --sync-group-offsets (streaming.kafka.group_sync)
+GROUP_SYNC = {  # --sync-group-offsets (streaming.kafka.groups.group_sync)
     "rounds": ("counter", "consumer group offset sync rounds done"),
     "offsets-committed": ("counter", "group offsets committed on the sink cluster"),
     "groups-synced": ("gauge", "groups whose sink offsets follow the source, at the last round"),

@@ -10,6 +10,8 @@ from streaming.errors import UsageError
 from streaming.configuration.subscription import StartingOffsets, Subscription
 from streaming.configuration.settings import RUN_OPTIONS, Setting, setting_field as _option
 
+CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start (or --retry-timeout, if shorter)
+
 if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
     from streaming.job.acl_sync import AclSyncSchedule
     from streaming.job.group_sync import GroupSyncSchedule
@@ -97,7 +99,7 @@ class RunOptions:
 
     @property
     def native_asked(self) -> bool:
-        """--kafka-native on: records take the native path where it can run (streaming.kafka.native)."""
+        """--kafka-native on: records take the native path where it can run (streaming.kafka.native.gate)."""
         return self.kafka_native == "on"
 
     def starting(self, subscription: Subscription) -> StartingOffsets:

@@ -1,5 +1,5 @@
 """The driver's side of the job's transactional ids: how many slots it has used at most (task i of a stage
-writes with slot i's id, streaming.kafka.transactional_ids), kept in the state dir, and when they are fenced.
+writes with slot i's id, streaming.kafka.sink.transactional_ids), kept in the state dir, and when they are fenced.
 
 The rule (docs/sink.md): every id that may have written a partition is fenced before the partition's next
 writer reads where to resume. A retried attempt of a task has the id of the attempt it replaces and fences it
@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 
 from streaming.job.compact import StageReport
 from streaming.job.task_error import ErrorKind
-from streaming.kafka.transactional_ids import fence, job_ids
+from streaming.kafka.sink.transactional_ids import fence, job_ids
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import transactional_slots_file
 from streaming.state.stores import StateDir

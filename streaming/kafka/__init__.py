@@ -1,3 +1,4 @@
-"""Kafka's edge: administration, ACLs and their sync, the emitter (sink), consumer group offset sync, failure
-kinds and plain clients. The only package that imports confluent_kafka, besides the Spark source that reads the
-topic; the brokers the project runs live in streaming.brokers."""
+"""Kafka's edge, by role: the sink (emission), the source reads, groups, access (ACLs), the native path, and
+here what they share: clients, administration, failure kinds and the headers every sink record carries. The only
+package that imports confluent_kafka, besides the Spark source; the brokers the project runs live in
+streaming.brokers."""

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from streaming.configuration import config_providers
 from streaming.security import redaction
-from streaming.kafka import librdkafka_build
+from streaming.kafka.native import librdkafka_build
 from streaming.kafka.client_log import with_client_log
 
 SPARSE_CONNECTIONS = "enable.sparse.connections"

@@ -1,6 +1,6 @@
 """The header every sink record carries: its source offset, ``kcompact.offset``, as ASCII decimal digits.
 
-The sink is its own progress record (streaming.kafka.task_emitter), so this one encoding is read back to resume;
+The sink is its own progress record (streaming.kafka.sink.task_emitter), so this one encoding is read back to resume;
 the native path writes it in C (``_rdkafka_columns.produce_rows``), held to ``encode`` here by a test."""
 
 from __future__ import annotations

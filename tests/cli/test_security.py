@@ -1,6 +1,6 @@
 """What the command line does for secrets and privacy before any cluster answers: a password typed on the
-command line is warned about (never echoed), spark.* secrets are kept off the JVM's command line, and a state
-dir other users can read gets one warning naming the fix."""
+command line is warned about (never echoed), and a state dir other users can read gets one warning naming the
+fix."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 from streaming.cli.main import main
-from streaming.cli.security import spark_settings
 
 NOBODY = "127.0.0.1:1"  # nothing listens there: the run ends at its first cluster contact, after the checks
 
@@ -46,15 +45,6 @@ def test_an_existing_state_dir_other_users_can_read_is_one_warning_naming_the_fi
     os.chmod(state, 0o700)
     _run(tmp_path)
     assert "can be read by other users" not in capsys.readouterr().err
-
-
-def test_spark_secrets_are_told_to_the_jvm_only_once_it_runs(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("KC_TEST_S3_KEY", "the-key")
-    public, secret = spark_settings({"spark.executor.memory": "2g",
-                                     "spark.hadoop.fs.s3a.secret.key": "typed",
-                                     "spark.hadoop.fs.s3a.access.key": "${env:KC_TEST_S3_KEY}"})
-    assert public == {"spark.executor.memory": "2g"}
-    assert secret == {"spark.hadoop.fs.s3a.secret.key": "typed", "spark.hadoop.fs.s3a.access.key": "the-key"}
 
 
 def test_print_acls_gives_the_least_set_as_the_security_doc_lists_it_without_contacting_a_cluster(capsys) -> None:

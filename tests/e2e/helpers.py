@@ -260,7 +260,7 @@ def load_bench(name: str):
 def first_transactional_id(state_dir: str) -> str:
     """The transactional id the first task of the job of ``state_dir`` writes with (slot 0's)."""
     from streaming.job.spec import load_saved
-    from streaming.kafka.transactional_ids import transactional_id
+    from streaming.kafka.sink.transactional_ids import transactional_id
     from streaming.state.stores import open_state_dir
 
     return transactional_id(load_saved(open_state_dir(state_dir)).job_id, 0)

@@ -250,7 +250,7 @@ def _emit_across_a_crash(broker: CrashingBroker, hold_at: int):
     """Emits 100k records in a thread, holding them back at source offset ``hold_at``, once all before it
     are acknowledged, until the broker has been killed; starts the broker again 5 s later."""
     from streaming.log import batch_from_records, make_record
-    from streaming.kafka.task_emitter import SinkPartition, TaskEmitter
+    from streaming.kafka.sink.task_emitter import SinkPartition, TaskEmitter
     from streaming.partition_id import PartitionId
 
     sink = create_topic(broker.bootstrap_servers, unique_topic_name("emit-crash"), 1,
@@ -283,9 +283,9 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     __transaction_state and the producer commits it whole after the restart), or between two: every
     record reaches the sink exactly once, and a new emitter reads that progress back from the sink. While
     the broker is away the emitter says why it waits."""
-    from streaming.kafka import task_emitter as emitter_module
-    from streaming.kafka.sink_progress import committed_progress
-    from streaming.kafka.task_emitter import FIRST_TRANSACTION_RECORDS
+    from streaming.kafka.sink import task_emitter as emitter_module
+    from streaming.kafka.sink.progress import committed_progress
+    from streaming.kafka.sink.task_emitter import FIRST_TRANSACTION_RECORDS
     from streaming.partition_id import PartitionId
 
     monkeypatch.setattr(emitter_module, "TRY_S", 1.0)  # the 5 s outage then holds several tries

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from streaming.cli.main import main
 from streaming.kafka.admin import Cluster, unique_topic_name
 from streaming.kafka.offset_header import source_offset
-from streaming.kafka.group_sync import Change, GroupOffsetSync, MirroredTopic
+from streaming.kafka.groups.group_sync import Change, GroupOffsetSync, MirroredTopic
 from tests.e2e.helpers import group_offsets, run_once, status_json, winners
 from tests.kafka_helpers import Sent, produce
 
@@ -153,12 +153,12 @@ def test_active_groups_rewinds_and_other_groups_are_left_alone(spark, bootstrap_
         while not member.assignment() and time.monotonic() < deadline:
             member.poll(0.5)
         said = _Said()
-        logging.getLogger("streaming.kafka.group_sync").addHandler(said)
+        logging.getLogger("streaming.kafka.groups.group_sync").addHandler(said)
         try:
             for _ in range(2):
                 assert {r.change for r in rewinding.sync(topics).rows} == {Change.ACTIVE}
         finally:
-            logging.getLogger("streaming.kafka.group_sync").removeHandler(said)
+            logging.getLogger("streaming.kafka.groups.group_sync").removeHandler(said)
         assert len([line for line in said.lines if "is active on the sink cluster" in line]) == 1, said.lines
     finally:
         member.close()

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.dead_letters import PARTITION_HEADER, TOPIC_HEADER
+from streaming.kafka.sink.dead_letters import PARTITION_HEADER, TOPIC_HEADER
 from tests.e2e.helpers import (NO_SINK_COMPACTION, IncompleteRead, assert_sink_contract, read_topic, run_once,
                                status_json, winners)
 from tests.kafka_helpers import Sent, produce

@@ -1,6 +1,6 @@
 """A job on a production-shaped cluster: TLS, SCRAM-SHA-512 or a client certificate, and ACLs enforced.
 
-The job runs as a principal holding exactly the least ACL set (streaming.kafka.permissions), end to end, with
+The job runs as a principal holding exactly the least ACL set (streaming.kafka.access.permissions), end to end, with
 its password in a file that nothing the job writes or starts ever shows. Each ACL of the set is then taken
 away in turn: the job refuses in one line naming it, before anything is created. Runs on the three-node
 cluster of the session, and on the session's own broker (the project's Kafka image where an engine answers).
@@ -26,10 +26,10 @@ from streaming.brokers.broker import Broker, SecureAccess
 from streaming.brokers.choice import start_local_broker
 from streaming.brokers.local.server import free_port
 from streaming.cli.main import main
-from streaming.kafka.acl_sync import sink_grants
-from streaming.kafka.acls import Grant, Pattern, Resource, add_grants, grants_of, upsert_scram_user
+from streaming.kafka.access.acl_sync import sink_grants
+from streaming.kafka.access.acls import Grant, Pattern, Resource, add_grants, grants_of, upsert_scram_user
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.permissions import JobAccess, required_grants
+from streaming.kafka.access.permissions import JobAccess, required_grants
 from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from tests.e2e.helpers import NO_SINK_COMPACTION, group_offsets, read_topic, sent_view, sink_view, wait_for, winners
 from tests.kafka_helpers import Sent, produce

@@ -13,7 +13,7 @@ from streaming.job.erase_audit import EMITTED_THROUGH, recover_lost_notes
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.offset_header import OFFSET_HEADER, encode
-from streaming.kafka.task_emitter import SinkPartition
+from streaming.kafka.sink.task_emitter import SinkPartition
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.state.layout import LogDir, log_dir, open_partition_log

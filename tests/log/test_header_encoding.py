@@ -1,7 +1,7 @@
 """A record's headers have one encoding in the log (Avro's array of {key: string, value: null|bytes}) and one
 reference reader, columns.header_pairs. The other readers are held to it: the codec's compiled skip
 (codec._skip_headers) here, the C extension's through the produce property test
-(tests/kafka/test_native_paths.py). Avro lets a writer split an array into blocks, a negative count giving the
+(tests/kafka/native/test_native_paths.py). Avro lets a writer split an array into blocks, a negative count giving the
 block's byte size; the log's writer never does, other writers may, and every reader takes both forms."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from streaming.kafka.fetched import Fetched, Run
+from streaming.kafka.source.fetched import Fetched, Run
 from streaming.table.kafka_columns import HEADERS_TYPE, no_headers
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

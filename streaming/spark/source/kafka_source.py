@@ -25,10 +25,10 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.job.balance import spread
 from streaming.kafka.admin import watermarks
-from streaming.kafka import native
-from streaming.kafka.batch_fetch import BatchFetch
-from streaming.kafka.fetched import RecordFetch
-from streaming.kafka.plain_fetch import PlainFetch
+from streaming.kafka.native import gate
+from streaming.kafka.source.batch_fetch import BatchFetch
+from streaming.kafka.source.fetched import RecordFetch
+from streaming.kafka.source.plain_fetch import PlainFetch
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, retrying
 from streaming.configuration.subscription import EARLIEST, LATEST, Subscribe, SubscribePattern
@@ -224,9 +224,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def _record_fetch(consumer: Consumer, config: dict, options: KafkaSourceOptions) -> RecordFetch:
-    if native.enabled(options.kafka_native):
+    if gate.enabled(options.kafka_native):
         log.debug("records fetched through the native path")
-        return BatchFetch(consumer, str(config.get("client.id", native.DEFAULT_CLIENT_ID)), options.records_per_batch)
+        return BatchFetch(consumer, str(config.get("client.id", gate.DEFAULT_CLIENT_ID)), options.records_per_batch)
     log.debug("records fetched through the plain path (consume())")
     return PlainFetch(consumer)
 

@@ -33,7 +33,7 @@ class KafkaSourceOptions:
     # At most this many tasks read a micro-batch, the small ranges of many partitions sharing one (None: a task
     # per partition with records, as Spark's Kafka source does); the job sets it from its cores.
     max_read_tasks: int | None = None
-    # Records fetched by the native path where it can run (streaming.kafka.native); false: confluent-kafka's
+    # Records fetched by the native path where it can run (streaming.kafka.native.gate); false: confluent-kafka's
     # consume(), a Message per record
     kafka_native: bool = True
     extra: dict[str, str] = field(default_factory=dict)

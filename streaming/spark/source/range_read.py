@@ -17,7 +17,7 @@ from typing import Iterator, NamedTuple, Sequence
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from streaming.kafka.fetched import FetchError, RecordFetch
+from streaming.kafka.source.fetched import FetchError, RecordFetch
 from streaming.kafka.failures import SAY_EVERY_S, TRY_S, UNUSED_GROUP_REFUSED, refresh_metadata, retrying
 from streaming.runtime.moments import Moment, reached
 from streaming.spark.source.columns import Columns

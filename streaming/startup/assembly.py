@@ -1,0 +1,154 @@
+"""The start-up sequence, in the one order every start takes: checks that read (the options, the state dir, the
+clusters, the ACLs) before anything is created anywhere; then the sink topics; then, under the state dir's lock,
+the saved spec, Spark and the job. A mistake found by a check leaves nothing behind on either cluster."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Mapping
+
+from streaming.cleaner import Overrides
+from streaming.configuration.cluster_settings import setting_origins
+from streaming.configuration.subscription import StartingOffsets, Subscription, subscription_of
+from streaming.disaster.mark import refuse_old_direction, switched_meanwhile
+from streaming.errors import UsageError
+from streaming.job.metrics import serve as serve_metrics
+from streaming.job.options import CONNECT_TIMEOUT_S, RunOptions, Schedules
+from streaming.job.runner import CompactorJob
+from streaming.job.spec import JobMapping, JobSpec, SavedJob, TopicPlan, check_state_dir_mapping, job_id_of
+from streaming.job.topics import SinkNaming, TopicSync
+from streaming.kafka.access.permissions import AccessCheck, JobAccess
+from streaming.kafka.admin import Cluster
+from streaming.kafka.native import gate
+from streaming.runtime import logging_setup
+from streaming.security.private_files import private_files, warn_if_readable_by_others
+from streaming.security.spark_secrets import spark_settings
+from streaming.spark.driver import SparkEngine
+from streaming.spark.session import build_session
+from streaming.startup import report, schedules
+from streaming.state.locks import StateDirLock
+from streaming.state.stores import StateDir, check_access, open_state_dir
+
+log = logging.getLogger("kcompact")
+
+@dataclass(frozen=True)
+class Launch:
+    """What a start is handed beside the options: the clusters' client settings as the command resolved them,
+    the driver's log level and format (Spark's workers log alike), and whether the caller already holds the
+    state dir's lock (a promote runs the job under its own)."""
+
+    source_kafka: Mapping[str, str]
+    sink_kafka: Mapping[str, str]
+    log_level: str
+    log_format: str
+    locked: bool = False
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks that read found, before anything was created: the job's topics as the options name them,
+    its state dir, and both clusters, which answered and accepted the login."""
+
+    options: RunOptions
+    overrides: Overrides
+    subscription: Subscription
+    naming: SinkNaming
+    starting: StartingOffsets
+    mapping: JobMapping
+    state: StateDir
+    saved: SavedJob | None
+    source: Cluster
+    sink: Cluster
+    sync: TopicSync
+    permissions: AccessCheck
+    schedules: Schedules
+
+
+def start(options: RunOptions, launch: Launch) -> int:
+    """Runs the job to its end; its exit code."""
+    checked = check(options, launch)
+    plans = create(checked)
+    lock = None if launch.locked else StateDirLock(checked.state)
+    try:
+        with private_files():  # the state dir and a --snapshot-every table are copies of the mirrored data
+            job = assemble(checked, plans, launch)
+            if options.metrics_port is not None:
+                serve_metrics(job.collector, options.metrics_port, options.metrics_host)
+                log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
+            return job.run()
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def check(options: RunOptions, launch: Launch) -> Checked:
+    """The options' names, then the state dir, then the clusters and the ACLs: each read only."""
+    subscription = subscription_of(options.source_topic, options.source_topic_pattern)
+    table_sync = schedules.table_sync(options, subscription.names)
+    naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
+    starting = options.starting(subscription)
+    sink_bootstrap = options.sink_bootstrap_servers or options.bootstrap_servers
+    mapping = JobMapping(options.bootstrap_servers, subscription, sink_bootstrap, naming.template)
+    state = open_state_dir(options.state_dir)
+    check_access(state, write=True)
+    saved = check_state_dir_mapping(state, mapping)
+    refuse_old_direction(state, options.force)
+    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
+    warn_if_readable_by_others(options.checkpoint_location, "--checkpoint-location")
+
+    wait = min(CONNECT_TIMEOUT_S, options.retry_timeout)
+    source_origins, sink_origins = setting_origins(options.origins, same_cluster=not options.sink_bootstrap_servers)
+    source = Cluster("source", options.bootstrap_servers, launch.source_kafka, connect_timeout_s=wait,
+                     origins=source_origins)
+    sink = Cluster("sink", sink_bootstrap, launch.sink_kafka, connect_timeout_s=wait, origins=sink_origins)
+    overrides = Overrides.parse(options.config)
+    sync = TopicSync(source, sink, subscription, naming, overrides, dict(options.sink_topic_config),
+                     options.dead_letter_topic)
+    permissions = AccessCheck(source, sink)  # both clusters have answered and accepted the login
+    permissions.named_source_topics(subscription.names)
+    return Checked(options, overrides, subscription, naming, starting, mapping, state, saved, source, sink, sync,
+                   permissions, schedules.of(options, source, sink, table_sync, lambda: switched_meanwhile(state)))
+
+
+def create(checked: Checked) -> dict[str, TopicPlan]:
+    """The sink topics (and the dead-letter topic), once the ACLs the job needs are there; their plans."""
+    options, sync, naming = checked.options, checked.sync, checked.naming
+    present = sync.present()
+    if not present:
+        if options.once:
+            raise UsageError(f"no topic on the source cluster matches --source-topic-pattern "
+                             f"'{checked.subscription.pattern}'; nothing to do")
+        log.warning("no topic on the source cluster matches --source-topic-pattern '%s' yet; waiting for one",
+                    checked.subscription.pattern)
+    sync.refuse_sinks(present)
+    access = JobAccess(tuple(sorted(present)), tuple(naming.sink_of(t) for t in sorted(present)),
+                       options.dead_letter_topic, schedules.synced_groups(checked.schedules.group_sync),
+                       options.sync_topic_acls, sync.same_cluster)
+    checked.permissions.before_creating(access)
+    sync.check_starting_offsets(checked.starting, present)
+    plans = sync.sync({})
+    checked.permissions.after_creating(access)
+    return plans
+
+
+def assemble(checked: Checked, plans: dict[str, TopicPlan], launch: Launch) -> CompactorJob:
+    """The job's spec saved in its state dir, and the job on a Spark that starts when the job first needs it."""
+    options = checked.options
+    spec = JobSpec(checked.mapping, options.state_dir, plans, source_kafka=dict(launch.source_kafka),
+                   sink_kafka=dict(launch.sink_kafka), settings=checked.overrides.job,
+                   dead_letter_topic=options.dead_letter_topic,
+                   dead_letter_max_message_bytes=checked.sync.dead_letter_max_message_bytes,
+                   trigger_interval_ms=round(options.trigger_interval * 1000), kafka_native=options.native_asked,
+                   source_cluster_id=checked.source.cluster_id(), sink_cluster_id=checked.sink.cluster_id(),
+                   job_id=job_id_of(checked.saved), config=dict(options.config))
+    report.print_plans(spec, launch.source_kafka, launch.sink_kafka)
+    gate.announce(spec.kafka_native)
+    if not options.once:
+        report.warn_of_late_first_emission(spec)
+    spec.save(checked.state)
+    public_conf, secret_conf = spark_settings(options.spark_conf)
+    extra = {**logging_setup.for_workers(launch.log_level, launch.log_format), **public_conf}
+    engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=launch.log_level,
+                                               extra=extra, secret=secret_conf))  # started when first needed
+    return CompactorJob(engine, spec, options, checked.sync, checked.schedules)
