@@ -97,7 +97,8 @@ ensure_venv() {
     fi
     local stamp="$KCOMPACT_VENV/.kcompact-installed"
     local want
-    want="$(cat "$KCOMPACT_ROOT/pyproject.toml" "$KCOMPACT_ROOT/setup.py" "$KCOMPACT_ROOT"/streaming/*/*.c | sha256sum | cut -d' ' -f1)"
+    want="$(find "$KCOMPACT_ROOT/streaming" -name '*.c' | sort | xargs cat "$KCOMPACT_ROOT/pyproject.toml" "$KCOMPACT_ROOT/setup.py" |
+            sha256sum | cut -d' ' -f1)"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "kcompact: installing the package and its dependencies into $KCOMPACT_VENV" >&2
         # pip's and the build backend's own output (warnings included) is kept, and shown only if it fails
