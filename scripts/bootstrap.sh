@@ -97,8 +97,8 @@ ensure_venv() {
     fi
     local stamp="$KCOMPACT_VENV/.kcompact-installed"
     local want
-    want="$(find "$KCOMPACT_ROOT/streaming" -name '*.c' | sort | xargs cat "$KCOMPACT_ROOT/pyproject.toml" "$KCOMPACT_ROOT/setup.py" |
-            sha256sum | cut -d' ' -f1)"
+    want="$(find "$KCOMPACT_ROOT/streaming" -name '*.c' -print0 | sort -z |
+            xargs -0 cat "$KCOMPACT_ROOT/pyproject.toml" "$KCOMPACT_ROOT/setup.py" | sha256sum | cut -d' ' -f1)"
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "kcompact: installing the package and its dependencies into $KCOMPACT_VENV" >&2
         # pip's and the build backend's own output (warnings included) is kept, and shown only if it fails

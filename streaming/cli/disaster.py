@@ -205,6 +205,7 @@ def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, ka
     """`run --once --drain` of a mapping (``values``: its clusters and topics) with the job's own --config, in
     this process: what the source holds now is emitted, nothing held back. With --json, what the run prints
     goes to stderr, so stdout holds the one document. ``locked``: the caller holds the state dir's lock."""
+    from streaming.cleaner import Overrides  # noqa: PLC0415
     from streaming.job.options import RunOptions  # noqa: PLC0415
     from streaming.startup.assembly import Launch, start  # noqa: PLC0415
 
@@ -212,8 +213,10 @@ def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, ka
                              "config": {**saved.config, "min.compaction.lag.ms": CATCH_UP_MS},
                              "kafka": kafka, "sink.kafka": sink_kafka,
                              "trigger.interval": saved.trigger_interval_ms / 1000})
+    launch = Launch(dict(kafka), dict(sink_kafka), Overrides.parse(options.config), args.log_level, args.log_format,
+                    locked)
     with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
-        code = start(options, Launch(dict(kafka), dict(sink_kafka), args.log_level, args.log_format, locked))
+        code = start(options, launch)
     if code != 0:
         raise JobError(f"the run to the end of {state_dir} ended with code {code}; nothing was marked: run the "
                        f"command again")

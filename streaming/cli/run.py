@@ -92,4 +92,4 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return acls.print_acls(options, subscription, naming, source_kafka, sink_kafka)
     from streaming.startup.assembly import Launch, start  # noqa: PLC0415 (the job's modules, Spark's and Kafka's)
 
-    return start(options, Launch(source_kafka, sink_kafka, args.log_level, args.log_format))
+    return start(options, Launch(source_kafka, sink_kafka, overrides, args.log_level, args.log_format))

@@ -24,9 +24,9 @@ from streaming.job.spec import SavedJob
 from streaming.kafka.admin import Cluster
 from streaming.kafka.groups.group_positions import group_commits, held_offsets
 from streaming.kafka.origin_header import Headers, Origins
-from streaming.kafka.sink.progress import LastMirrored, committed_last_mirrored
-from streaming.kafka.sink.state import SinkPartitionState, read_states
-from streaming.kafka.source.tail import TailFigures, read_tails
+from streaming.kafka.sink.sink_progress import LastMirrored, committed_last_mirrored
+from streaming.kafka.sink.sink_state import SinkPartitionState, read_states
+from streaming.kafka.source.source_tail import TailFigures, read_tails
 from streaming.log.manifest import load_newest
 from streaming.log.storage import read_json
 from streaming.names import names_text

@@ -27,7 +27,7 @@ from streaming.log import PartitionLog
 from streaming.log.record import LogRecord
 from streaming.state.locks import partition_lock
 from streaming.job.held_sinks import OpenTransaction
-from streaming.kafka.sink.state import SinkPartitionState
+from streaming.kafka.sink.sink_state import SinkPartitionState
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import LogDir, emitted_file, open_partition_log
 from streaming.state.stores import StateDir

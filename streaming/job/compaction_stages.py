@@ -20,7 +20,7 @@ from streaming.job.stage_task import compact_partitions
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.job.transaction_slots import TransactionSlots
 from streaming.kafka.admin import Cluster
-from streaming.kafka.sink.state import SinkPartitionState
+from streaming.kafka.sink.sink_state import SinkPartitionState
 from streaming.partition_id import PartitionId
 from streaming.state.layout import LogDir
 from streaming.state.stores import StateDir

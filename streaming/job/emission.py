@@ -7,7 +7,7 @@
    attempt, or a stale task, may have written since the driver read them): where a sink is still as the job's
    last stage left it (its topic's id and its end, StageTask.trusted) what that stage committed, nothing read
    where the sink partition is empty, else its last committed record of the job's, read back for every
-   partition with one read_committed consumer (streaming.kafka.sink.progress), and past the records the log's
+   partition with one read_committed consumer (streaming.kafka.sink.sink_progress), and past the records the log's
    note says were left out after it (EmissionNote: they came from the sink's cluster). A partition whose last
    stable offset stays below its high watermark for SETTLE_S has a transaction open: it is reported (the
    driver resolves it between stages), and nothing is emitted to it;
@@ -33,8 +33,8 @@ from streaming.kafka.sink.dead_letters import dead_letter
 from streaming.kafka.native.gate import NativePathError
 from streaming.kafka.sink.record_size import RecordLimits
 from streaming.job.held_sinks import OpenTransaction
-from streaming.kafka.sink.progress import read_last_mirrored
-from streaming.kafka.sink.state import SinkPartitionState, SinkStateReader, settled
+from streaming.kafka.sink.sink_progress import read_last_mirrored
+from streaming.kafka.sink.sink_state import SinkPartitionState, SinkStateReader, settled
 from streaming.kafka.sink.task_emitter import EmitterFenced, SinkPartition, TaskEmitter
 from streaming.kafka.sink.transactional_ids import transactional_id
 from streaming.partition_id import PartitionId

@@ -10,12 +10,12 @@ from streaming.errors import UsageError
 from streaming.configuration.subscription import StartingOffsets, Subscription
 from streaming.configuration.settings import RUN_OPTIONS, Setting, setting_field as _option
 
-CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start (or --retry-timeout, if shorter)
-
 if TYPE_CHECKING:  # the schedules hold Kafka clients; the options are read by commands that load none
     from streaming.job.acl_sync import AclSyncSchedule
     from streaming.job.group_sync import GroupSyncSchedule
     from streaming.job.metrics import TableState
+
+CONNECT_TIMEOUT_S = 30.0  # the longest wait for a cluster to answer at start (or --retry-timeout, if shorter)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 it left it, read anew before every stage, and the transactions left open on them.
 
 Before a stage (before_stage), every sink partition of the job's logs is read in bulk (its topic's id, log
-start, last stable offset and high watermark: one request per leader for each, streaming.kafka.sink.state).
+start, last stable offset and high watermark: one request per leader for each, streaming.kafka.sink.sink_state).
 One whose topic id, log start and high watermark are what was recorded after the job's last stage that read or wrote it
 is trusted: what that stage's task committed to it, recorded beside them, is where it resumes, and its task
 reads none of its records. One that changed is not, and is woken if it was being left alone: a sink deleted
@@ -29,7 +29,7 @@ from streaming.job.compact import StageReport
 from streaming.kafka.admin import Cluster
 from streaming.job.held_sinks import OpenTransaction, read_held, write_held
 from streaming.kafka.sink.open_transactions import end_own
-from streaming.kafka.sink.state import SinkPartitionState, read_states, settled
+from streaming.kafka.sink.sink_state import SinkPartitionState, read_states, settled
 from streaming.log.storage import read_json, write_json
 from streaming.partition_id import PartitionId
 from streaming.state.layout import sink_ends_file

@@ -153,7 +153,8 @@ class SavedJob:
 
     def principals(self) -> frozenset[str]:
         """The principals the job itself logs in as on its two clusters."""
-        from streaming.kafka.access.permissions import principal_of  # noqa: PLC0415 (the state reports load no Kafka client)
+        # the state reports load no Kafka client
+        from streaming.kafka.access.permissions import principal_of  # noqa: PLC0415
 
         return frozenset(principal_of(s) for s in (self.source_kafka, self.sink_kafka))
 
@@ -184,9 +185,10 @@ def find_saved(state: StateDir) -> SavedJob | None:
     return SavedJob.from_doc(doc)
 
 
-def job_id_of(saved: SavedJob | None) -> str:
+def job_id_of(state: StateDir) -> str:
     """The identity of the job of a state dir: the one its first run made, or a new one (a new state dir, or one
     from before jobs had one)."""
+    saved = find_saved(state)
     return saved.job_id if saved is not None and saved.job_id else new_job_id()
 
 
@@ -199,15 +201,16 @@ def load_saved(state: StateDir) -> SavedJob:
     return saved
 
 
-def check_state_dir_mapping(state: StateDir, mapping: JobMapping) -> SavedJob | None:
-    """Refuse a state dir that holds another mapping's logs, before anything in it is written; the job saved
-    there (None in a new state dir), read once for the rest of the start."""
+def check_state_dir_mapping(state: StateDir, mapping: JobMapping) -> None:
+    """Refuse a state dir that holds another mapping's logs, before anything in it is written."""
     found = find_saved(state)
-    if found is not None and found.mapping != mapping:
-        raise JobError(f"state dir {state.uri} belongs to another mapping ({found.mapping.describe()}), not "
+    if found is None:
+        return
+    saved = found.mapping
+    if saved != mapping:
+        raise JobError(f"state dir {state.uri} belongs to another mapping ({saved.describe()}), not "
                        f"{mapping.describe()}; its logs and emission progress are that mapping's. Choose "
                        f"another --state-dir")
-    return found
 
 
 # What a broker checks of a record's timestamp: a sink created with the source's values accepts every

@@ -5,6 +5,7 @@ the saved spec, Spark and the job. A mistake found by a check leaves nothing beh
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -13,10 +14,11 @@ from streaming.configuration.cluster_settings import setting_origins
 from streaming.configuration.subscription import StartingOffsets, Subscription, subscription_of
 from streaming.disaster.mark import refuse_old_direction, switched_meanwhile
 from streaming.errors import UsageError
+from streaming.job.group_sync import GroupSyncSchedule
 from streaming.job.metrics import serve as serve_metrics
 from streaming.job.options import CONNECT_TIMEOUT_S, RunOptions, Schedules
 from streaming.job.runner import CompactorJob
-from streaming.job.spec import JobMapping, JobSpec, SavedJob, TopicPlan, check_state_dir_mapping, job_id_of
+from streaming.job.spec import JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, job_id_of
 from streaming.job.topics import SinkNaming, TopicSync
 from streaming.kafka.access.permissions import AccessCheck, JobAccess
 from streaming.kafka.admin import Cluster
@@ -32,32 +34,32 @@ from streaming.state.stores import StateDir, check_access, open_state_dir
 
 log = logging.getLogger("kcompact")
 
+
 @dataclass(frozen=True)
 class Launch:
-    """What a start is handed beside the options: the clusters' client settings as the command resolved them,
-    the driver's log level and format (Spark's workers log alike), and whether the caller already holds the
-    state dir's lock (a promote runs the job under its own)."""
+    """What a start is handed beside the options, as the command resolved them: the clusters' client settings,
+    the --config overrides (parsed once, at the edge), the driver's log level and format (Spark's workers log
+    alike), and whether the caller already holds the state dir's lock (a promote runs the job under its own)."""
 
     source_kafka: Mapping[str, str]
     sink_kafka: Mapping[str, str]
+    overrides: Overrides
     log_level: str
     log_format: str
     locked: bool = False
 
 
 @dataclass(frozen=True)
-class Checked:
+class CheckedStart:
     """What the checks that read found, before anything was created: the job's topics as the options name them,
-    its state dir, and both clusters, which answered and accepted the login."""
+    its state dir, both clusters (which answered and accepted the login) and the syncs beside the job."""
 
     options: RunOptions
-    overrides: Overrides
     subscription: Subscription
     naming: SinkNaming
     starting: StartingOffsets
     mapping: JobMapping
     state: StateDir
-    saved: SavedJob | None
     source: Cluster
     sink: Cluster
     sync: TopicSync
@@ -82,8 +84,9 @@ def start(options: RunOptions, launch: Launch) -> int:
             lock.release()
 
 
-def check(options: RunOptions, launch: Launch) -> Checked:
-    """The options' names, then the state dir, then the clusters and the ACLs: each read only."""
+def check(options: RunOptions, launch: Launch) -> CheckedStart:
+    """The options' topics and names, then the state dir, then the clusters, the named topics' ACLs and the syncs
+    beside the job: each only read (``--force`` aside, which clears a switch's mark)."""
     subscription = subscription_of(options.source_topic, options.source_topic_pattern)
     table_sync = schedules.table_sync(options, subscription.names)
     naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
@@ -92,7 +95,7 @@ def check(options: RunOptions, launch: Launch) -> Checked:
     mapping = JobMapping(options.bootstrap_servers, subscription, sink_bootstrap, naming.template)
     state = open_state_dir(options.state_dir)
     check_access(state, write=True)
-    saved = check_state_dir_mapping(state, mapping)
+    check_state_dir_mapping(state, mapping)
     refuse_old_direction(state, options.force)
     warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
     warn_if_readable_by_others(options.checkpoint_location, "--checkpoint-location")
@@ -102,16 +105,16 @@ def check(options: RunOptions, launch: Launch) -> Checked:
     source = Cluster("source", options.bootstrap_servers, launch.source_kafka, connect_timeout_s=wait,
                      origins=source_origins)
     sink = Cluster("sink", sink_bootstrap, launch.sink_kafka, connect_timeout_s=wait, origins=sink_origins)
-    overrides = Overrides.parse(options.config)
-    sync = TopicSync(source, sink, subscription, naming, overrides, dict(options.sink_topic_config),
+    sync = TopicSync(source, sink, subscription, naming, launch.overrides, dict(options.sink_topic_config),
                      options.dead_letter_topic)
     permissions = AccessCheck(source, sink)  # both clusters have answered and accepted the login
     permissions.named_source_topics(subscription.names)
-    return Checked(options, overrides, subscription, naming, starting, mapping, state, saved, source, sink, sync,
-                   permissions, schedules.of(options, source, sink, table_sync, lambda: switched_meanwhile(state)))
+    beside = schedules.for_job(options, source, sink, table_sync, lambda: switched_meanwhile(state))
+    return CheckedStart(options, subscription, naming, starting, mapping, state, source, sink, sync, permissions,
+                        beside)
 
 
-def create(checked: Checked) -> dict[str, TopicPlan]:
+def create(checked: CheckedStart) -> dict[str, TopicPlan]:
     """The sink topics (and the dead-letter topic), once the ACLs the job needs are there; their plans."""
     options, sync, naming = checked.options, checked.sync, checked.naming
     present = sync.present()
@@ -123,7 +126,7 @@ def create(checked: Checked) -> dict[str, TopicPlan]:
                     checked.subscription.pattern)
     sync.refuse_sinks(present)
     access = JobAccess(tuple(sorted(present)), tuple(naming.sink_of(t) for t in sorted(present)),
-                       options.dead_letter_topic, schedules.synced_groups(checked.schedules.group_sync),
+                       options.dead_letter_topic, _synced_groups(checked.schedules.group_sync),
                        options.sync_topic_acls, sync.same_cluster)
     checked.permissions.before_creating(access)
     sync.check_starting_offsets(checked.starting, present)
@@ -132,16 +135,16 @@ def create(checked: Checked) -> dict[str, TopicPlan]:
     return plans
 
 
-def assemble(checked: Checked, plans: dict[str, TopicPlan], launch: Launch) -> CompactorJob:
+def assemble(checked: CheckedStart, plans: dict[str, TopicPlan], launch: Launch) -> CompactorJob:
     """The job's spec saved in its state dir, and the job on a Spark that starts when the job first needs it."""
     options = checked.options
     spec = JobSpec(checked.mapping, options.state_dir, plans, source_kafka=dict(launch.source_kafka),
-                   sink_kafka=dict(launch.sink_kafka), settings=checked.overrides.job,
+                   sink_kafka=dict(launch.sink_kafka), settings=launch.overrides.job,
                    dead_letter_topic=options.dead_letter_topic,
                    dead_letter_max_message_bytes=checked.sync.dead_letter_max_message_bytes,
                    trigger_interval_ms=round(options.trigger_interval * 1000), kafka_native=options.native_asked,
                    source_cluster_id=checked.source.cluster_id(), sink_cluster_id=checked.sink.cluster_id(),
-                   job_id=job_id_of(checked.saved), config=dict(options.config))
+                   job_id=job_id_of(checked.state), config=dict(options.config))
     report.print_plans(spec, launch.source_kafka, launch.sink_kafka)
     gate.announce(spec.kafka_native)
     if not options.once:
@@ -152,3 +155,13 @@ def assemble(checked: Checked, plans: dict[str, TopicPlan], launch: Launch) -> C
     engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=launch.log_level,
                                                extra=extra, secret=secret_conf))  # started when first needed
     return CompactorJob(engine, spec, options, checked.sync, checked.schedules)
+
+
+def _synced_groups(schedule: GroupSyncSchedule | None) -> tuple[str, ...]:
+    """The groups whose ACLs the start can check: those the pattern names literally, and those the source
+    lists to the principal now (a group it may not describe is not listed to it)."""
+    if schedule is None:
+        return ()
+    pattern = schedule.syncer.pattern.pattern
+    literal = (pattern,) if re.escape(pattern).replace("\\-", "-") == pattern else ()
+    return tuple(sorted({*literal, *schedule.syncer.groups()}))

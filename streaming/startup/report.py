@@ -56,7 +56,8 @@ def warn_of_late_first_emission(spec: JobSpec) -> None:
     for topic, plan in sorted(spec.topics.items()):
         c = plan.compaction
         if c.longest_hold_ms > LATE_FIRST_EMISSION_MS:
-            late.setdefault((c.longest_hold_ms, c.segment_ms, c.max_compaction_lag_ms, c.segment_bytes), []).append(topic)
+            alike = (c.longest_hold_ms, c.segment_ms, c.max_compaction_lag_ms, c.segment_bytes)
+            late.setdefault(alike, []).append(topic)
     for (hold, segment_ms, max_lag, segment_bytes), topics in late.items():
         who = f"{topics[0]}: records reach {spec.topics[topics[0]].sink}" if len(topics) == 1 else \
             f"{len(topics)} topics ({names_text(topics)}): records reach their sinks"

@@ -18,28 +18,10 @@ from streaming.kafka.groups.group_sync import GroupOffsetSync, GroupSyncTotals
 from streaming.table.values import FromSchema, ValueFormat, ValueSpec
 
 
-def of(options: RunOptions, source: Cluster, sink: Cluster, table: TableSync | None,
-       switched: Callable[[], str | None]) -> Schedules:
+def for_job(options: RunOptions, source: Cluster, sink: Cluster, table: TableSync | None,
+            switched: Callable[[], str | None]) -> Schedules:
     """``table``: made before the clusters were asked (a table name the topics cannot take is a usage error)."""
     return Schedules(_group_sync(options, source, sink), _acl_sync(options, source, sink), table, switched)
-
-
-def _group_sync(options: RunOptions, source: Cluster, sink: Cluster) -> GroupSyncSchedule | None:
-    if options.sync_group_offsets is None:
-        return None
-    syncer = GroupOffsetSync(source, sink, re.compile(options.sync_group_offsets),
-                             options.sync_group_offsets_allow_rewind)
-    return GroupSyncSchedule(syncer, options.sync_group_offsets_interval, GroupSyncTotals())
-
-
-def synced_groups(schedule: GroupSyncSchedule | None) -> tuple[str, ...]:
-    """The groups whose ACLs the start can check: those the pattern names literally, and those the source
-    lists to the principal now (a group it may not describe is not listed to it)."""
-    if schedule is None:
-        return ()
-    pattern = schedule.syncer.pattern.pattern
-    literal = (pattern,) if re.escape(pattern).replace("\\-", "-") == pattern else ()
-    return tuple(sorted({*literal, *schedule.syncer.groups()}))
 
 
 def table_sync(options: RunOptions, topics: Sequence[str]) -> TableSync | None:
@@ -59,7 +41,18 @@ def table_sync(options: RunOptions, topics: Sequence[str]) -> TableSync | None:
                              options.snapshot_one_table)
 
 
+def _group_sync(options: RunOptions, source: Cluster, sink: Cluster) -> GroupSyncSchedule | None:
+    """The job's group offset sync (--sync-group-offsets), on the clusters the job itself uses."""
+    if options.sync_group_offsets is None:
+        return None
+    syncer = GroupOffsetSync(source, sink, re.compile(options.sync_group_offsets),
+                             options.sync_group_offsets_allow_rewind)
+    return GroupSyncSchedule(syncer, options.sync_group_offsets_interval, GroupSyncTotals())
+
+
 def _acl_sync(options: RunOptions, source: Cluster, sink: Cluster) -> AclSyncSchedule | None:
+    """The topic ACL sync (--sync-topic-acls). The job's own principals read the source to copy it, so their ACLs
+    are not copied: they are read here from the clients' settings (a client certificate's file too)."""
     if not options.sync_topic_acls:
         return None
     mirror = frozenset(principal_of(config_providers.resolve_all(c.settings)) for c in (source, sink))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from streaming.disaster.switch import JobLog, first_unmirrored
 from streaming.job.compact import EmissionNote
-from streaming.kafka.sink.progress import LastMirrored
-from streaming.kafka.sink.state import SinkPartitionState
+from streaming.kafka.sink.sink_progress import LastMirrored
+from streaming.kafka.sink.sink_state import SinkPartitionState
 
 NOTE = EmissionNote(emitted_up_to=9, written_up_to=9, looped_to="dr", sink_topic_id="id-1", sink_floor=0,
                     sink_reached=10)

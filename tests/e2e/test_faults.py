@@ -284,7 +284,7 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     record reaches the sink exactly once, and a new emitter reads that progress back from the sink. While
     the broker is away the emitter says why it waits."""
     from streaming.kafka.sink import task_emitter as emitter_module
-    from streaming.kafka.sink.progress import committed_progress
+    from streaming.kafka.sink.sink_progress import committed_progress
     from streaming.kafka.sink.task_emitter import FIRST_TRANSACTION_RECORDS
     from streaming.partition_id import PartitionId
 

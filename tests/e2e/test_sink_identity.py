@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.partition_id import PartitionId
-from streaming.kafka.sink.state import read_states
+from streaming.kafka.sink.sink_state import read_states
 from tests.e2e.helpers import (NO_SINK_COMPACTION, assert_sink_contract, read_topic, run_once,
                                sink_caught_up, status_json, wait_for)
 from tests.e2e.running_job import RunningJob

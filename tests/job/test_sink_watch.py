@@ -22,8 +22,8 @@ from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import read_committed
 from streaming.kafka.failures import is_transient
 from streaming.kafka.offset_header import source_offset
-from streaming.kafka.sink.progress import committed_progress
-from streaming.kafka.sink.state import SinkPartitionState, read_states
+from streaming.kafka.sink.sink_progress import committed_progress
+from streaming.kafka.sink.sink_state import SinkPartitionState, read_states
 from streaming.kafka.sink.task_emitter import SinkPartition, TaskEmitter
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId

@@ -22,7 +22,7 @@ from streaming.kafka.native.librdkafka_build import library_path
 log = logging.getLogger(__name__)
 
 # confluent-kafka -> the librdkafka its wheels carry, for every release the native path's tests passed with
-# (scripts/test_client_versions.sh runs them); pyproject.toml allows exactly these.
+# (python -m tests.client_versions runs them); pyproject.toml allows exactly these.
 TESTED: dict[str, str] = {"2.14.2": "2.14.2", "2.15.0": "2.15.0", "2.15.1": "2.15.1", "2.16.0": "2.16.0",
                           "2.16.1": "2.16.0"}
 NEWEST = "2.16.1"

@@ -1,5 +1,5 @@
-"""The emitter's records, as runs of a log batch's rows, to a producer: what the native path (streaming.kafka.
-batch_produce) and the plain path (streaming.kafka.sink.plain_produce) share. Each record goes with its own headers,
+"""The emitter's records, as runs of a log batch's rows, to a producer: what the native path
+(streaming.kafka.sink.batch_produce) and the plain path (streaming.kafka.sink.plain_produce) share. Each record goes with its own headers,
 then the offset header (streaming.kafka.offset_header), then the origin header unless it carries its own
 (streaming.kafka.origin_header), in order."""
 

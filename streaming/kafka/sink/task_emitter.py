@@ -3,7 +3,7 @@ transactions that span them.
 
 The sink is its own progress record: every sink record carries its source offset in the header
 ``kcompact.offset``, so the last committed record of a partition (read with read_committed,
-streaming.kafka.sink.progress) says how far emission got. The producer's transactional id is its task's slot's
+streaming.kafka.sink.sink_progress) says how far emission got. The producer's transactional id is its task's slot's
 (streaming.kafka.sink.transactional_ids): its init_transactions fences an earlier attempt of the same task before
 anything is read or written, and the driver fences every other id of the job whenever one may still be
 writing. Records are emitted in source-offset order per partition, and a record at or below its partition's
@@ -30,8 +30,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
 from streaming.configuration.settings import SETTINGS
-from streaming.kafka.native import gate
 from streaming.kafka import offset_header
+from streaming.kafka.native import gate
 from streaming.kafka.sink.batch_produce import BatchProduce
 from streaming.kafka.sink.dead_letters import source_headers
 from streaming.kafka.client_settings import client_settings
@@ -41,7 +41,7 @@ from streaming.kafka.origin_header import Origins
 from streaming.kafka.sink.plain_produce import PlainProduce
 from streaming.kafka.sink.record_produce import Columns, RecordProduce
 from streaming.kafka.sink.record_size import (RecordLimits, added_headers_bound, batch_size, batch_size_bounds,
-                                         librdkafka_size)
+                                              librdkafka_size)
 from streaming.cleaner.cleaner import DeadLetterFenced
 from streaming.log.columns import header_pairs
 from streaming.partition_id import PartitionId

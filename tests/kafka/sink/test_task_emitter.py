@@ -20,9 +20,9 @@ from streaming.kafka.sink.dead_letters import sink_headers
 from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
 from streaming.kafka.origin_header import ORIGIN_HEADER
 from streaming.kafka.sink.record_size import RecordLimits
-from streaming.kafka.sink.progress import committed_progress
+from streaming.kafka.sink.sink_progress import committed_progress
 from streaming.kafka.sink.task_emitter import (FEWEST_TRANSACTION_RECORDS, FIRST_TRANSACTION_RECORDS, EmitterFenced,
-                                         SinkPartition, TaskEmitter)
+                                               SinkPartition, TaskEmitter)
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment

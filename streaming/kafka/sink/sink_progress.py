@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.offset_header import source_offset
 from streaming.kafka.source.range_read import range_reader, read_ranges
-from streaming.kafka.sink.state import SinkPartitionState, read_states, settled
+from streaming.kafka.sink.sink_state import SinkPartitionState, read_states, settled
 from streaming.partition_id import PartitionId
 
 WINDOW = 64  # records read back first; each further try reads 16 times as far
