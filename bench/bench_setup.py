@@ -6,7 +6,7 @@
 The sink broker is behind a Toxiproxy link of --rtt-ms round trip (bench/wan.py); each task's set-up is made
 as a compaction task makes it, from new clients: its emitter (streaming.kafka.sink.task_emitter.TaskEmitter: its
 init_transactions fences the slot's id), then its sink partitions' states read in bulk after the fence
-(streaming.kafka.sink.state.SinkStateReader's read_states). A task whose partitions are as the job's last stage left them
+(streaming.kafka.sink.sink_state.SinkStateReader's read_states). A task whose partitions are as the job's last stage left them
 (or empty) reads nothing else of the sink before it writes: this is its whole set-up.
 """
 
@@ -25,7 +25,7 @@ from streaming.kafka import client_log
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.origin_header import Origins
-from streaming.kafka.sink.state import read_states
+from streaming.kafka.sink.sink_state import read_states
 from streaming.kafka.sink.task_emitter import TaskEmitter
 from streaming.partition_id import PartitionId
 

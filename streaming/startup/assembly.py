@@ -27,7 +27,7 @@ from streaming.runtime import logging_setup
 from streaming.security.private_files import private_files, warn_if_readable_by_others
 from streaming.security.spark_secrets import spark_settings
 from streaming.spark.driver import SparkEngine
-from streaming.spark.session import build_session
+from streaming.spark import session as spark_session
 from streaming.startup import report, schedules
 from streaming.state.locks import StateDirLock
 from streaming.state.stores import StateDir, check_access, open_state_dir
@@ -152,8 +152,9 @@ def assemble(checked: CheckedStart, plans: dict[str, TopicPlan], launch: Launch)
     spec.save(checked.state)
     public_conf, secret_conf = spark_settings(options.spark_conf)
     extra = {**logging_setup.for_workers(launch.log_level, launch.log_format), **public_conf}
-    engine = SparkEngine(lambda: build_session("kcompact", master=options.spark_master, log_level=launch.log_level,
-                                               extra=extra, secret=secret_conf))  # started when first needed
+    engine = SparkEngine(lambda: spark_session.build_session("kcompact", master=options.spark_master,
+                                                             log_level=launch.log_level, extra=extra,
+                                                             secret=secret_conf))  # started when first needed
     return CompactorJob(engine, spec, options, checked.sync, checked.schedules)
 
 
