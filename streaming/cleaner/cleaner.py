@@ -17,6 +17,7 @@ the swap, so emitting it costs no memory however large the range.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -37,6 +38,7 @@ from streaming.cleaner.throttle import Throttler
 from streaming.erasure import events as audit
 from streaming.erasure.events import AuditKeys
 from streaming.log import PartitionLog, records_from_batch
+from streaming.log.journal import JournalEvent
 from streaming.log.columns import offsets_of, record_sizes, validity
 from streaming.log.record import LogRecord
 from streaming.log.segment import SegmentMeta
@@ -112,10 +114,11 @@ class Cleaner:
         self.memo.seal()
         result.buffer_utilization = self.map.utilization
         try:
-            self._recopy(plog, target, versions, result, throttler, dead_letter, checked, emitted_up_to)
+            swapped = self._recopy(plog, target, versions, result, throttler, dead_letter, checked, emitted_up_to)
         finally:
             self.memo.clear()
-        plog.set_cleaner_checkpoint(result.end_offset, journal=result.erased)
+        if not swapped:  # a swap commits the checkpoint and the erase audit's events with it
+            plog.set_cleaner_checkpoint(result.end_offset, journal=result.erased)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
         log.info("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "
@@ -182,8 +185,11 @@ class Cleaner:
 
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
                 throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int],
-                emitted_up_to: int | None) -> None:
-        for group in self._groups(plog, result.end_offset):
+                emitted_up_to: int | None) -> bool:
+        """Rewrites each group a decision changes; the last group's rewrite commits the pass's checkpoint and the
+        erase audit's events with it, and then says so (True): the pass needs no commit of its own."""
+        groups = self._groups(plog, result.end_offset)
+        for i, group in enumerate(groups):
             removals: list[audit.Removed | audit.Superseded] = []  # tombstones this group's rewrite removes: journaled with its swap
             decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
                                      dead_letter, checked, removals, emitted_up_to)
@@ -196,11 +202,16 @@ class Cleaner:
                     itertools.islice(self._read_group(plog, group, checked), unchanged),
                     [self._apply(batch, keep, horizon, result)],
                     (self._apply(b, k, h, result) for b, k, h in decisions))
+                last = i == len(groups) - 1
                 new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset,
-                                   journal=removals)
+                                   journal=functools.partial(_joined, removals, result.erased if last else []),
+                                   checkpoint=result.end_offset if last else None)
                 result.bytes_written += new.size_bytes
                 throttler.maybe_throttle(new.size_bytes)
+                if last:
+                    return True
                 break
+        return False
 
     @staticmethod
     def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta], checked: set[int]) -> Iterator[pa.RecordBatch]:
@@ -297,3 +308,7 @@ class Cleaner:
             throttler.maybe_throttle(nbytes)
             yield batch, keep, horizon
 
+
+def _joined(*parts: Sequence[JournalEvent]) -> list[JournalEvent]:
+    """Events of several lists, read when asked: the lists fill while a rewrite's batches are made."""
+    return [event for part in parts for event in part]

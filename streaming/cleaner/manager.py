@@ -37,7 +37,7 @@ class LogCleanerManager:
                         ) -> PartitionOutcome:
         """Clean one partition if it is eligible and not backing off; never raises for a failed pass.
         ``emitted_up_to``: how far the sink has committed the log (Cleaner.clean)."""
-        state = PartitionCleanerState.load(plog.storage, plog.dir)
+        state = PartitionCleanerState.load(plog)
         target = self.select(plog, pid, now_ms)
         if state.in_backoff(now_ms):
             return PartitionOutcome(target, state, skipped_backoff=True)
@@ -64,7 +64,7 @@ class LogCleanerManager:
         state.dead_letter_records += result.keyless if self.config.keyless_policy is KeylessPolicy.DEAD_LETTER else 0
         state.invalid_version_headers += result.invalid_version_headers
         state.tombstones_removed += result.tombstones_removed
-        state.save(plog.storage, plog.dir)
+        state.save(plog)
         return PartitionOutcome(target, state, result=result)
 
     def _uncleanable(self, pid: PartitionId, plog: PartitionLog, target: LogToClean, state: PartitionCleanerState,
@@ -74,5 +74,5 @@ class LogCleanerManager:
             state.uncleanable_since_ms = now_ms
         state.uncleanable_error = f"{type(exc).__name__}: {exc}"
         state.retry_at_ms = now_ms + self.config.backoff_ms
-        state.save(plog.storage, plog.dir)
+        state.save(plog)
         return PartitionOutcome(target, state, error=state.uncleanable_error, cause=exc)

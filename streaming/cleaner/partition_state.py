@@ -1,17 +1,22 @@
-"""What the cleaner remembers about a partition between passes, kept beside its log.
+"""What the cleaner remembers about a partition between passes, kept with its log.
 
 On disk rather than in memory because each partition is cleaned by a Spark task that may run on any
-executor, and because `kcompact status` must show it while the job is down.
+executor, and because `kcompact status` must show it while the job is down. It is a mark of the log's manifest,
+committed with the pass (a file of its own was one more durable write a partition a stage); a log last committed
+by an older kcompact has it in its own file still.
 """
 
 from __future__ import annotations
 
 import posixpath
 from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
 
-from streaming.log.storage import Storage, read_json, write_json
+from streaming.log import PartitionLog
+from streaming.log.storage import Storage, read_json
 
-STATE_FILE = "cleaner-state.json"
+STATE_FILE = "cleaner-state.json"  # where a kcompact before the mark kept it
+MARK = "cleaner"
 
 
 @dataclass
@@ -34,12 +39,20 @@ class PartitionCleanerState:
         return self.retry_at_ms is not None and now_ms < self.retry_at_ms
 
     @classmethod
-    def load(cls, storage: Storage, log_dir: str) -> "PartitionCleanerState":
-        data = read_json(storage, posixpath.join(log_dir, STATE_FILE))
+    def load(cls, plog: PartitionLog) -> "PartitionCleanerState":
+        return cls.of(plog.journal_marks, plog.storage, plog.dir)
+
+    @classmethod
+    def of(cls, marks: Mapping[str, Any], storage: Storage, log_dir: str) -> "PartitionCleanerState":
+        """From a manifest's marks, or the file an older kcompact wrote beside the log."""
+        data = marks.get(MARK)
+        if data is None:
+            data = read_json(storage, posixpath.join(log_dir, STATE_FILE))
         if data is None:
             return cls()
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def save(self, storage: Storage, log_dir: str) -> None:
-        write_json(storage, posixpath.join(log_dir, STATE_FILE), asdict(self), indent=None)
+    def save(self, plog: PartitionLog) -> None:
+        """Committed with the log (with the task's other changes, where it holds them)."""
+        plog.note([], {MARK: asdict(self)})

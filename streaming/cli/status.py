@@ -16,14 +16,14 @@ from streaming.cleaner import (CleanerMetrics, PartitionCleanerState, PartitionF
                                next_clean)
 from streaming.disaster.mark import switched
 from streaming.disaster.report import SwitchReport
+from streaming.job.emission_note import EmissionNote
 from streaming.job.held_sinks import read_held
 from streaming.job.spec import JobMapping, TopicPlan, load_saved
 from streaming.partition_id import PartitionId
 from streaming.log.manifest import load_newest, objects_dir
 from streaming.log.segment import object_damage
 from streaming.job.metrics import TABLE_OK, TableState, emit_lag, ingest_lag, read_doc
-from streaming.log.storage import read_json
-from streaming.state.layout import emitted_file, list_log_dirs
+from streaming.state.layout import list_log_dirs
 from streaming.state.stores import check_access, open_state_dir
 from streaming.utc import utc_or_dash, utc_text
 
@@ -110,13 +110,14 @@ def collect_status(state_dir: str, now_ms: int, topics: Sequence[str] | None = N
             continue
         segments = loaded.manifest.segments
         config = plans[topic].compaction
-        cleaner = PartitionCleanerState.load(storage, log_dir.directory)
+        cleaner = PartitionCleanerState.of(loaded.manifest.marks, storage, log_dir.directory)
         target = log_to_clean(segments, log_dir.pid, loaded.manifest.cleaner_checkpoint, config, now_ms)
         waiting = next_clean(segments, target, config)
         damaged = object_damage(segments, {i.name: i.size for i in storage.list(objects_dir(log_dir.directory))})
         uncleanable = cleaner.uncleanable or bool(damaged)
         figures.append(PartitionFigures().observed(target, cleaner, uncleanable))
-        emitted_up_to = (read_json(storage, emitted_file(log_dir.directory)) or {}).get("emitted_up_to")
+        note = EmissionNote.of(loaded.manifest.marks, storage, log_dir.directory)
+        emitted_up_to = None if note is None else note.emitted_up_to
         log_end = segments[-1].next_offset
         source_end = source_ends.get(log_dir.pid)
         tx = held.get(PartitionId(plans[topic].sink, partition))

@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 
 from streaming.disaster.report import (NONE_MIRRORED, EndKnown, GroupPosition, PartitionRpo, Switch,
                                        SwitchReport)
-from streaming.job.compact import EmissionNote
+from streaming.job.emission_note import EmissionNote
 from streaming.job.metrics import read_doc
 from streaming.job.spec import SavedJob
 from streaming.kafka.admin import Cluster
@@ -28,11 +28,10 @@ from streaming.kafka.sink.sink_progress import LastMirrored, committed_last_mirr
 from streaming.kafka.sink.sink_state import SinkPartitionState, read_states
 from streaming.kafka.source.source_tail import TailFigures, read_tails
 from streaming.log.manifest import load_newest
-from streaming.log.storage import read_json
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment, reached
-from streaming.state.layout import LogDir, emitted_file
+from streaming.state.layout import LogDir
 from streaming.state.stores import StateDir
 
 log = logging.getLogger(__name__)
@@ -132,9 +131,8 @@ def job_logs(sides: SwitchSides, pids: Iterable[PartitionId]) -> dict[PartitionI
         if manifest is None or not manifest.segments:
             continue
         newest = max((s.largest_timestamp for s in manifest.segments if s.largest_timestamp is not None), default=None)
-        note = read_json(sides.state.storage, emitted_file(log_dir.directory))
-        found[pid] = JobLog(manifest.segments[0].base_offset, manifest.segments[-1].next_offset, newest,
-                            None if note is None else EmissionNote.from_doc(note))
+        note = EmissionNote.of(manifest.marks, sides.state.storage, log_dir.directory)
+        found[pid] = JobLog(manifest.segments[0].base_offset, manifest.segments[-1].next_offset, newest, note)
     return found
 
 

@@ -20,6 +20,7 @@ from streaming.cleaner import (Cleaner, CompactionConfig, LogCleanerManager, Log
 from streaming.erasure.entries import deadline_ms
 from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
+from streaming.job.emission_note import MARK as EMISSION_MARK, EmissionNote, emission_note
 from streaming.job.erase_audit import count_overdue
 from streaming.job.spec import JobSpec, TopicPlan
 from streaming.job.task_error import TaskError
@@ -28,8 +29,7 @@ from streaming.log.record import LogRecord
 from streaming.state.locks import partition_lock
 from streaming.job.held_sinks import OpenTransaction
 from streaming.kafka.sink.sink_state import SinkPartitionState
-from streaming.log.storage import read_json, write_json
-from streaming.state.layout import LogDir, emitted_file, open_partition_log
+from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.stores import StateDir
 
 log = logging.getLogger(__name__)
@@ -116,8 +116,9 @@ class PartitionWork:
     def clean(self, spec: JobSpec, now_ms: int, dead_letters: DeadLetters | None, emitted_up_to: int) -> None:
         """Every pass the partition is due: a record that a later pass of this stage removes (the dedupe buffer
         could not hold all keys at once) never reaches the sink. What the passes cleaned is committed with the
-        log, and emission resumes from the sink's progress, so a crash between the passes and the emission
-        loses nothing: the next stage emits it. A tombstone past ``emitted_up_to`` (the source offset through
+        log after the emission (streaming.job.stage_task), and emission resumes from the sink's progress, so a
+        crash before that commit loses nothing: the next stage cleans again and emits what the sink lacks. A
+        tombstone past ``emitted_up_to`` (the source offset through
         which the sink committed) stays in the log until the sink has it, however long emission fails."""
         manager = LogCleanerManager(self.config, _cleaner(self.config))
         report = self.report
@@ -137,60 +138,6 @@ class PartitionWork:
         report.log_end_offset = self.plog.log_end_offset
 
 
-@dataclass(frozen=True)
-class EmissionNote:
-    """The log's note of its emission, written after each stage's: how far emission got, and the last record
-    the sink holds. The records between came from the sink's cluster (``looped_to``) and were left out
-    (streaming.kafka.sink.task_emitter.SinkPartition): the sink's own progress read cannot see past them, and
-    this note is what keeps a partition whose sink is written by others from reading them again each stage."""
-
-    emitted_up_to: int
-    written_up_to: int
-    looped_to: str | None  # the sink cluster's id; None: a note from before records were left out
-    sink_topic_id: str | None = None  # the sink topic the note is of (None: a note from before it named it)
-    sink_floor: int | None = None  # a sink offset at or below the job's last record there (None: not known)
-    sink_reached: int | None = None  # a high watermark the sink had reached after it (None: sink_floor + 1)
-
-    @classmethod
-    def from_doc(cls, doc: Mapping) -> "EmissionNote":
-        return cls(doc["emitted_up_to"], doc.get("written_up_to", doc["emitted_up_to"]), doc.get("looped_to"),
-                   doc.get("sink_topic_id"), doc.get("sink_floor"), doc.get("sink_reached"))
-
-    def kept_by(self, topic_id: str, log_start: int, high: int) -> bool:
-        """The sink partition still holds every offset of the job's last records there: the same topic, its log
-        start not past them, its end not below them. Then a lower offset found by the progress read means the
-        broker's cleaner removed the job's later records (another writer wrote their keys since), never lowering
-        the end, not that the sink was emptied, truncated (records deleted, an unclean leader election) or made
-        again: what this note says was committed is not sent again."""
-        marks = self.sink_marks
-        return self.sink_topic_id == topic_id and marks is not None and log_start <= marks[0] and high >= marks[1]
-
-    @property
-    def sink_marks(self) -> tuple[int, int] | None:
-        """sink_floor and sink_reached (sink_floor + 1 where a note from before did not say), None: not known."""
-        if self.sink_floor is None:
-            return None
-        return self.sink_floor, self.sink_floor + 1 if self.sink_reached is None else self.sink_reached
-
-    def written_for(self, emitted_up_to: int, sink_cluster_id: str) -> int | None:
-        """The last record the sink holds when emission got to ``emitted_up_to`` (the driver's word), if this
-        note knows it; None otherwise (none left out, as far as the job can tell)."""
-        same = self.emitted_up_to == emitted_up_to and self.looped_to == sink_cluster_id
-        return self.written_up_to if same else None
-
-    def resumes_after(self, found: int, sink_cluster_id: str) -> int:
-        """Where emission resumes when the sink's last record of the job's carries ``found``: past the records
-        this note left out when nothing but they follow it (an origin never changes: read again, they would
-        be left out again), else right after it (the sink was emptied, truncated or written further)."""
-        passed = self.looped_to == sink_cluster_id and self.written_up_to <= found <= self.emitted_up_to
-        return self.emitted_up_to if passed else found
-
-
-def emission_note(plog: PartitionLog) -> EmissionNote | None:
-    doc = read_json(plog.storage, emitted_file(plog.dir))
-    return None if doc is None else EmissionNote.from_doc(doc)
-
-
 def local_emitted(plog: PartitionLog) -> int | None:
     note = emission_note(plog)
     return None if note is None else note.emitted_up_to
@@ -204,7 +151,7 @@ def is_idle(plog: PartitionLog, emitted: int | None, config: CompactionConfig, n
     record."""
     if emitted is None:
         return False
-    state = PartitionCleanerState.load(plog.storage, plog.dir)
+    state = PartitionCleanerState.load(plog)
     if plog.damaged and not state.in_backoff(now_ms):
         return False
     if _owes_sink(plog, emitted):
@@ -228,7 +175,7 @@ def quiet_until_of(plog: PartitionLog, report: StageReport, config: CompactionCo
     if report.error is not None or report.emitted_up_to < 0 or _owes_sink(plog, report.emitted_up_to):
         return None
     if plog.damaged:
-        state = PartitionCleanerState.load(plog.storage, plog.dir)
+        state = PartitionCleanerState.load(plog)
         return state.retry_at_ms if state.in_backoff(now_ms) else None
     target = log_to_clean(plog.segments, report.pid, plog.cleaner_checkpoint, config, now_ms)
     return quiet_until(plog.segments, target, config, now_ms)
@@ -270,12 +217,12 @@ def count_erasures_overdue(plog: PartitionLog, report: StageReport, spec: JobSpe
 
 def note_emitted(work: PartitionWork, written_up_to: int, sink_cluster_id: str, now_ms: int,
                  sink_marks: tuple[int, int] | None) -> None:
-    """The log's note of how far the sink committed its records (EmissionNote), written after the stage's
+    """The log's note of how far the sink committed its records (EmissionNote), made after the stage's
     emission; ``sink_marks``: its sink_floor and sink_reached, for the topic the stage's task read
     (report.sink_seen)."""
     seen = work.report.sink_seen
     floor, reached = (None, None) if seen is None or sink_marks is None else sink_marks
-    write_json(work.plog.storage, emitted_file(work.log_dir.directory),
-               {"emitted_up_to": work.report.emitted_up_to, "written_up_to": written_up_to,
-                "looped_to": sink_cluster_id, "sink_topic_id": None if seen is None else seen[0],
-                "sink_floor": floor, "sink_reached": reached, "at_ms": now_ms})
+    work.plog.note([], {EMISSION_MARK: {
+        "emitted_up_to": work.report.emitted_up_to, "written_up_to": written_up_to, "looped_to": sink_cluster_id,
+        "sink_topic_id": None if seen is None else seen[0], "sink_floor": floor, "sink_reached": reached,
+        "at_ms": now_ms}})

@@ -24,6 +24,7 @@ from typing import Mapping
 
 from streaming.cleaner import KeylessPolicy
 from streaming.erasure.events import AuditKeys
+from streaming.job import task_io
 from streaming.job.compact import DeadLetters, PartitionWork, StageTask, note_emitted
 from streaming.job.erase_audit import note_emission, recover_lost_notes
 from streaming.job.spec import JobSpec
@@ -51,8 +52,10 @@ def _fail(works: list[PartitionWork], exc: BaseException, kind: ErrorKind = Erro
         w.report.error = w.report.error or TaskError.of(exc, kind)
 
 
-def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int) -> None:
-    """Fills each work's report: what its sink committed, or why it could not emit."""
+def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int,
+              io_threads: int = 1) -> None:
+    """Fills each work's report: what its sink committed, or why it could not emit. ``io_threads``: how many
+    partitions' notes are written at once (streaming.job.task_io)."""
     tid = transactional_id(spec.job_id, task.slot)
     if (stale := _stale(tid, task, spec)) is not None:  # before init_transactions: it would abort a successor's
         _fail(works, stale, ErrorKind.FENCED)
@@ -107,16 +110,20 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
             w.report.erase_sink_ms.extend(d.at_ms - d.timestamp_ms for d in part.tombstones)
             if part.looped_records:
                 log.debug("%s: %d records left out: they came from the sink's cluster", part, part.looped_records)
-    for w, part in ready.items():
-        if w.config.erase_audit_keys is not AuditKeys.OFF:
-            try:
-                note_emission(w.plog, part)
-            except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
-                w.report.error = w.report.error or TaskError.of(exc)
-        # records committed this stage lie at or past the sink's end as the task read it, and move it on
-        seen = w.report.sink_seen
-        marks = (seen[1], seen[1] + part.committed_records) if part.committed_records and seen else part.sink_marks
-        note_emitted(w, part.written_up_to, spec.sink_cluster_id, now_ms, marks)
+    task_io.each(lambda item: _note(*item, spec, now_ms), list(ready.items()), io_threads)
+
+
+def _note(work: PartitionWork, part: SinkPartition, spec: JobSpec, now_ms: int) -> None:
+    """What the stage committed of the partition, in its log's notes."""
+    if work.config.erase_audit_keys is not AuditKeys.OFF:
+        try:
+            note_emission(work.plog, part)
+        except Exception as exc:  # noqa: BLE001 (the next stage finds the range unnoted and makes it good)
+            work.report.error = work.report.error or TaskError.of(exc)
+    # records committed this stage lie at or past the sink's end as the task read it, and move it on
+    seen = work.report.sink_seen
+    marks = (seen[1], seen[1] + part.committed_records) if part.committed_records and seen else part.sink_marks
+    note_emitted(work, part.written_up_to, spec.sink_cluster_id, now_ms, marks)
 
 
 def _stale(tid: str, task: StageTask, spec: JobSpec) -> EmitterFenced | None:

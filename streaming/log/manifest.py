@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-from typing import Iterable
+from typing import Any, Iterable
 from dataclasses import dataclass, field
 
 from streaming.errors import UserError
@@ -43,7 +43,9 @@ class Manifest:
     segments: list[SegmentMeta]
     cleaner_checkpoint: int | None = None  # the first dirty offset: below it the log is clean
     journal: str | None = None  # the newest journal object (see journal.py)
-    marks: dict[str, int] = field(default_factory=dict)  # small figures the journal's writers carry forward
+    # small documents the log's writers carry forward: how far the journal's notes got, the cleaner's state,
+    # the emission's progress (committed with the log, so a stage's notes cost no write of their own)
+    marks: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps({"format": FORMAT, "version": self.version, "cleaner_checkpoint": self.cleaner_checkpoint,

@@ -16,9 +16,8 @@ import logging
 import posixpath
 import random
 import time
-import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +30,9 @@ from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.read_hold import held
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
-from streaming.log.segment import (Chunk, SegmentMeta, object_body, object_damage, object_header, object_name,
+from streaming.log.segment import (Chunk, SegmentMeta, object_damage, object_name,
                                    read_batches, read_keys_checked, read_verified, segment_name)
-from streaming.log.segment_writer import room, with_object
+from streaming.log.segment_writer import room, with_object, write_cleaned
 from streaming.log.storage import LocalStorage, Storage
 from streaming.configuration.settings import LONG_MAX
 
@@ -91,9 +90,11 @@ class PartitionLog:
         self._segments: list[SegmentMeta] = []
         self._checkpoint: int | None = None
         self._journal: str | None = None
-        self._marks: dict[str, int] = {}
+        self._marks: dict[str, Any] = {}
         self._version = -1  # the manifest this writer's view is based on
         self._next_version = 0
+        self._held: list[JournalEvent] | None = None  # while commits are held: the events they journal
+        self._unsaved = False  # a change is held that no manifest has yet
         self._open()
 
     # ----- public view -------------------------------------------------------------------------------------
@@ -136,8 +137,8 @@ class PartitionLog:
         return self._journal
 
     @property
-    def journal_marks(self) -> dict[str, int]:
-        """The figures the last commit carried forward for the journal's writers (see note())."""
+    def journal_marks(self) -> dict[str, Any]:
+        """The small documents the last commit carried forward for the log's writers (see note())."""
         return dict(self._marks)
 
     def journal(self) -> list[Doc]:
@@ -232,17 +233,34 @@ class PartitionLog:
         if offset != self._checkpoint or journal:
             self._commit(self._segments, offset, journal)
 
-    def note(self, events: Sequence[JournalEvent], marks: dict[str, int] | None = None) -> None:
-        """Journal what happened elsewhere to records of this log (its emission), with ``marks`` that the
-        next writer finds in journal_marks: how far such notes got, so one lost to a crash is found."""
+    def note(self, events: Sequence[JournalEvent], marks: dict[str, Any] | None = None) -> None:
+        """Journal what happened elsewhere to records of this log (its emission), with ``marks`` the next writer
+        finds in journal_marks: how far such notes got (one lost to a crash is found), the cleaner's state."""
         if events or (marks and {**self._marks, **marks} != self._marks):
             self._commit(self._segments, self._checkpoint, events, marks)
 
+    def hold_commits(self) -> None:
+        """Until commit_held, every change stays in this writer's view, its objects written but no manifest: a
+        compaction task's roll, passes and notes of a partition become one commit, made after its emission (the
+        sink is the record of emission: a crash before the commit repeats the passes, and loses nothing)."""
+        self._held = []
+
+    def commit_held(self) -> None:
+        """One manifest of every change held since hold_commits (none when nothing changed)."""
+        held, self._held = self._held, None
+        if held is not None and self._unsaved:
+            self._unsaved = False
+            self._commit(self._segments, self._checkpoint, held)
+
     def _commit(self, segments: list[SegmentMeta], checkpoint: int | None, events: Sequence[JournalEvent] | None = None,
-                marks: dict[str, int] | None = None) -> None:
+                marks: dict[str, Any] | None = None) -> None:
+        marks = {**self._marks, **(marks or {})}
+        if self._held is not None:
+            self._held.extend(events or ())
+            self._segments, self._checkpoint, self._marks, self._unsaved = segments, checkpoint, marks, True
+            return
         version = self._next_version
         head = write_entry(self.storage, self.dir, version, self._journal, events) if events else self._journal
-        marks = {**self._marks, **(marks or {})}
         commit(self.storage, self.dir, Manifest(version, segments, checkpoint, head, marks), self._version)
         self._segments, self._checkpoint, self._journal, self._marks = segments, checkpoint, head, marks
         self._version, self._next_version = version, version + 1
@@ -313,7 +331,8 @@ class PartitionLog:
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 
     def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True,
-                journal: Sequence[JournalEvent] | None = None) -> SegmentMeta:
+                journal: Callable[[], Sequence[JournalEvent]] | None = None,
+                checkpoint: int | None = None) -> SegmentMeta:
         """Swap consecutive sealed segments for one segment of the given records (batches of
         LOG_BATCH_SCHEMA, in offset order): a new object, then a manifest that holds it instead of theirs.
 
@@ -322,7 +341,9 @@ class PartitionLog:
         later than the old segments' latest time, and one without a usable timestamp counts as written
         then, not at the rewrite (as Kafka's cleaned segment keeps its source's last-modified time): a
         rewrite must not make a record young again, or min.compaction.lag.ms would hold it back after
-        every pass. ``journal`` is read once the batches are written: their producer may fill it on the way.
+        every pass. ``journal`` is asked for its events once the batches are written: their producer may make
+        them on the way. ``checkpoint``: a cleaner checkpoint committed with the swap (None: the log's stays), so
+        a pass's rewrite and its checkpoint are one commit.
         """
         if not old:
             raise ValueError("replace needs at least one segment")
@@ -335,35 +356,14 @@ class PartitionLog:
         written_at = max((s.largest_timestamp for s in old if s.largest_timestamp is not None), default=0)
         name = object_name(new.base_offset)
         with self.storage.open_put(self.object_path(name)) as f:
-            written, crc = self._write_cleaned(f, new, batches, written_at)
+            written, crc = write_cleaned(f, new, batches, written_at, self.config.message_timestamp_after_max_ms)
         if new.record_count:
             new.chunks = (Chunk(name, written, crc),)
         else:  # the cleaner removed every record: the segment needs no object
             self.storage.delete(self.object_path(name))
-        self._commit([*self._segments[:idx], new, *self._segments[idx + len(old):]], self._checkpoint, journal)
+        self._commit([*self._segments[:idx], new, *self._segments[idx + len(old):]],
+                     self._checkpoint if checkpoint is None else checkpoint, journal() if journal else None)
         return new
-
-    def _write_cleaned(self, f, new: SegmentMeta, batches: Iterable[pa.RecordBatch], written_at: int) -> tuple[int, int]:
-        after_max = self.config.message_timestamp_after_max_ms
-        header = object_header(new)
-        f.write(header)
-        written = len(header)
-        crc = zlib.crc32(header)
-        last = new.base_offset - 1
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            off = offsets_of(batch)
-            if off[0] <= last or off[-1] >= new.next_offset or (len(off) > 1 and (np.diff(off) <= 0).any()):
-                raise ValueError(f"replacement records [{off[0]}, {off[-1]}] not in ({last}, {new.next_offset}) "
-                                 f"or out of order")
-            last = int(off[-1])
-            data = object_body(batch, new.sync_marker)
-            f.write(data)
-            written += len(data)
-            crc = zlib.crc32(data, crc)
-            new.observe(batch, record_sizes(batch), np.minimum(lag_timestamps(batch, written_at, after_max), written_at))
-        return written, crc
 
     def _index_of(self, seg: SegmentMeta) -> int:
         for i, s in enumerate(self._segments):

@@ -1,5 +1,6 @@
 """Where an append's records go: how many fit the active segment before segment.bytes rolls it, and the new
-object that holds them, folded with the segment's small trailing objects as a binary counter carries."""
+object that holds them, folded with the segment's small trailing objects as a binary counter carries; and the one
+object of a cleaned segment."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import io
 import logging
 import posixpath
 import zlib
+from typing import BinaryIO, Iterable
 
 import numpy as np
 import pyarrow as pa
 
+from streaming.log.columns import lag_timestamps, offsets_of, record_sizes
 from streaming.log.manifest import objects_dir
 from streaming.log.segment import Chunk, SegmentMeta, object_body, object_header, object_name, read_header
 from streaming.log.storage import Storage
@@ -85,3 +88,28 @@ def _blocks_of(storage: Storage, directory: str, chunk: Chunk) -> bytes | None:
         return None
     _, _, start = read_header(io.BytesIO(data))
     return data[start:]
+
+
+def write_cleaned(f: BinaryIO, new: SegmentMeta, batches: Iterable[pa.RecordBatch], written_at: int,
+                  after_max_ms: int) -> tuple[int, int]:
+    """A cleaned segment's one object, its bytes and CRC: records in offset order within the segment, none
+    counted as written later than ``written_at`` (the replaced segments' latest time)."""
+    header = object_header(new)
+    f.write(header)
+    written = len(header)
+    crc = zlib.crc32(header)
+    last = new.base_offset - 1
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        off = offsets_of(batch)
+        if off[0] <= last or off[-1] >= new.next_offset or (len(off) > 1 and (np.diff(off) <= 0).any()):
+            raise ValueError(f"replacement records [{off[0]}, {off[-1]}] not in ({last}, {new.next_offset}) "
+                             f"or out of order")
+        last = int(off[-1])
+        data = object_body(batch, new.sync_marker)
+        f.write(data)
+        written += len(data)
+        crc = zlib.crc32(data, crc)
+        new.observe(batch, record_sizes(batch), np.minimum(lag_timestamps(batch, written_at, after_max_ms), written_at))
+    return written, crc

@@ -234,7 +234,7 @@ def test_a_dead_letter_writer_fenced_ends_the_pass_and_is_no_backoff_of_the_part
         raise DeadLetterFenced("kcompact-job-0: fenced by a newer instance")
     with pytest.raises(DeadLetterFenced):
         LogCleanerManager(c).clean_partition(PID, plog, 0, dead_letter=fenced)
-    state = PartitionCleanerState.load(plog.storage, plog.dir)
+    state = PartitionCleanerState.load(plog)
     assert state.uncleanable_since_ms is None and state.retry_at_ms is None and not state.in_backoff(0)
     assert len(contents(plog)) == 3, "nothing swapped out"
 
@@ -392,7 +392,7 @@ def test_a_full_disk_during_a_pass_stops_it_without_marking_the_partition(tmp_pa
     monkeypatch.setattr(plog, "replace", full)
     with pytest.raises(OSError):
         LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_000)
-    assert not PartitionCleanerState.load(plog.storage, plog.dir).uncleanable
+    assert not PartitionCleanerState.load(plog).uncleanable
     monkeypatch.undo()
     assert LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_001).result is not None
     assert contents(plog) == [(1, b"a", b"2")]

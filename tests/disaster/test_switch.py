@@ -5,7 +5,7 @@ them, the DR site holds their keys' newer records), after the sink's last record
 from __future__ import annotations
 
 from streaming.disaster.switch import JobLog, first_unmirrored
-from streaming.job.compact import EmissionNote
+from streaming.job.emission_note import EmissionNote
 from streaming.kafka.sink.sink_progress import LastMirrored
 from streaming.kafka.sink.sink_state import SinkPartitionState
 

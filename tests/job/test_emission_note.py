@@ -5,7 +5,10 @@ every offset from the job's last record there on, no lower one than the note (th
 
 from __future__ import annotations
 
-from streaming.job.compact import EmissionNote
+from streaming.job.emission_note import MARK, EmissionNote, emission_note
+from streaming.log import LogConfig, PartitionLog, make_record
+from streaming.log.storage import write_json
+from streaming.state.layout import emitted_file
 
 NOTE = EmissionNote(emitted_up_to=90, written_up_to=40, looped_to="cluster-b")
 
@@ -50,3 +53,13 @@ def test_a_sink_that_still_holds_the_jobs_last_record_was_compacted_not_truncate
 def test_a_note_from_before_it_named_its_sink_topic_keeps_nothing() -> None:
     old = EmissionNote.from_doc({"emitted_up_to": 12, "written_up_to": 12, "looped_to": "cluster-b", "at_ms": 1})
     assert (old.sink_topic_id, old.sink_floor) == (None, None) and not old.kept_by("id-1", 0, 900)
+
+
+def test_the_note_is_read_from_the_logs_manifest_or_else_from_an_older_kcompacts_file(tmp_path) -> None:
+    log = PartitionLog(str(tmp_path), LogConfig(fsync=False), jitter_seed="t-0")
+    log.append([make_record(0, b"k", b"v", 0)])
+    assert emission_note(log) is None
+    write_json(log.storage, emitted_file(log.dir), {"emitted_up_to": 3, "at_ms": 1})
+    assert emission_note(log) == EmissionNote(3, 3, None), "a log an older kcompact last committed"
+    log.note([], {MARK: {"emitted_up_to": 0, "written_up_to": 0, "looped_to": "cluster-b", "at_ms": 2}})
+    assert emission_note(PartitionLog(str(tmp_path), LogConfig(fsync=False))) == EmissionNote(0, 0, "cluster-b")

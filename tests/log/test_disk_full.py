@@ -86,8 +86,8 @@ def test_clean_on_a_full_disk_leaves_the_old_segments_and_no_new_object(tmp_path
     disk.capacity = disk.used() + 500  # room for part of a cleaned segment, not all of it
     with pytest.raises(OSError, match="No space left on device"):  # the job stops; the log is not to blame
         LogCleanerManager(config, Cleaner(config)).clean_partition(PartitionId("t", 0), log, now_ms=0)
-    assert not PartitionCleanerState.load(LocalStorage(), str(tmp_path)).uncleanable
     assert sorted(os.listdir(tmp_path / OBJECTS)) == objects, "the partial object was removed"
     reopened = PartitionLog(str(tmp_path), config.log_config)
+    assert not PartitionCleanerState.load(reopened).uncleanable
     assert [(r["offset"], r["key"], r["value"]) for r in reopened.read()] == before
     assert not reopened.damaged

@@ -98,7 +98,7 @@ class SinkPartition:
     tombstones: list[Delivered] = field(default_factory=list)  # committed since the task began
     refused: str | None = None  # why emission stopped at a record too big for the sink (and no dead-letter topic)
     # a sink offset at or below the sink's last record of the job's, and a high watermark the sink had reached
-    # after it (None: not known): streaming.job.compact.EmissionNote
+    # after it (None: not known): streaming.job.emission_note.EmissionNote
     sink_marks: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:

@@ -1,0 +1,84 @@
+"""A compaction task's changes to a log (its roll, its passes' swaps and checkpoints, its notes) held in the writer's
+view and committed as one manifest after the emission: until then the log on disk is the log as it was opened, so
+a crash repeats the task's passes and loses nothing; a writer fenced meanwhile finds out at that one commit."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.erasure.events import Emitted, Removed
+from streaming.log import LogConfig, LogFencedError, PartitionLog, batch_from_records, make_record
+
+
+def _log(path) -> PartitionLog:
+    return PartitionLog(str(path), LogConfig(fsync=False), jitter_seed="t-0")
+
+
+def _filled(path) -> PartitionLog:
+    log = _log(path)
+    log.append([make_record(o, b"k%d" % (o % 2), b"v%d" % o, 0) for o in range(6)])
+    return log
+
+
+def test_a_roll_a_swap_a_checkpoint_and_a_note_held_become_one_manifest(tmp_path) -> None:
+    log = _filled(tmp_path)
+    opened_at = log.version
+    log.hold_commits()
+    assert log.roll()
+    sealed = log.segments[0]
+    log.replace([sealed], [batch_from_records([make_record(o, b"k%d" % (o % 2), b"v%d" % o, 0) for o in (4, 5)])],
+                journal=lambda: [Removed(0, 1)], checkpoint=6)
+    log.note([Emitted(4, 2, 0)], {"emitted_through": 5})
+    assert _log(tmp_path).version == opened_at, "nothing is committed while the changes are held"
+    assert [r["offset"] for r in log.read()] == [4, 5], "the writer reads its own held view"
+
+    log.commit_held()
+
+    again = _log(tmp_path)
+    assert again.version == opened_at + 1
+    assert [r["offset"] for r in again.read()] == [4, 5]
+    assert again.cleaner_checkpoint == 6 and again.log_end_offset == 6 and again.active.record_count == 0
+    assert again.journal_marks == {"emitted_through": 5}
+    assert [(e["e"], e["offset"]) for e in again.journal()] == [("removed", 0), ("emitted", 4)]
+
+
+def test_a_crash_before_the_held_commit_leaves_the_log_as_it_was_opened(tmp_path) -> None:
+    log = _filled(tmp_path)
+    log.hold_commits()
+    log.roll()
+    log.set_cleaner_checkpoint(6)
+    del log  # the task died before its commit: its objects are garbage, its manifest never made
+
+    again = _log(tmp_path)
+    assert again.cleaner_checkpoint is None and again.active.record_count == 6
+    assert [r["offset"] for r in again.read()] == list(range(6))
+
+
+def test_nothing_held_commits_nothing(tmp_path) -> None:
+    log = _filled(tmp_path)
+    opened_at = log.version
+    log.hold_commits()
+    log.set_cleaner_checkpoint(log.cleaner_checkpoint)  # no change
+    log.commit_held()
+    assert _log(tmp_path).version == opened_at
+
+
+def test_a_writer_fenced_while_it_held_its_changes_is_refused_at_its_commit(tmp_path) -> None:
+    zombie = _filled(tmp_path)
+    zombie.hold_commits()
+    zombie.roll()
+    successor = _log(tmp_path)
+    successor.append([make_record(6, b"k0", b"new", 0)])
+    with pytest.raises(LogFencedError):
+        zombie.commit_held()
+    assert [r["offset"] for r in _log(tmp_path).read()] == list(range(7)), "the successor's log stands"
+
+
+def test_commits_after_the_held_one_are_made_one_by_one_again(tmp_path) -> None:
+    log = _filled(tmp_path)
+    log.hold_commits()
+    log.roll()
+    log.commit_held()
+    held_at = log.version
+    log.append([make_record(6, b"k0", b"x", 0)])
+    assert _log(tmp_path).version == held_at + 1
