@@ -20,6 +20,7 @@ from streaming.cleaner import (Cleaner, CompactionConfig, LogCleanerManager, Log
 from streaming.erasure.entries import deadline_ms
 from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
+from streaming.runtime.moments import Moment, reached
 from streaming.job.emission_note import MARK as EMISSION_MARK, EmissionNote, emission_note
 from streaming.job.erase_audit import count_overdue
 from streaming.job.spec import JobSpec, TopicPlan
@@ -136,6 +137,7 @@ class PartitionWork:
             if not result.map_full:
                 break
         report.log_end_offset = self.plog.log_end_offset
+        reached(Moment.CLEANED, str(self.pid))
 
 
 def local_emitted(plog: PartitionLog) -> int | None:

@@ -16,6 +16,7 @@ from streaming.job.emission import emit_task
 from streaming.job.spec import JobSpec
 from streaming.job.task import prepare_task
 from streaming.job.task_error import TaskError
+from streaming.runtime.moments import Moment, reached
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.locks import partition_lock
 from streaming.state.stores import StateDir, task_state_dir
@@ -59,6 +60,7 @@ def _commit(work: PartitionWork) -> None:
     """The log's one commit of the task's changes; one that fails is its partition's error (a writer that found
     itself fenced, a full disk), and the next stage repeats the passes it lost."""
     try:
+        reached(Moment.LOG_COMMIT, str(work.pid))
         work.plog.commit_held()
     except Exception as exc:  # noqa: BLE001 (this log's failure is this partition's)
         work.report.error = work.report.error or TaskError.of(exc)

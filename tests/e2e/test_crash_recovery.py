@@ -1,10 +1,11 @@
 """SIGKILL the running compactor in each of its phases, restart it each time: no loss, no duplicate.
 
 A producer keeps writing (updates of a few keys, and in every batch one record of a key written only once)
-while the job is killed six times, twice in each phase. Each kill waits until the run has made progress (records appended, a
-pass or an emission) and then for the phase it aims at (an append, a cleaning pass, an emission) to begin,
-read from the job's own phase lines; the phase each kill landed in is recorded, and every phase must have
-been hit. The sink must then satisfy the contract whatever the timing: per partition strictly increasing
+while the job is killed eight times, twice at each aim. A kill aimed at an append or an emission waits until the
+run has made progress (records appended, a pass or an emission) and then for that phase to begin, read from the
+job's own phase lines; one aimed at a log whose passes are made (and held, nothing emitted) or at the logs'
+commit after an emission is held there (runtime.moments: those moments are too short to catch from the log)
+and killed while it holds. Where each kill landed is recorded, and every aim must have been hit. The sink must then satisfy the contract whatever the timing: per partition strictly increasing
 source offsets, every sink record identical to its source record, every record of a key written once in
 the sink, and every key's last sink record its final winner. The erase audit must have come through the
 kills whole: every tombstone sent is in it once, each step of it journaled once, and every tombstone in the
@@ -13,6 +14,7 @@ sink has its sink offset there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -27,6 +29,7 @@ import pytest
 
 from streaming.kafka.admin import unique_topic_name
 from streaming.log.journal import committed_journal
+from streaming.runtime.moments import HOLD_ENV, HOLDER, REACHED, Moment
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
 from tests.e2e.helpers import COMPACTED_SINK, assert_sink_contract, read_topic
@@ -34,9 +37,10 @@ from tests.kafka_helpers import ChangeProducer
 
 pytestmark = pytest.mark.integration
 
-KILLS = 6  # each phase twice
 PARTITIONS = 2
-PHASES = ("append", "clean", "emit")  # what the kills aim at, in turn
+PHASES = ("append", "clean", "emit", "log-commit")  # what the kills aim at, in turn
+KILLS = 2 * len(PHASES)
+HELD = {"clean": Moment.CLEANED, "log-commit": Moment.LOG_COMMIT}  # aims a hold lands on
 PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 PROGRESS_LINE = re.compile(r"batch \d+: \d+ partitions, [1-9]\d* records appended|cleaned .*\[\d+, \d+\)|"
                            r"emitted [1-9]\d* records")
@@ -71,10 +75,15 @@ def _phases(text: str) -> list[str]:
     return [m[1].split()[0] for m in PHASE_LINE.finditer(text)]
 
 
-def _kill_in(command: list[str], phase: str, log_path: Path, producer: ChangeProducer) -> str:
-    """Start the job, wait for progress and then for ``phase`` to begin, SIGKILL it; the phase it died in."""
+def _kill_in(command: list[str], phase: str, log_path: Path, producer: ChangeProducer, hold: Path) -> str:
+    """Start the job, wait for progress and then for ``phase`` to begin (or for it to hold at the phase's moment),
+    SIGKILL it; the phase it died in."""
+    env = None
+    if phase in HELD:
+        hold.mkdir()
+        env = {**os.environ, HOLD_ENV: f"{HELD[phase].value}:{hold}"}
     with open(log_path, "w") as log_file:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log_file)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log_file, env=env)
     deadline = time.monotonic() + RUN_TIMEOUT_S
     seen = 0
     progressed = False
@@ -83,18 +92,24 @@ def _kill_in(command: list[str], phase: str, log_path: Path, producer: ChangePro
         assert proc.poll() is None, f"the compactor died by itself: {log_path.read_text()[-3000:]}"
         assert time.monotonic() < deadline, f"no {phase} after progress within {RUN_TIMEOUT_S}s: " \
                                             f"{log_path.read_text()[-3000:]}"
+        if phase in HELD and (hold / REACHED).exists():
+            break
         text = log_path.read_text()
         progressed = progressed or PROGRESS_LINE.search(text) is not None
         phases = _phases(text)
-        if progressed and phase in phases[seen:]:
+        if progressed and phase in phases[seen:] and phase not in HELD:
             break
         seen = len(phases) if not progressed else seen
         time.sleep(0.02)
     family = _children(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    if phase in HELD:  # the task holding (a Spark worker) dies with the job, as a machine's crash takes both
+        family.append(int((hold / HOLDER).read_text()))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(family[-1], signal.SIGKILL)
     _wait_gone(family)
-    return _phases(log_path.read_text())[-1]
+    return phase if phase in HELD else _phases(log_path.read_text())[-1]
 
 
 def test_sigkill_in_every_phase_loses_and_duplicates_nothing(bootstrap_servers, new_topic, tmp_path) -> None:
@@ -109,7 +124,7 @@ def test_sigkill_in_every_phase_loses_and_duplicates_nothing(bootstrap_servers, 
     try:
         for i in range(KILLS):
             landed.append(_kill_in(command + ["--trigger-interval", "0.5"], PHASES[i % len(PHASES)],
-                                   tmp_path / f"run-{i}.log", producer))
+                                   tmp_path / f"run-{i}.log", producer, tmp_path / f"hold-{i}"))
     finally:
         sent = producer.stop()
     print(f"kills landed in: {landed}")
