@@ -1,6 +1,7 @@
 """A compaction task's storage work per partition, without Spark: fsyncs, storage calls and wall time.
 
-    python bench/bench_stage_io.py [--partitions 500] [--records 5] [--stages 3] [--rounds 2]
+    python bench/bench_stage_io.py [--partitions 500] [--records 5] [--keys 3] [--stages 3] [--rounds 2]
+                                   [--store local|s3]
 
 The whole-cluster shape as one task sees it: many partition logs, each getting a few records a stage (a
 trickle), each record a winner. Each stage appends ``--records`` new records to every log, then runs one
@@ -8,7 +9,9 @@ compaction task over all of them (streaming.job.stage_task.compact_partitions: r
 broker's sink topic, note). The first stage warms up; the later ones are measured. Per partition and per
 stage it prints: fsyncs (os.fsync, counted in this process), storage calls (the log's Storage interface:
 each is a request, or more, on an object store) and the task's wall time, with the task's storage work run
-one partition at a time and on the task's I/O threads, side by side in each round.
+one partition at a time and on the task's I/O threads, side by side in each round. ``--store s3`` keeps the
+logs on MinIO on 127.0.0.1 (tests.minio, started and stopped here): no network between, so it counts what a
+stage asks of a store and how its requests overlap, not what S3's round trips cost.
 """
 
 from __future__ import annotations
@@ -17,14 +20,20 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Iterator
 
 from confluent_kafka.admin import AdminClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.minio
+
 
 from streaming.brokers.choice import acquire_broker
 from streaming.cleaner import CompactionConfig
@@ -36,10 +45,12 @@ from streaming.job.stage_task import compact_partitions
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.sink.sink_state import read_states
 from streaming.log import batch_from_records, make_record
+from streaming.log.arrow_storage import ArrowStorage
 from streaming.log.storage import LocalStorage
 from streaming.partition_id import PartitionId
 from streaming.state.layout import LogDir, log_dir, open_partition_log
 from streaming.state.stores import open_state_dir
+from tests.minio import S3Server
 
 SOURCE = "trickle"
 CALLS = ("list", "subdirs", "exists", "get", "open_read", "put", "open_put", "put_if_absent", "delete")
@@ -52,11 +63,11 @@ def _kind(path: str) -> str:
 
 
 @contextlib.contextmanager
-def counted() -> Iterator[Counter]:
-    """os.fsync and LocalStorage's calls, counted while the block runs."""
+def counted(storage: type) -> Iterator[Counter]:
+    """os.fsync and the storage class's calls, counted while the block runs."""
     counts: Counter = Counter()
     real_fsync = os.fsync
-    originals = {name: getattr(LocalStorage, name) for name in CALLS}
+    originals = {name: getattr(storage, name) for name in CALLS}
 
     def fsync(fd: int) -> None:
         counts["fsync"] += 1
@@ -79,13 +90,13 @@ def counted() -> Iterator[Counter]:
 
     os.fsync = fsync
     for name, call in originals.items():
-        setattr(LocalStorage, name, wrap(name, call))
+        setattr(storage, name, wrap(name, call))
     try:
         yield counts
     finally:
         os.fsync = real_fsync
         for name, call in originals.items():
-            setattr(LocalStorage, name, call)
+            setattr(storage, name, call)
 
 
 def _stage(spec: JobSpec, dirs: list[LogDir], sink: str, offset: int, records: int, keys: int, threads: int,
@@ -101,7 +112,7 @@ def _stage(spec: JobSpec, dirs: list[LogDir], sink: str, offset: int, records: i
     sinks = read_states(AdminClient({"bootstrap.servers": spec.sink_bootstrap}),
                         [PartitionId(sink, d.pid.partition) for d in dirs], 30) if trusted else None
     task = StageTask(tuple(dirs), 0, sinks, dict(trusted))
-    with counted() as counts:
+    with counted(LocalStorage if state.local else ArrowStorage) as counts:
         start = time.perf_counter()
         reports = compact_partitions(task, 0, spec, int(time.time() * 1000), drain=True, io_threads=threads)
         wall = time.perf_counter() - start
@@ -112,13 +123,14 @@ def _stage(spec: JobSpec, dirs: list[LogDir], sink: str, offset: int, records: i
     return wall, counts
 
 
-def one_round(bootstrap: str, partitions: int, records: int, keys: int, stages: int, threads: int
+def one_round(bootstrap: str, store: str, partitions: int, records: int, keys: int, stages: int, threads: int
               ) -> tuple[tuple[float, float, float], Counter]:
     """Seconds, fsyncs and storage calls a partition a stage, the measured stages' medians; and the last
     stage's storage calls by kind."""
     sink = create_topic(bootstrap, unique_topic_name("stage-io"), partitions, {"cleanup.policy": "compact"})
     config = CompactionConfig(max_compaction_lag_ms=1000)
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as state_dir:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as local_dir:
+        state_dir = local_dir if store == "local" else store
         spec = JobSpec(JobMapping(bootstrap, Subscribe((SOURCE,)), bootstrap, "{topic}.s"), state_dir,
                        {SOURCE: TopicPlan(SOURCE, sink, config, partitions)})
         state = open_state_dir(state_dir)
@@ -137,10 +149,13 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=3, help="keys a partition: a stage's records update them")
     parser.add_argument("--stages", type=int, default=3, help="stages a round, the first one a warm-up")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--store", choices=("local", "s3"), default="local", help="where the logs are")
     args = parser.parse_args()
     if args.stages < 2:
         parser.error("--stages must be at least 2: the first one warms up")
     broker = acquire_broker()
+    work = tempfile.mkdtemp(prefix="kcompact-bench-stage-io-")
+    server = S3Server(Path(work) / "minio") if args.store == "s3" else None
     try:
         sides = {"one at a time": 1, f"{task_io.DEFAULT_THREADS} I/O threads": task_io.DEFAULT_THREADS}
         results: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
@@ -148,11 +163,12 @@ def main() -> None:
         for r in range(args.rounds):
             order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
             for name, threads in order:
-                figures, kinds = one_round(broker.bootstrap_servers, args.partitions, args.records, args.keys,
+                store = "local" if server is None else server.uri(server.new_bucket())
+                figures, kinds = one_round(broker.bootstrap_servers, store, args.partitions, args.records, args.keys,
                                            args.stages, threads)
                 results[name].append(figures)
-        print(f"{args.partitions} partitions, {args.records} new records each a stage over {args.keys} keys, one "
-              f"task; medians of {args.rounds} rounds")
+        print(f"{args.partitions} partitions on {args.store}, {args.records} new records each a stage over "
+              f"{args.keys} keys, one task; medians of {args.rounds} rounds")
         print(f"{'side':<20} {'ms a partition':>15} {'fsyncs a partition':>19} {'storage calls a partition':>26}")
         for name, rows in results.items():
             ms, fsyncs, calls = (statistics.median(col) for col in zip(*rows, strict=True))
@@ -162,6 +178,9 @@ def main() -> None:
             if kind not in ("calls", "fsync"):
                 print(f"  {count / args.partitions:>5.1f}  {kind}")
     finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
         broker.stop()
 
 
