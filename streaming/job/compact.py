@@ -21,7 +21,7 @@ from streaming.erasure.entries import deadline_ms
 from streaming.erasure.events import AuditKeys
 from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment, reached
-from streaming.job.emission_note import MARK as EMISSION_MARK, EmissionNote, emission_note
+from streaming.job.emission_note import EmissionNote, emission_note
 from streaming.job.erase_audit import count_overdue
 from streaming.job.spec import JobSpec, TopicPlan
 from streaming.job.task_error import TaskError
@@ -117,9 +117,9 @@ class PartitionWork:
     def clean(self, spec: JobSpec, now_ms: int, dead_letters: DeadLetters | None, emitted_up_to: int) -> None:
         """Every pass the partition is due: a record that a later pass of this stage removes (the dedupe buffer
         could not hold all keys at once) never reaches the sink. What the passes cleaned is committed with the
-        log after the emission (streaming.job.stage_task), and emission resumes from the sink's progress, so a
-        crash before that commit loses nothing: the next stage cleans again and emits what the sink lacks. A
-        tombstone past ``emitted_up_to`` (the source offset through
+        log before the emission (streaming.job.emission), and emission resumes from the sink's progress, so a
+        crash between the passes and the emission loses nothing: the next stage emits it. A tombstone past
+        ``emitted_up_to`` (the source offset through
         which the sink committed) stays in the log until the sink has it, however long emission fails."""
         manager = LogCleanerManager(self.config, _cleaner(self.config))
         report = self.report
@@ -223,8 +223,6 @@ def note_emitted(work: PartitionWork, written_up_to: int, sink_cluster_id: str, 
     emission; ``sink_marks``: its sink_floor and sink_reached, for the topic the stage's task read
     (report.sink_seen)."""
     seen = work.report.sink_seen
-    floor, reached = (None, None) if seen is None or sink_marks is None else sink_marks
-    work.plog.note([], {EMISSION_MARK: {
-        "emitted_up_to": work.report.emitted_up_to, "written_up_to": written_up_to, "looped_to": sink_cluster_id,
-        "sink_topic_id": None if seen is None else seen[0], "sink_floor": floor, "sink_reached": reached,
-        "at_ms": now_ms}})
+    floor, end = (None, None) if seen is None or sink_marks is None else sink_marks
+    EmissionNote(work.report.emitted_up_to, written_up_to, sink_cluster_id, None if seen is None else seen[0], floor,
+                 end).save(work.plog, now_ms)

@@ -24,7 +24,6 @@ from typing import Mapping
 
 from streaming.cleaner import KeylessPolicy
 from streaming.erasure.events import AuditKeys
-from streaming.job import task_io
 from streaming.job.compact import DeadLetters, PartitionWork, StageTask, note_emitted
 from streaming.job.erase_audit import note_emission, recover_lost_notes
 from streaming.job.spec import JobSpec
@@ -52,10 +51,9 @@ def _fail(works: list[PartitionWork], exc: BaseException, kind: ErrorKind = Erro
         w.report.error = w.report.error or TaskError.of(exc, kind)
 
 
-def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int,
-              io_threads: int = 1) -> None:
-    """Fills each work's report: what its sink committed, or why it could not emit. ``io_threads``: how many
-    partitions' notes are written at once (streaming.job.task_io)."""
+def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int) -> None:
+    """Fills each work's report: what its sink committed, or why it could not emit. Each log's roll and passes
+    are committed before the emission, its notes are held for the task's commit after it."""
     tid = transactional_id(spec.job_id, task.slot)
     if (stale := _stale(tid, task, spec)) is not None:  # before init_transactions: it would abort a successor's
         _fail(works, stale, ErrorKind.FENCED)
@@ -85,6 +83,10 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         for w in list(ready):
             try:
                 w.clean(spec, now_ms, _dead_letters(w, spec, emitter), ready[w].emitted_up_to)
+                # the roll and the passes in one commit, before any of it is emitted: the erase audit's notes
+                # of a lost emission are read from the log as it was emitted, and a writer fenced meanwhile
+                # finds out before it writes to the sink
+                w.plog.commit_held(hold_on=True)
             except EmitterFenced:  # a dead letter's transaction: the task's producer is done
                 raise
             except Exception as exc:  # noqa: BLE001 (a pass failed mid-way: its partition emits next stage)
@@ -110,7 +112,8 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
             w.report.erase_sink_ms.extend(d.at_ms - d.timestamp_ms for d in part.tombstones)
             if part.looped_records:
                 log.debug("%s: %d records left out: they came from the sink's cluster", part, part.looped_records)
-    task_io.each(lambda item: _note(*item, spec, now_ms), list(ready.items()), io_threads)
+    for w, part in ready.items():
+        _note(w, part, spec, now_ms)
 
 
 def _note(work: PartitionWork, part: SinkPartition, spec: JobSpec, now_ms: int) -> None:

@@ -37,8 +37,15 @@ class EmissionNote:
             doc = read_json(storage, emitted_file(log_dir))
         return None if doc is None else cls.from_doc(doc)
 
+    def save(self, plog: PartitionLog, at_ms: int) -> None:
+        """Committed with the log (with the task's other changes, where it holds them)."""
+        plog.note([], {MARK: {"emitted_up_to": self.emitted_up_to, "written_up_to": self.written_up_to,
+                              "looped_to": self.looped_to, "sink_topic_id": self.sink_topic_id,
+                              "sink_floor": self.sink_floor, "sink_reached": self.sink_reached, "at_ms": at_ms}})
+
     @classmethod
     def from_doc(cls, doc: Mapping) -> "EmissionNote":
+        """A note as saved; one of an older kcompact lacks the fields it did not know."""
         return cls(doc["emitted_up_to"], doc.get("written_up_to", doc["emitted_up_to"]), doc.get("looped_to"),
                    doc.get("sink_topic_id"), doc.get("sink_floor"), doc.get("sink_reached"))
 
@@ -73,4 +80,5 @@ class EmissionNote:
 
 
 def emission_note(plog: PartitionLog) -> EmissionNote | None:
+    """The log's note as its writer's view has it (None: the sink was never written from this log)."""
     return EmissionNote.of(plog.journal_marks, plog.storage, plog.dir)

@@ -1,8 +1,8 @@
 """One compaction task: its partition logs opened and locked for the task's length, those that need nothing of
 the sink left alone, and the others cleaned and emitted together through one producer (streaming.job.emission).
-Each log's changes (its roll, passes and notes) are held and committed once, after the emission: one manifest a
-log a stage, not one a step, and the sink stays the record of what was emitted. Spark calls compact_partitions,
-once per task of a stage."""
+Each log's changes are held, not committed a step at a time: its roll and passes in one commit before its
+emission, its notes of the emission in one after it (two manifests a log a stage). Spark calls
+compact_partitions, once per task of a stage."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt:
     plan = spec.topics[log_dir.pid.topic]
     config = stage_config(plan.compaction, drain)
     plog = open_partition_log(state, log_dir, config.log_config)
-    plog.hold_commits()  # the task's changes to the log, one commit after its emission
+    plog.hold_commits()  # the roll and the passes, committed together before the emission
     report = StageReport(log_dir.pid, attempt=attempt)
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
@@ -44,12 +44,12 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other
             locks.enter_context(partition_lock(state, log_dir.directory))
         works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain), task.logs, io_threads)
-        idle = task_io.each(lambda w: w.pid in task.trusted and w.pid not in task.held and
-                            is_idle(w.plog, task.trusted[w.pid], w.config, now_ms, w.report), works, io_threads)
-        busy = [w for w, quiet in zip(works, idle, strict=True) if not quiet]
+        busy = [w for w in works if not (w.pid in task.trusted and w.pid not in task.held and
+                                          is_idle(w.plog, task.trusted[w.pid], w.config, now_ms, w.report))]
         try:
             if busy:
-                emit_task(busy, task, attempt, spec, now_ms, io_threads)
+                emit_task(busy, task, attempt, spec, now_ms)
+                reached(Moment.LOG_COMMIT, f"{len(works)} logs")
         finally:
             task_io.each(_commit, works, io_threads)
         task_io.each(lambda w: _close_report(w, spec, now_ms), works, io_threads)
@@ -57,10 +57,10 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
 
 
 def _commit(work: PartitionWork) -> None:
-    """The log's one commit of the task's changes; one that fails is its partition's error (a writer that found
-    itself fenced, a full disk), and the next stage repeats the passes it lost."""
+    """The log's commit of what the task still holds (its notes of the emission, or the roll of a log that needed
+    no pass); one that fails is its partition's error (a writer fenced, a full disk), and the next stage finds the
+    notes it lost (the sink is the record of the emission)."""
     try:
-        reached(Moment.LOG_COMMIT, str(work.pid))
         work.plog.commit_held()
     except Exception as exc:  # noqa: BLE001 (this log's failure is this partition's)
         work.report.error = work.report.error or TaskError.of(exc)

@@ -118,10 +118,6 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     @property
-    def roll_after_ms(self) -> int:
-        return self.config.roll_ms - self.jitter_ms
-
-    @property
     def version(self) -> int:
         """The manifest version this log's view comes from (-1: nothing committed yet)."""
         return self._version
@@ -133,7 +129,7 @@ class PartitionLog:
 
     @property
     def journal_head(self) -> str | None:
-        """The newest journal object; None while nothing was ever journaled."""
+        """The newest journal object committed (one a held commit will write is not yet); None: none ever."""
         return self._journal
 
     @property
@@ -211,7 +207,7 @@ class PartitionLog:
         append's latest lag timestamp is more than segment.ms (less the jitter; max.compaction.lag.ms when
         lower) after the active segment's first. An append is never split on time, so a run of appends
         that each bring a new millisecond cannot make a segment per millisecond."""
-        return bool(seg.record_count) and newest_ms - seg.first_timestamp > self.roll_after_ms
+        return bool(seg.record_count) and newest_ms - seg.first_timestamp > self.config.roll_ms - self.jitter_ms
 
     def forced_roll_due(self, now_ms: int) -> bool:
         """KIP-354: the active segment's first record is older than max.compaction.lag.ms."""
@@ -241,16 +237,18 @@ class PartitionLog:
 
     def hold_commits(self) -> None:
         """Until commit_held, every change stays in this writer's view, its objects written but no manifest: a
-        compaction task's roll, passes and notes of a partition become one commit, made after its emission (the
-        sink is the record of emission: a crash before the commit repeats the passes, and loses nothing)."""
+        compaction task commits a log's roll and passes once, before its emission, and its notes once after."""
+        if self._held is not None:
+            raise RuntimeError(f"{self.dir}: its commits are held already")
         self._held = []
 
-    def commit_held(self) -> None:
-        """One manifest of every change held since hold_commits (none when nothing changed)."""
+    def commit_held(self, hold_on: bool = False) -> None:
+        """One manifest of every change held (none when nothing changed); ``hold_on``: the next ones are held."""
         held, self._held = self._held, None
         if held is not None and self._unsaved:
             self._unsaved = False
             self._commit(self._segments, self._checkpoint, held)
+        self._held = [] if hold_on else None
 
     def _commit(self, segments: list[SegmentMeta], checkpoint: int | None, events: Sequence[JournalEvent] | None = None,
                 marks: dict[str, Any] | None = None) -> None:

@@ -31,11 +31,11 @@ class Moment(Enum):
     FETCH = "fetch"                          # a source task, after its first records and before the rest
     APPEND = "append"                        # an append task, its records read and not yet in the log
     BEFORE_CLEAN = "before-clean"            # the driver, the batch appended and its compaction stage not begun
-    CLEANED = "cleaned"                      # a compaction task, a log's passes made and held, nothing emitted
+    CLEANED = "cleaned"                      # a compaction task, a log's passes made and not yet committed
     INIT_TRANSACTIONS = "init-transactions"  # an emitter, before its producer's init_transactions
     FLUSH = "flush"                          # an emitter, its records produced and not yet acknowledged
     COMMIT = "commit"                        # an emitter, its records acknowledged and the transaction not committed
-    LOG_COMMIT = "log-commit"                # a compaction task, its emission done and its logs' changes not committed
+    LOG_COMMIT = "log-commit"                # a compaction task, its emission done and its logs' notes of it not
     GROUP_SYNC_COMMIT = "group-sync-commit"  # the group sync, before it commits a group's offsets on the sink
     SNAPSHOT_COMMIT = "snapshot-commit"      # an Iceberg snapshot, its data files written and its commit not made
     OPEN_TRANSACTIONS = "open-transactions"  # a promote, its source fenced, transactions open there, before its cut

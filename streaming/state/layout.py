@@ -7,8 +7,10 @@
     .lock              one compactor per state dir (local dirs)
     checkpoint/        Spark's streaming checkpoint
     logs/TOPIC-P/      one partition log (its manifests/ and segments/ are the log's own), plus:
-        cleaner-state.json  the cleaner's memory of the partition (the cleaner's own)
-        emitted.json   the last emission progress the sink confirmed (a hint: the sink decides)
+        cleaner-state.json  the cleaner's memory of the partition, as a kcompact before 2026-12 kept it (read
+                       only; it is a mark of the log's manifest now: streaming.cleaner.partition_state)
+        emitted.json   the last emission progress the sink confirmed (a hint: the sink decides), as a kcompact
+                       before 2026-12 kept it (read only; a manifest mark now: streaming.job.emission_note)
         rejected/      records the log could not store, one object per append that had any
         .writer.lock   one writer task per partition log (local dirs; object stores fence by manifest)
 """

@@ -396,3 +396,31 @@ def test_a_full_disk_during_a_pass_stops_it_without_marking_the_partition(tmp_pa
     monkeypatch.undo()
     assert LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_001).result is not None
     assert contents(plog) == [(1, b"a", b"2")]
+
+
+def test_a_pass_that_rewrites_its_last_group_commits_the_checkpoint_and_the_audit_with_it(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", None), rec(1, b"a", b"1"), rec(2, b"b", None)])
+    plog.roll()
+    before = plog.version
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    again = new_log(tmp_path, c)
+    assert again.version == before + 1, "the rewrite and the checkpoint are one commit"
+    assert again.cleaner_checkpoint == 3 and contents(again) == [(1, b"a", b"1"), (2, b"b", None)]
+    assert [(e["e"], e["offset"]) for e in again.journal()] == [("superseded", 0), ("erased", 2)]
+
+
+def test_a_pass_that_rewrites_only_an_earlier_group_commits_the_checkpoint_after_it(tmp_path) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, segment_bytes=180)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"x" * 40), rec(1, b"a", b"y" * 40)])
+    plog.roll()
+    plog.append([rec(2, b"b", b"z" * 40)])
+    plog.roll()
+    assert plog.segments[0].size_bytes + plog.segments[1].size_bytes > 180, "one group a segment"
+    before = plog.version
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    again = new_log(tmp_path, c)
+    assert again.version == before + 2 and again.cleaner_checkpoint == 3
+    assert contents(again) == [(1, b"a", b"y" * 40), (2, b"b", b"z" * 40)]

@@ -3,9 +3,9 @@
 A producer keeps writing (updates of a few keys, and in every batch one record of a key written only once)
 while the job is killed eight times, twice at each aim. A kill aimed at an append or an emission waits until the
 run has made progress (records appended, a pass or an emission) and then for that phase to begin, read from the
-job's own phase lines; one aimed at a log whose passes are made (and held, nothing emitted) or at the logs'
-commit after an emission is held there (runtime.moments: those moments are too short to catch from the log)
-and killed while it holds. Where each kill landed is recorded, and every aim must have been hit. The sink must then satisfy the contract whatever the timing: per partition strictly increasing
+job's own phase lines; one aimed at a log whose passes are made and not yet committed, or at the logs' notes
+of an emission not yet committed, is held there (runtime.moments: those moments are too short to catch from the
+log) and killed while it holds. Where each kill landed is recorded, and every aim must have been hit. The sink must then satisfy the contract whatever the timing: per partition strictly increasing
 source offsets, every sink record identical to its source record, every record of a key written once in
 the sink, and every key's last sink record its final winner. The erase audit must have come through the
 kills whole: every tombstone sent is in it once, each step of it journaled once, and every tombstone in the

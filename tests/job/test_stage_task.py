@@ -1,6 +1,6 @@
-"""A compaction task commits each of its logs once, after its emission: the roll, the passes' swaps and
-checkpoints, the cleaner's state, the emission note and the erase audit's notes in one manifest, so the disk is
-asked for few fsyncs a partition, whatever the task's passes did."""
+"""A compaction task commits each of its logs twice a stage, whatever its passes did: the roll, the passes' swaps
+and checkpoints and the cleaner's state in one manifest before the emission, the emission note and the erase
+audit's notes in one after it; so the disk is asked for few fsyncs a partition."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from tests.job.test_stale_tasks import CONFIG, _jobs, _task
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
-# A log's writes in a stage whose pass removed records: the cleaned object and the one manifest (which carries the
+# A log's writes in a stage whose pass removed records: the cleaned object and two manifests (which carry the
 # cleaner's state and the emission note), each fsynced before its rename and in its directory after it.
-FSYNCS_A_PARTITION = 2 * 2
+FSYNCS_A_PARTITION = 3 * 2
 
 
-def test_a_task_commits_each_log_once_after_emitting_it(bootstrap_servers, tmp_path, monkeypatch) -> None:
+def test_a_task_commits_each_log_before_and_after_emitting_it(bootstrap_servers, tmp_path, monkeypatch) -> None:
     spec, dirs, sink = _jobs(bootstrap_servers, tmp_path, 10, PARTITIONS)
     state = open_state_dir(spec.state_dir)
     past = int(time.time() * 1000) - 3_600_000
@@ -43,7 +43,7 @@ def test_a_task_commits_each_log_once_after_emitting_it(bootstrap_servers, tmp_p
 
     assert all(r.error is None and r.rolled and r.emitted == 10 for r in reports), reports
     after = [open_partition_log(state, d, CONFIG.log_config) for d in dirs]
-    assert [log.version for log in after] == [v + 1 for v in before], "one manifest a log for the whole task"
+    assert [log.version for log in after] == [v + 2 for v in before], "two manifests a log for the whole task"
     assert all(log.cleaner_checkpoint == 15 and [r["offset"] for r in log.read()] == list(range(5, 15))
                for log in after)
     assert all(log.journal_marks.keys() >= {"cleaner", "emission"} for log in after), "both notes in the manifest"

@@ -1,6 +1,6 @@
-"""A compaction task's changes to a log (its roll, its passes' swaps and checkpoints, its notes) held in the writer's
-view and committed as one manifest after the emission: until then the log on disk is the log as it was opened, so
-a crash repeats the task's passes and loses nothing; a writer fenced meanwhile finds out at that one commit."""
+"""A compaction task's changes to a log (its roll and its passes' swaps and checkpoints; later its notes of the
+emission) held in the writer's view and committed as one manifest: until then the log on disk is the log as it
+was opened, so a crash repeats the passes and loses nothing; a writer fenced meanwhile finds out at that commit."""
 
 from __future__ import annotations
 
@@ -82,3 +82,24 @@ def test_commits_after_the_held_one_are_made_one_by_one_again(tmp_path) -> None:
     held_at = log.version
     log.append([make_record(6, b"k0", b"x", 0)])
     assert _log(tmp_path).version == held_at + 1
+
+
+def test_a_commit_that_holds_on_holds_the_next_changes_until_the_next_commit(tmp_path) -> None:
+    log = _filled(tmp_path)
+    log.hold_commits()
+    log.roll()
+    log.commit_held(hold_on=True)
+    passes_at = log.version
+    log.note([Emitted(4, 2, 0)], {"emitted_through": 5})
+    assert _log(tmp_path).version == passes_at, "the notes are held"
+    log.commit_held()
+    again = _log(tmp_path)
+    assert again.version == passes_at + 1 and again.journal_marks == {"emitted_through": 5}
+
+
+def test_commits_cannot_be_held_twice(tmp_path) -> None:
+    log = _filled(tmp_path)
+    log.hold_commits()
+    log.roll()
+    with pytest.raises(RuntimeError, match="held already"):
+        log.hold_commits()
