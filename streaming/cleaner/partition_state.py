@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from streaming.log import PartitionLog
-from streaming.log.storage import Storage, read_json
+from streaming.log.manifest import mark_or_file
+from streaming.log.storage import Storage
 
 STATE_FILE = "cleaner-state.json"  # where a kcompact before the mark kept it
 MARK = "cleaner"
@@ -45,9 +46,7 @@ class PartitionCleanerState:
     @classmethod
     def of(cls, marks: Mapping[str, Any], storage: Storage, log_dir: str) -> "PartitionCleanerState":
         """From a manifest's marks, or the file an older kcompact wrote beside the log."""
-        data = marks.get(MARK)
-        if data is None:
-            data = read_json(storage, posixpath.join(log_dir, STATE_FILE))
+        data = mark_or_file(marks, MARK, storage, posixpath.join(log_dir, STATE_FILE))
         if data is None:
             return cls()
         known = {f.name for f in fields(cls)}

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from streaming.log import PartitionLog
-from streaming.log.storage import Storage, read_json
+from streaming.log.manifest import mark_or_file
+from streaming.log.storage import Storage
 from streaming.state.layout import emitted_file
 
 MARK = "emission"
@@ -32,9 +33,7 @@ class EmissionNote:
     @classmethod
     def of(cls, marks: Mapping[str, Any], storage: Storage, log_dir: str) -> "EmissionNote | None":
         """From a manifest's marks, or the file an older kcompact wrote beside the log; None: no note."""
-        doc = marks.get(MARK)
-        if doc is None:
-            doc = read_json(storage, emitted_file(log_dir))
+        doc = mark_or_file(marks, MARK, storage, emitted_file(log_dir))
         return None if doc is None else cls.from_doc(doc)
 
     def save(self, plog: PartitionLog, at_ms: int) -> None:

@@ -69,5 +69,3 @@ def _commit(work: PartitionWork) -> None:
 def _close_report(work: PartitionWork, spec: JobSpec, now_ms: int) -> None:
     count_erasures_overdue(work.plog, work.report, spec, now_ms)
     work.report.quiet_until_ms = quiet_until_of(work.plog, work.report, work.config, now_ms)
-
-

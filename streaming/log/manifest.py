@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from streaming.errors import UserError
 from streaming.log.segment import SegmentMeta
-from streaming.log.storage import ObjectInfo, Storage
+from streaming.log.storage import ObjectInfo, Storage, read_json
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,13 @@ class Loaded:
     newest_version: int = -1
     invalid: list[str] = field(default_factory=list)
     listed: list[ObjectInfo] = field(default_factory=list)  # the manifests directory as it was listed
+
+
+def mark_or_file(marks: Mapping[str, Any], mark: str, storage: Storage, path: str) -> Any | None:
+    """A document the log's writers keep as a mark of its manifest, or, for a log an older kcompact last committed,
+    the file it kept it in (``path``); None: neither."""
+    found = marks.get(mark)
+    return read_json(storage, path) if found is None else found
 
 
 def manifest_dir(directory: str) -> str:
