@@ -51,8 +51,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from procs import is_jvm, memory_mib, tree
-from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, cpu_s, delete_topic, delete_topics, mirror_maker,
+from procs import cpu_over, cpu_s, is_jvm, memory_mib, tree
+from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, delete_topic, delete_topics, mirror_maker,
                             new_sink, new_sinks, new_topics, produce, run_job, warm_up_topic)
 from streaming.brokers.choice import acquire_broker
 from wan import Link, WanSite, wan_site
@@ -341,30 +341,6 @@ def bench_delete_latency(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _cpu_over(root: int, seconds: float) -> float:
-    """CPU seconds the process tree uses over the next ``seconds``, sampled four times a second: Spark retires
-    idle Python workers and starts new ones, so a process that exits counts what it used up to its last
-    sample."""
-    def now() -> dict[int, float]:
-        found = {}
-        for pid in tree(root):
-            try:
-                found[pid] = cpu_s(pid)
-            except OSError:
-                continue
-        return found
-
-    first = now()
-    last = dict(first)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        time.sleep(0.25)
-        for pid, used in now().items():
-            first.setdefault(pid, 0.0)
-            last[pid] = used
-    return sum(last[p] - first[p] for p in last)
-
-
 def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float) -> dict[str, float]:
     """A continuous `kcompact run` over topics with a few records per partition, all emitted, then idle: what
     ``seconds`` of its idle triggers cost, from its own metrics (stages) and /proc (CPU, memory)."""
@@ -392,7 +368,7 @@ def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float)
             time.sleep(1)
         time.sleep(5)  # the stages that follow the last emission
         before, t0 = counters(), time.monotonic()
-        cpu = _cpu_over(job.pid, seconds)
+        cpu = cpu_over(job.pid, seconds)
         after, t1 = counters(), time.monotonic()
         procs = tree(job.pid)
         driver = sum(memory_mib(p, "Pss") for p in procs if p == job.pid or is_jvm(p))

@@ -4,11 +4,13 @@ with its defaults and tuned. Each side returns its seconds; the caller times the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -31,15 +33,6 @@ MM2_POM = Path(__file__).with_name("mirror_maker") / "pom.xml"
 # The settings a user tunes MirrorMaker 2's throughput with first (the issue that set the 2x target measured
 # these): bigger producer batches, lingering for them, and more records per consumer poll.
 MM2_TUNED = {"producer.linger.ms": "20", "producer.batch.size": "1000000", "consumer.max.poll.records": "5000"}
-
-
-def cpu_s(pid: int | None) -> float:
-    """CPU seconds a process has used so far (0 for one we cannot see: a broker we did not start)."""
-    if pid is None:
-        return 0.0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def produce(bootstrap: str, topic: str | list[str], records: int, keys: int, partitions: int, ts: int,
@@ -104,12 +97,26 @@ def bare_mirror(bootstrap: str, source: str, sink: str, partitions: int) -> floa
     return time.perf_counter() - t
 
 
-def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, records: int, work: str, run: str,
-                 tuned: bool, target_bootstrap: str | None = None) -> float:
-    """MirrorMaker 2 copying ``source`` (a topic, or topics of ``partitions`` each) to other topics of the
-    target cluster (the same broker if None; cluster aliases of this run's own, so no run resumes another's
-    offsets); seconds from its first record in the targets to its last."""
-    topics = [source] if isinstance(source, str) else source
+@dataclass
+class MirrorMakerRun:
+    """A MirrorMaker 2 process copying topics into ``prefix`` + their names on the target cluster."""
+
+    proc: subprocess.Popen
+    log_path: str
+    prefix: str
+
+    def failure(self) -> RuntimeError:
+        with open(self.log_path) as f:
+            tail = "\n".join(line for line in f.read().splitlines() if " ERROR " in line or " WARN " in line)[-3000:]
+        return RuntimeError(f"MirrorMaker 2 ended or stalled (rc {self.proc.returncode}): {tail}")
+
+
+@contextlib.contextmanager
+def running_mirror_maker(bootstrap: str, topics: list[str], work: str, run: str, tuned: bool,
+                         target_bootstrap: str | None = None) -> Iterator[MirrorMakerRun]:
+    """MirrorMaker 2 copying ``topics`` to topics of the target cluster (the same broker if None), with cluster
+    aliases of this run's own, so no run resumes another's offsets; stopped at the end, and its target and
+    internal topics deleted, so the next side starts on brokers with nothing of this run left."""
     target = target_bootstrap or bootstrap
     jars = ensure_kafka_jars(MM2_POM)
     src, dst = f"s{run}", f"d{run}"
@@ -126,25 +133,41 @@ def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, recor
     path = os.path.join(work, f"mm2-{run}.properties")
     with open(path, "w") as f:
         f.writelines(f"{k} = {v}\n" for k, v in props.items())
-    targets = [PartitionId(f"{src}.{t}", p) for t in topics for p in range(partitions)]
-    watched = Cluster("sink", target)
     log4j = os.path.join(work, "mm2-log4j2.properties")
     with open(log4j, "w") as f:  # INFO to its log file, so a failed run says why
         f.write("rootLogger.level = INFO\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
                 "appender.out.name = out\nappender.out.layout.type = PatternLayout\n"
                 "appender.out.layout.pattern = %d %p %c{1}: %m%n\n")
-    with open(os.path.join(work, f"mm2-{run}.log"), "w") as out:
+    log_path = os.path.join(work, f"mm2-{run}.log")
+    with open(log_path, "w") as out:
         proc = subprocess.Popen(["java", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j}", "-cp", jars.classpath,
                                  "org.apache.kafka.connect.mirror.MirrorMaker", path],
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
+        yield MirrorMakerRun(proc, log_path, f"{src}.")
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        for cluster in {bootstrap, target}:
+            admin = AdminClient(with_client_log({"bootstrap.servers": cluster}))
+            made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
+            for future in admin.delete_topics(made).values() if made else ():
+                future.result(60)
+
+
+def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, records: int, work: str, run: str,
+                 tuned: bool, target_bootstrap: str | None = None) -> float:
+    """MirrorMaker 2 copying ``source`` (a topic, or topics of ``partitions`` each): seconds from its first
+    record in the targets to its last."""
+    topics = [source] if isinstance(source, str) else source
+    with running_mirror_maker(bootstrap, topics, work, run, tuned, target_bootstrap) as mm2:
+        targets = [PartitionId(f"{mm2.prefix}{t}", p) for t in topics for p in range(partitions)]
+        watched = Cluster("sink", target_bootstrap or bootstrap)
         first = last = None
         deadline = time.monotonic() + 600
         while last is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                with open(out.name) as f:
-                    tail = "\n".join(line for line in f.read().splitlines() if " ERROR " in line or " WARN " in line)[-3000:]
-                raise RuntimeError(f"MirrorMaker 2 ended or stalled (rc {proc.returncode}): {tail}")
+            if mm2.proc.poll() is not None or time.monotonic() > deadline:
+                raise mm2.failure()
             time.sleep(0.02)
             try:
                 copied = sum(watched.end_offsets(targets).values())
@@ -155,14 +178,6 @@ def mirror_maker(bootstrap: str, source: str | list[str], partitions: int, recor
                 first = now
             if copied >= records:
                 last = now
-    finally:
-        proc.terminate()
-        proc.wait(60)
-    for cluster in {bootstrap, target}:  # its target and internal topics go: the next side starts on brokers
-        admin = AdminClient(with_client_log({"bootstrap.servers": cluster}))  # with nothing of this run left
-        made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
-        for future in admin.delete_topics(made).values() if made else ():
-            future.result(60)
     return last - first
 
 
@@ -206,11 +221,12 @@ def new_sinks(bootstrap: str, partitions: int, count: int) -> list[str]:
     return sinks
 
 
-def new_topics(bootstrap: str, prefix: str, count: int, partitions: int) -> list[str]:
-    """``count`` topics in one request, named to sort in order of making."""
+def new_topics(bootstrap: str, prefix: str, count: int, partitions: int, compacted: bool = False) -> list[str]:
+    """``count`` topics in one request, named to sort in order of making; kept forever, or ``compacted``."""
     base = unique_topic_name(prefix)
     topics = [f"{base}-{i:04d}" for i in range(count)]
-    Cluster("source", bootstrap).ensure_topics({t: (partitions, {"retention.ms": "-1"}) for t in topics}, "source")
+    config = {"cleanup.policy": "compact"} if compacted else {"retention.ms": "-1"}
+    Cluster("source", bootstrap).ensure_topics({t: (partitions, config) for t in topics}, "source")
     return topics
 
 

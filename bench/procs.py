@@ -1,9 +1,10 @@
 """A job's processes as /proc shows them, for the benchmarks that measure a whole job: its process tree, each
-process's command line, and its memory."""
+process's command line, its memory and the CPU it uses."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections import defaultdict
 
 
@@ -48,3 +49,36 @@ def memory_mib(pid: int, field: str) -> float:
             return next(int(line.split()[1]) for line in f if line.startswith(f"{field}:")) / 1024
     except (OSError, StopIteration):
         return 0.0
+
+
+def cpu_s(pid: int | None) -> float:
+    """CPU seconds a process has used so far (0 for one we cannot see: a broker we did not start)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_over(root: int, seconds: float) -> float:
+    """CPU seconds the process tree uses over the next ``seconds``, sampled four times a second: Spark retires
+    idle Python workers and starts new ones, so a process that exits counts what it used up to its last
+    sample."""
+    def now() -> dict[int, float]:
+        found = {}
+        for pid in tree(root):
+            try:
+                found[pid] = cpu_s(pid)
+            except OSError:
+                continue
+        return found
+
+    first = now()
+    last = dict(first)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.25)
+        for pid, used in now().items():
+            first.setdefault(pid, 0.0)
+            last[pid] = used
+    return sum(last[p] - first[p] for p in last)

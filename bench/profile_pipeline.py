@@ -30,7 +30,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench_pipeline import SHAPES
-from pipeline_sides import HOUR, cpu_s, delete_topic, new_sink, produce, run_job, warm_up_topic
+from procs import cpu_s
+from pipeline_sides import HOUR, delete_topic, new_sink, produce, run_job, warm_up_topic
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.spark.session import build_session
