@@ -25,13 +25,13 @@ import logging
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -45,29 +45,66 @@ from streaming.kafka.client_log import with_client_log
 SIDES = ("pipeline", "mm2-tuned")
 
 
-class Trickle:
+class _Worker:
+    """A thread whose failure is raised again where it is finished, so that no result is made from a producer
+    or a reader that died mid-way."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._guarded, daemon=True)
+        self.thread.start()
+
+    def _guarded(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 (raised again by finish, in the bench's own thread)
+            self.error = exc
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Stops the thread, waits for it, and raises what it failed with (once)."""
+        self.stop.set()
+        self.thread.join()
+        error, self.error = self.error, None
+        if error is not None:
+            raise RuntimeError(f"{type(self).__name__} failed") from error
+
+
+class Trickle(_Worker):
     """The producer: record n to topic n mod topics, partition (n div topics) mod partitions, at ``rate`` a
-    second, each stamped with the time it is produced; the stamps are kept to count a window's records."""
+    second, each stamped with the time it is produced; the stamps are kept to count a window's records. A
+    producer more than a second behind its rate (the cores are busy) drops the backlog instead of sending it in
+    a burst, so the offered load stays steady; the table gives the rate reached."""
 
     def __init__(self, bootstrap: str, topics: list[str], partitions: int, rate: int) -> None:
         self.topics, self.partitions, self.rate = topics, partitions, rate
         self.producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "linger.ms": 5,
                                                   "enable.idempotence": True}))
         self.stamps = array.array("q")
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.failed = 0  # deliveries the broker refused for good
+        super().__init__()
+
+    def _delivered(self, err, _msg) -> None:
+        if err is not None:
+            self.failed += 1
 
     def _run(self) -> None:
-        value, start, sent = os.urandom(100), time.monotonic(), 0
+        value, start, sent, skipped = os.urandom(100), time.monotonic(), 0, 0
         while not self.stop.is_set():
-            due = int((time.monotonic() - start) * self.rate)
+            due = int((time.monotonic() - start) * self.rate) - skipped
+            if due - sent > self.rate:
+                skipped += due - sent
+                due = sent
             while sent < due:
                 now_ms = int(time.time() * 1000)
                 topic = self.topics[sent % len(self.topics)]
                 try:
                     self.producer.produce(topic, key=b"key-%012d" % sent, value=value, timestamp=now_ms,
-                                          partition=sent // len(self.topics) % self.partitions)
+                                          partition=sent // len(self.topics) % self.partitions,
+                                          on_delivery=self._delivered)
                 except BufferError:
                     self.producer.poll(0.01)
                     continue
@@ -75,36 +112,36 @@ class Trickle:
                 sent += 1
             self.producer.poll(0)
             time.sleep(0.005)
-        assert self.producer.flush(60) == 0
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.thread.join()
+        if self.producer.flush(60) or self.failed:
+            raise RuntimeError(f"{self.failed} records not delivered, {len(self.producer)} still queued")
 
     def produced_in(self, start_ms: int, end_ms: int) -> int:
+        """Records stamped within the window (call after finish: the stamps grow while it runs)."""
         return sum(1 for t in self.stamps if start_ms <= t < end_ms)
 
 
-class SinkWatch:
+class SinkWatch(_Worker):
     """A read_committed consumer of every sink partition from its beginning, once the side has made the sink
-    topics; each record's arrival time minus its timestamp, kept by timestamp."""
+    topics; each record's arrival time minus its timestamp. Keys are unique, so a record MirrorMaker 2 copies
+    twice (it delivers at least once) counts at its first arrival only."""
 
-    def __init__(self, bootstrap: str, sinks: list[str], partitions: int, alive) -> None:
+    def __init__(self, bootstrap: str, sinks: list[str], partitions: int, alive: Callable[[], bool]) -> None:
         self.consumer = Consumer(with_client_log({
             "bootstrap.servers": bootstrap, "group.id": f"trickle-{sinks[0]}", "enable.auto.commit": False,
             "isolation.level": "read_committed", "fetch.wait.max.ms": 50}))
         self.sinks, self.partitions, self.alive = sinks, partitions, alive
-        self.arrivals: list[tuple[int, int]] = []  # (timestamp ms, latency ms)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.arrivals: list[tuple[int, int]] = []  # (timestamp ms, latency ms), in order of arrival
+        self.seen: set[bytes] = set()
+        self.counted = (0, 0, 0, 0)  # a window's start and end, arrivals looked at, of them in the window
+        super().__init__()
 
     def _run(self) -> None:
         while not self.stop.is_set():
             made = self.consumer.list_topics(timeout=10).topics
             if all(s in made and len(made[s].partitions) == self.partitions for s in self.sinks):
                 break
-            assert self.alive(), "the side ended before making its sink topics"
+            if not self.alive():
+                raise RuntimeError("the side ended before making its sink topics")
             time.sleep(1)
         self.consumer.assign([TopicPartition(s, p, OFFSET_BEGINNING) for s in self.sinks
                               for p in range(self.partitions)])
@@ -112,17 +149,25 @@ class SinkWatch:
             messages = self.consumer.consume(10_000, timeout=0.1)
             now_ms = int(time.time() * 1000)
             for m in messages:
-                if m.error() is None:
+                if m.error() is None and m.key() not in self.seen:
+                    self.seen.add(m.key())
                     ts = m.timestamp()[1]
                     self.arrivals.append((ts, now_ms - ts))
         self.consumer.close()
 
-    def arrived_in(self, start_ms: int, end_ms: int) -> list[int]:
-        return [lat for ts, lat in self.arrivals if start_ms <= ts < end_ms]
+    def count_in(self, start_ms: int, end_ms: int) -> int:
+        """Arrivals stamped within the window so far, counting only those new since the last call."""
+        start, end, looked, count = self.counted
+        if (start, end) != (start_ms, end_ms):
+            looked = count = 0
+        new = self.arrivals[looked:]
+        count += sum(1 for ts, _ in new if start_ms <= ts < end_ms)
+        self.counted = (start_ms, end_ms, looked + len(new), count)
+        return count
 
-    def finish(self) -> None:
-        self.stop.set()
-        self.thread.join()
+    def arrived_in(self, start_ms: int, end_ms: int) -> list[int]:
+        """The latencies of the records stamped within the window that arrived."""
+        return [lat for ts, lat in self.arrivals if start_ms <= ts < end_ms]
 
 
 @dataclass(frozen=True)
@@ -147,19 +192,23 @@ class Result:
 
 @dataclass(frozen=True)
 class Running:
-    """A side while it runs: its processes' root, the sink topics it writes, and (the job's) its stage count."""
+    """A side while it runs: its processes' root, the sink topics it writes, why it ended (its log's last
+    lines), and (the job's) its stage count."""
 
     root: int
     sinks: list[str]
     alive: Callable[[], bool]
+    why: Callable[[], str]
     stages: Callable[[], int] | None = None
 
 
 @contextlib.contextmanager
 def _job(args: argparse.Namespace, bs: str, topics: list[str], work: str) -> Iterator[Running]:
-    """`kcompact run` over the topics' pattern; stopped by SIGTERM to its process group, its sinks deleted."""
+    """`kcompact run` over the topics' pattern; its process group stopped at the end (SIGTERM, then SIGKILL),
+    its sinks deleted."""
     base, state_dir = topics[0].rsplit("-", 1)[0], os.path.join(work, "job-state")
-    with open(args.job_log or os.path.join(work, "job.log"), "w") as out:
+    log_path = args.job_log or os.path.join(work, "job.log")
+    with open(log_path, "w") as out:
         job = subprocess.Popen([sys.executable, "-m", "streaming", "run", "--bootstrap-servers", bs,
                                 "--source-topic-pattern", f"{base}-[0-9]+", "--sink-topic-template", "{topic}.s",
                                 "--state-dir", state_dir, "--trigger-interval", str(args.trigger_interval),
@@ -175,20 +224,26 @@ def _job(args: argparse.Namespace, bs: str, topics: list[str], work: str) -> Ite
 
     sinks = [f"{t}.s" for t in topics]
     try:
-        yield Running(job.pid, sinks, lambda: job.poll() is None, stages)
+        yield Running(job.pid, sinks, lambda: job.poll() is None, lambda: Path(log_path).read_text()[-3000:], stages)
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            job.wait(120)
+        for sig, wait_s in ((signal.SIGTERM, 120), (signal.SIGKILL, 30)):
+            with contextlib.suppress(ProcessLookupError):  # its children too, if it has ended already
+                os.killpg(job.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                job.wait(wait_s)
+                break
         made = AdminClient(with_client_log({"bootstrap.servers": bs})).list_topics(timeout=10).topics
-        delete_topics(bs, [s for s in sinks if s in made])
+        if made_sinks := [s for s in sinks if s in made]:
+            delete_topics(bs, made_sinks)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def _mm2(args: argparse.Namespace, bs: str, topics: list[str], work: str) -> Iterator[Running]:
+    """MirrorMaker 2 tuned, with cluster aliases of its own (pipeline_sides.running_mirror_maker)."""
     with running_mirror_maker(bs, topics, work, f"trickle{int(time.time())}", tuned=True) as run:
-        yield Running(run.proc.pid, [f"{run.prefix}{t}" for t in topics], lambda: run.proc.poll() is None)
+        yield Running(run.proc.pid, [f"{run.prefix}{t}" for t in topics], lambda: run.proc.poll() is None,
+                      lambda: str(run.failure()))
 
 
 def _measure(args: argparse.Namespace, broker, work: str, side: str) -> Result:
@@ -202,19 +257,22 @@ def _measure(args: argparse.Namespace, broker, work: str, side: str) -> Result:
             watch = SinkWatch(bs, running.sinks, args.partitions, running.alive)
             threads.callback(watch.finish)
             time.sleep(args.warm_up)
-            assert running.alive(), f"{side} ended during the warm-up"
+            if not running.alive():
+                raise RuntimeError(f"{side} ended during the warm-up: {running.why()}")
             stages = running.stages() if running.stages else 0
             broker_cpu, own_cpu, start_ms = cpu_s(broker.pid), cpu_s(os.getpid()), int(time.time() * 1000)
             side_cpu = cpu_over(running.root, args.window)
             end_ms, broker_cpu = int(time.time() * 1000), cpu_s(broker.pid) - broker_cpu
             own_cpu = cpu_s(os.getpid()) - own_cpu
             stages = running.stages() - stages if running.stages else None
-            assert running.alive(), f"{side} ended during the window"
+            if not running.alive():
+                raise RuntimeError(f"{side} ended during the window: {running.why()}")
             trickle.finish()
             produced = trickle.produced_in(start_ms, end_ms)
             deadline = time.monotonic() + args.grace
-            while len(watch.arrived_in(start_ms, end_ms)) < produced and time.monotonic() < deadline:
+            while watch.count_in(start_ms, end_ms) < produced and time.monotonic() < deadline:
                 time.sleep(0.5)
+            watch.finish()
             result = Result(side, produced, watch.arrived_in(start_ms, end_ms), side_cpu, broker_cpu, own_cpu,
                             (end_ms - start_ms) / 1000, stages)
     finally:
@@ -225,23 +283,28 @@ def _measure(args: argparse.Namespace, broker, work: str, side: str) -> Result:
     return result
 
 
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"  # a broker we did not start shows no CPU
+
+
 def _table(results: list[Result], args: argparse.Namespace) -> str:
-    lines = [f"{args.topics} topics x {args.partitions} partitions, {args.rate:,} records/s over every partition, "
-             f"{args.window:.0f} s after {args.warm_up:.0f} s of warm-up; the job's trigger {args.trigger_interval} s, "
-             f"topic settings {' '.join(args.config) or '(defaults)'}",
-             "| side | records | arrived | CPU-s | CPU cores | broker CPU-s | bench CPU-s | latency p50 s | p99 s | max s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"{args.topics} topics x {args.partitions} partitions, {args.rate:,} records/s offered over every "
+             f"partition, {args.window:.0f} s after {args.warm_up:.0f} s of warm-up; the job's trigger "
+             f"{args.trigger_interval} s, topic settings {' '.join(args.config) or '(defaults)'}; bench CPU-s: this "
+             f"process's (the producer, the sinks' reader, the CPU sampling)",
+             "| side | records | records/s | arrived | CPU-s | CPU cores | broker CPU-s | bench CPU-s | latency p50 s | "
+             "p99 s | max s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r.side} | {r.produced:,} | {len(r.latencies_ms):,} | {r.side_cpu_s:.1f} | "
-                     f"{r.side_cpu_s / r.window_s:.2f} | {r.broker_cpu_s:.1f} | {r.bench_cpu_s:.1f} | {r.percentile(0.5)} | "
-                     f"{r.percentile(0.99)} | {r.percentile(1.0)} |")
+        lines.append(f"| {r.side} | {r.produced:,} | {r.produced / r.window_s:,.0f} | {len(r.latencies_ms):,} | "
+                     f"{r.side_cpu_s:.1f} | {r.side_cpu_s / r.window_s:.2f} | {r.broker_cpu_s:.1f} | "
+                     f"{r.bench_cpu_s:.1f} | {r.percentile(0.5)} | {r.percentile(0.99)} | {r.percentile(1.0)} |")
     by = {r.side: r for r in results}
     if set(SIDES) <= set(by):
         job, mm2 = by["pipeline"], by["mm2-tuned"]
-        lines.append(f"pipeline / mm2-tuned: CPU {job.side_cpu_s / mm2.side_cpu_s:.2f}, broker CPU "
-                     f"{job.broker_cpu_s / mm2.broker_cpu_s:.2f}; median latency "
-                     f"{statistics.median(job.latencies_ms or [0]) / 1000:.2f} s vs "
-                     f"{statistics.median(mm2.latencies_ms or [0]) / 1000:.2f} s")
+        lines.append(f"pipeline / mm2-tuned: CPU {_ratio(job.side_cpu_s, mm2.side_cpu_s)}, broker CPU "
+                     f"{_ratio(job.broker_cpu_s, mm2.broker_cpu_s)}; latency p50 {job.percentile(0.5)} s vs "
+                     f"{mm2.percentile(0.5)} s, p99 {job.percentile(0.99)} s vs {mm2.percentile(0.99)} s")
     return "\n".join(lines)
 
 

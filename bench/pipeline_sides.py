@@ -106,6 +106,7 @@ class MirrorMakerRun:
     prefix: str
 
     def failure(self) -> RuntimeError:
+        """Its log's errors and warnings, for a run that ended or stalled."""
         with open(self.log_path) as f:
             tail = "\n".join(line for line in f.read().splitlines() if " ERROR " in line or " WARN " in line)[-3000:]
         return RuntimeError(f"MirrorMaker 2 ended or stalled (rc {self.proc.returncode}): {tail}")
@@ -147,7 +148,11 @@ def running_mirror_maker(bootstrap: str, topics: list[str], work: str, run: str,
         yield MirrorMakerRun(proc, log_path, f"{src}.")
     finally:
         proc.terminate()
-        proc.wait(60)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
         for cluster in {bootstrap, target}:
             admin = AdminClient(with_client_log({"bootstrap.servers": cluster}))
             made = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{src}.") or f".{dst}." in t]
