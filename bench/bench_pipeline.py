@@ -51,7 +51,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from procs import cpu_over, cpu_s, is_jvm, memory_mib, tree
+from procs import cpu_over, cpu_s, is_jvm, memory_mib, stop_group, tree
 from pipeline_sides import (HOUR, Side, bare_consume, bare_mirror, delete_topic, delete_topics, mirror_maker,
                             new_sink, new_sinks, new_topics, produce, run_job, warm_up_topic)
 from streaming.brokers.choice import acquire_broker
@@ -373,8 +373,7 @@ def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float)
         procs = tree(job.pid)
         driver = sum(memory_mib(p, "Pss") for p in procs if p == job.pid or is_jvm(p))
         workers = sum(memory_mib(p, "Pss") for p in procs) - driver
-        os.killpg(job.pid, signal.SIGTERM)
-        job.wait(120)
+        stop_group(job, 120)
         text = Path(state + ".log").read_text()
         start_up = [line for line in text[:text.index("starting Spark")].splitlines() if line.strip()]
         t = time.perf_counter()  # the same job from cron: nothing new, nothing due
@@ -383,8 +382,7 @@ def _idle_side(bs: str, work: str, topics: int, partitions: int, seconds: float)
         assert once.returncode == 0 and "ending without starting Spark" in once.stderr, once.stderr[-3000:]
     finally:
         if job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            job.wait(120)
+            stop_group(job, 120)
         delete_topics(bs, names)
     stages = after["stages"] - before["stages"]
     return {"partitions": topics * partitions, "trigger s": (t1 - t0) / stages,

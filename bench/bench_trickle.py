@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pipeline_sides import delete_topics, new_topics, running_mirror_maker
-from procs import cpu_over, cpu_s
+from procs import cpu_over, cpu_s, stop_group
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.client_log import with_client_log
 
@@ -132,7 +131,6 @@ class SinkWatch(_Worker):
         self.sinks, self.partitions, self.alive = sinks, partitions, alive
         self.arrivals: list[tuple[int, int]] = []  # (timestamp ms, latency ms), in order of arrival
         self.seen: set[bytes] = set()
-        self.counted = (0, 0, 0, 0)  # a window's start and end, arrivals looked at, of them in the window
         super().__init__()
 
     def _run(self) -> None:
@@ -154,16 +152,6 @@ class SinkWatch(_Worker):
                     ts = m.timestamp()[1]
                     self.arrivals.append((ts, now_ms - ts))
         self.consumer.close()
-
-    def count_in(self, start_ms: int, end_ms: int) -> int:
-        """Arrivals stamped within the window so far, counting only those new since the last call."""
-        start, end, looked, count = self.counted
-        if (start, end) != (start_ms, end_ms):
-            looked = count = 0
-        new = self.arrivals[looked:]
-        count += sum(1 for ts, _ in new if start_ms <= ts < end_ms)
-        self.counted = (start_ms, end_ms, looked + len(new), count)
-        return count
 
     def arrived_in(self, start_ms: int, end_ms: int) -> list[int]:
         """The latencies of the records stamped within the window that arrived."""
@@ -226,12 +214,7 @@ def _job(args: argparse.Namespace, bs: str, topics: list[str], work: str) -> Ite
     try:
         yield Running(job.pid, sinks, lambda: job.poll() is None, lambda: Path(log_path).read_text()[-3000:], stages)
     finally:
-        for sig, wait_s in ((signal.SIGTERM, 120), (signal.SIGKILL, 30)):
-            with contextlib.suppress(ProcessLookupError):  # its children too, if it has ended already
-                os.killpg(job.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                job.wait(wait_s)
-                break
+        stop_group(job, 120)
         made = AdminClient(with_client_log({"bootstrap.servers": bs})).list_topics(timeout=10).topics
         if made_sinks := [s for s in sinks if s in made]:
             delete_topics(bs, made_sinks)
@@ -270,7 +253,7 @@ def _measure(args: argparse.Namespace, broker, work: str, side: str) -> Result:
             trickle.finish()
             produced = trickle.produced_in(start_ms, end_ms)
             deadline = time.monotonic() + args.grace
-            while watch.count_in(start_ms, end_ms) < produced and time.monotonic() < deadline:
+            while len(watch.arrived_in(start_ms, end_ms)) < produced and time.monotonic() < deadline:
                 time.sleep(0.5)
             watch.finish()
             result = Result(side, produced, watch.arrived_in(start_ms, end_ms), side_cpu, broker_cpu, own_cpu,

@@ -3,7 +3,10 @@ process's command line, its memory and the CPU it uses."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import time
 from collections import defaultdict
 
@@ -82,3 +85,15 @@ def cpu_over(root: int, seconds: float) -> float:
             first.setdefault(pid, 0.0)
             last[pid] = used
     return sum(last[p] - first[p] for p in last)
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stops a process started in a session of its own, with its children (Spark's JVM and Python workers): SIGTERM
+    to its group, SIGKILL if it has not ended within ``grace_s``. A group whose leader has ended may still hold
+    children, so the signals go even then."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait_s)
+            return
