@@ -25,7 +25,7 @@ from streaming.cleaner.strategy import VersionReader
 from streaming.errors import UserError
 from streaming.log.columns import offsets_of
 from streaming.log.manifest import Manifest
-from streaming.log.partition_log import read_segment, read_segment_keys
+from streaming.log.segment_read import read_segment, read_segment_keys
 from streaming.log.storage import Storage
 from streaming.utc import utc_text
 

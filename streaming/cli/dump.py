@@ -11,7 +11,7 @@ from streaming.job.spec import load_saved
 from streaming.log.columns import iter_records
 from streaming.log.manifest import load_newest
 from streaming.log.read_hold import holding
-from streaming.log.partition_log import read_segment
+from streaming.log.segment_read import read_segment
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import StateDir, check_access, open_state_dir
 from streaming.utc import utc_text

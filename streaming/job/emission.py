@@ -27,6 +27,7 @@ from streaming.erasure.events import AuditKeys
 from streaming.job.compact import DeadLetters, PartitionWork, StageTask, note_emitted
 from streaming.job.erase_audit import note_emission, recover_lost_notes
 from streaming.job.spec import JobSpec
+from streaming.job.task_commit import TaskCommit
 from streaming.job.transaction_slots import is_stale
 from streaming.job.task_error import ErrorKind, TaskError
 from streaming.kafka.sink.dead_letters import dead_letter
@@ -51,9 +52,11 @@ def _fail(works: list[PartitionWork], exc: BaseException, kind: ErrorKind = Erro
         w.report.error = w.report.error or TaskError.of(exc, kind)
 
 
-def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int) -> None:
+def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int,
+              commit: TaskCommit) -> None:
     """Fills each work's report: what its sink committed, or why it could not emit. Each log's roll and passes
-    are committed before the emission, its notes are held for the task's commit after it."""
+    are committed before the emission (every log's by one ``commit``), its notes are held for the task's commit
+    after it."""
     tid = transactional_id(spec.job_id, task.slot)
     if (stale := _stale(tid, task, spec)) is not None:  # before init_transactions: it would abort a successor's
         _fail(works, stale, ErrorKind.FENCED)
@@ -83,15 +86,17 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         for w in list(ready):
             try:
                 w.clean(spec, now_ms, _dead_letters(w, spec, emitter), ready[w].emitted_up_to)
-                # the roll and the passes in one commit, before any of it is emitted: the erase audit's notes
-                # of a lost emission are read from the log as it was emitted, and a writer fenced meanwhile
-                # finds out before it writes to the sink
-                w.plog.commit_held(hold_on=True)
             except EmitterFenced:  # a dead letter's transaction: the task's producer is done
                 raise
             except Exception as exc:  # noqa: BLE001 (a pass failed mid-way: its partition emits next stage)
                 w.report.error = TaskError.of(exc)
                 del ready[w]
+        # the roll and the passes in one commit, before any of it is emitted: the erase audit's notes of a lost
+        # emission are read from the log as it was emitted, and a writer fenced meanwhile finds out before it
+        # writes to the sink
+        for w, exc in commit(list(ready), hold_on=True).items():
+            w.report.error = TaskError.of(exc)
+            del ready[w]
         owed = [(part, w.plog.read_batches(part.emitted_up_to + 1, w.plog.cleaner_checkpoint))
                 for w, part in ready.items() if _owes(w, part)]
         if owed:

@@ -1,8 +1,8 @@
 """One compaction task: its partition logs opened and locked for the task's length, those that need nothing of
 the sink left alone, and the others cleaned and emitted together through one producer (streaming.job.emission).
 Each log's changes are held, not committed a step at a time: its roll and passes in one commit before its
-emission, its notes of the emission in one after it (two manifests a log a stage). Spark calls
-compact_partitions, once per task of a stage."""
+emission, its notes of the emission in one after it (two manifests a log a stage), each made for all the task's
+logs behind one barrier (streaming.job.task_commit). Spark calls compact_partitions, once per task of a stage."""
 
 from __future__ import annotations
 
@@ -15,17 +15,20 @@ from streaming.job import task_io
 from streaming.job.emission import emit_task
 from streaming.job.spec import JobSpec
 from streaming.job.task import prepare_task
+from streaming.job.task_commit import TaskCommit
 from streaming.job.task_error import TaskError
+from streaming.log.storage import Barrier
 from streaming.runtime.moments import Moment, reached
 from streaming.state.layout import LogDir, open_partition_log
 from streaming.state.locks import partition_lock
 from streaming.state.stores import StateDir, task_state_dir
 
 
-def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt: int, drain: bool) -> PartitionWork:
+def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt: int, drain: bool,
+          barrier: Barrier) -> PartitionWork:
     plan = spec.topics[log_dir.pid.topic]
     config = stage_config(plan.compaction, drain)
-    plog = open_partition_log(state, log_dir, config.log_config)
+    plog = open_partition_log(state, log_dir, config.log_config, barrier)
     plog.hold_commits()  # the roll and the passes, committed together before the emission
     report = StageReport(log_dir.pid, attempt=attempt)
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
@@ -40,30 +43,26 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
     ``io_threads``: how many logs' storage work runs at once (streaming.job.task_io)."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = task_state_dir(spec.state_dir)
+    commit = TaskCommit(Barrier(), io_threads)
     with contextlib.ExitStack() as locks:
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other
             locks.enter_context(partition_lock(state, log_dir.directory))
-        works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain), task.logs, io_threads)
+        works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain, commit.barrier), task.logs,
+                             io_threads)
         busy = [w for w in works if not (w.pid in task.trusted and w.pid not in task.held and
                                           is_idle(w.plog, task.trusted[w.pid], w.config, now_ms, w.report))]
         try:
             if busy:
-                emit_task(busy, task, attempt, spec, now_ms)
+                emit_task(busy, task, attempt, spec, now_ms, commit)
                 reached(Moment.LOG_COMMIT, f"{len(works)} logs")
         finally:
-            task_io.each(_commit, works, io_threads)
+            # what the task still holds (its notes of the emission, or the roll of a log that needed no pass); a
+            # log whose commit fails reports it, and the next stage finds the notes it lost (the sink is the
+            # record of the emission)
+            for work, exc in commit(works).items():
+                work.report.error = work.report.error or TaskError.of(exc)
         task_io.each(lambda w: _close_report(w, spec, now_ms), works, io_threads)
         return [w.report for w in works]
-
-
-def _commit(work: PartitionWork) -> None:
-    """The log's commit of what the task still holds (its notes of the emission, or the roll of a log that needed
-    no pass); one that fails is its partition's error (a writer fenced, a full disk), and the next stage finds the
-    notes it lost (the sink is the record of the emission)."""
-    try:
-        work.plog.commit_held()
-    except Exception as exc:  # noqa: BLE001 (this log's failure is this partition's)
-        work.report.error = work.report.error or TaskError.of(exc)
 
 
 def _close_report(work: PartitionWork, spec: JobSpec, now_ms: int) -> None:

@@ -30,10 +30,10 @@ from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.read_hold import held
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
-from streaming.log.segment import (Chunk, SegmentMeta, object_damage, object_name,
-                                   read_batches, read_keys_checked, read_verified, segment_name)
+from streaming.log.segment import Chunk, SegmentMeta, object_damage, object_name, segment_name
+from streaming.log.segment_read import read_segment, read_segment_keys
 from streaming.log.segment_writer import room, with_object, write_cleaned
-from streaming.log.storage import LocalStorage, Storage
+from streaming.log.storage import Barrier, LocalStorage, Storage
 from streaming.configuration.settings import LONG_MAX
 
 log = logging.getLogger(__name__)
@@ -42,20 +42,6 @@ GC_EVERY = 32  # commits between garbage collections (replaced and folded object
 
 # What an append has to say of the records it stores (the fresh ones: replays are skipped before)
 AppendJournal = Callable[[pa.RecordBatch], Sequence[JournalEvent]]
-
-
-def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
-    """All records of a segment of the log in ``directory``, object by object; with ``check``, each
-    object's bytes are checked first and damage raises CorruptSegmentError."""
-    for c in seg.chunks:
-        path = posixpath.join(objects_dir(directory), c.name)
-        yield from read_verified(storage, path, c) if check else read_batches(storage, path)
-
-
-def read_segment_keys(storage: Storage, directory: str, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
-    """PartitionLog.segment_keys for a reader of the log's manifest, without opening the log."""
-    for c in seg.chunks:
-        yield from read_keys_checked(storage, posixpath.join(objects_dir(directory), c.name), c)
 
 
 @dataclass
@@ -79,10 +65,11 @@ class RecoveryReport:
 
 class PartitionLog:
     def __init__(self, directory: str, config: LogConfig | None = None, storage: Storage | None = None,
-                 jitter_seed: int | str | None = None) -> None:
+                 jitter_seed: int | str | None = None, barrier: Barrier | None = None) -> None:
+        """``barrier``: a local log's writes are durable when it is crossed, not each as it is made."""
         self.dir = directory
         self.config = config or LogConfig()
-        self.storage: Storage = storage or LocalStorage(fsync=self.config.fsync)
+        self.storage: Storage = storage or LocalStorage(fsync=self.config.fsync, barrier=barrier)
         self.recovery = RecoveryReport()
         want = min(self.config.segment_jitter_ms, self.config.roll_ms)
         seed = jitter_seed if jitter_seed is not None else directory
@@ -94,6 +81,7 @@ class PartitionLog:
         self._version = -1  # the manifest this writer's view is based on
         self._next_version = 0
         self._held: list[JournalEvent] | None = None  # while commits are held: the events they journal
+        self._held_head: str | None = None  # the journal entry of held events written ahead of their manifest
         self._unsaved = False  # a change is held that no manifest has yet
         self._open()
 
@@ -242,12 +230,22 @@ class PartitionLog:
             raise RuntimeError(f"{self.dir}: its commits are held already")
         self._held = []
 
+    def write_held_journal(self) -> None:
+        """The journal entry of the events held so far, written ahead of their manifest: a task writes every
+        log's objects and entries, crosses one barrier, then commits every log's manifest (commit_held)."""
+        if self._held:
+            previous = self._held_head or self._journal
+            self._held_head = write_entry(self.storage, self.dir, self._next_version, previous, self._held)
+            self._held = []
+
     def commit_held(self, hold_on: bool = False) -> None:
         """One manifest of every change held (none when nothing changed); ``hold_on``: the next ones are held."""
         held, self._held = self._held, None
         if held is not None and self._unsaved:
             self._unsaved = False
-            self._commit(self._segments, self._checkpoint, held)
+            previous, self._held_head = self._held_head or self._journal, None
+            head = write_entry(self.storage, self.dir, self._next_version, previous, held) if held else previous
+            self._publish(self._segments, self._checkpoint, head, self._marks)
         self._held = [] if hold_on else None
 
     def _commit(self, segments: list[SegmentMeta], checkpoint: int | None, events: Sequence[JournalEvent] | None = None,
@@ -257,8 +255,12 @@ class PartitionLog:
             self._held.extend(events or ())
             self._segments, self._checkpoint, self._marks, self._unsaved = segments, checkpoint, marks, True
             return
+        head = write_entry(self.storage, self.dir, self._next_version, self._journal, events) if events else self._journal
+        self._publish(segments, checkpoint, head, marks)
+
+    def _publish(self, segments: list[SegmentMeta], checkpoint: int | None, head: str | None,
+                 marks: dict[str, Any]) -> None:
         version = self._next_version
-        head = write_entry(self.storage, self.dir, version, self._journal, events) if events else self._journal
         commit(self.storage, self.dir, Manifest(version, segments, checkpoint, head, marks), self._version)
         self._segments, self._checkpoint, self._journal, self._marks = segments, checkpoint, head, marks
         self._version, self._next_version = version, version + 1

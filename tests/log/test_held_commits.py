@@ -103,3 +103,27 @@ def test_commits_cannot_be_held_twice(tmp_path) -> None:
     log.roll()
     with pytest.raises(RuntimeError, match="held already"):
         log.hold_commits()
+
+
+def test_a_journal_entry_written_ahead_of_the_held_commit_is_the_one_its_manifest_names(tmp_path) -> None:
+    log = _filled(tmp_path)
+    log.hold_commits()
+    log.note([Removed(0, 1)])
+    log.write_held_journal()  # a task writes every log's entries, crosses one barrier, then commits each
+    assert _log(tmp_path).journal() == [], "an entry written ahead is named by no manifest yet"
+    log.note([Emitted(4, 2, 0)], {"emitted_through": 5})  # held after the entry: journaled after it
+    log.commit_held()
+    again = _log(tmp_path)
+    assert [(e["e"], e["offset"]) for e in again.journal()] == [("removed", 0), ("emitted", 4)]
+    assert again.journal_marks == {"emitted_through": 5}
+
+
+def test_a_journal_entry_written_ahead_by_a_fenced_writer_is_named_by_no_manifest(tmp_path) -> None:
+    zombie = _filled(tmp_path)
+    zombie.hold_commits()
+    zombie.note([Removed(0, 1)])
+    zombie.write_held_journal()
+    _log(tmp_path).append([make_record(6, b"k0", b"new", 0)])
+    with pytest.raises(LogFencedError):
+        zombie.commit_held()
+    assert _log(tmp_path).journal() == []

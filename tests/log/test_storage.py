@@ -1,17 +1,45 @@
-"""The log's storage on a local disk: JSON documents written whole."""
+"""The log's storage on a local disk: JSON documents written whole, and writes made durable by one barrier."""
 
 from __future__ import annotations
 
 import os
 
 from streaming.log import LocalStorage
-from streaming.log.storage import read_json, write_json
+from streaming.log import storage
+from streaming.log.storage import Barrier, read_json, write_json
 
 
 def test_a_document_is_replaced_whole_and_a_missing_one_reads_as_none(tmp_path) -> None:
     path = str(tmp_path / "doc.json")
-    storage = LocalStorage()
-    assert read_json(storage, path) is None
-    write_json(storage, path, {"a": 1})
-    write_json(storage, path, {"a": 2, "b": [1, 2]})
-    assert read_json(storage, path) == {"a": 2, "b": [1, 2]} and os.listdir(tmp_path) == ["doc.json"]
+    disk = LocalStorage()
+    assert read_json(disk, path) is None
+    write_json(disk, path, {"a": 1})
+    write_json(disk, path, {"a": 2, "b": [1, 2]})
+    assert read_json(disk, path) == {"a": 2, "b": [1, 2]} and os.listdir(tmp_path) == ["doc.json"]
+
+
+def test_writes_owed_to_a_barrier_are_not_fsynced_one_by_one_and_one_syncfs_makes_them_durable(
+        tmp_path, monkeypatch) -> None:
+    asked = []
+    real_fsync, real_syncfs = os.fsync, storage.syncfs
+    monkeypatch.setattr(os, "fsync", lambda fd: (asked.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(storage, "syncfs", lambda fd: (asked.append("syncfs"), real_syncfs(fd))[1])
+    barrier = Barrier()
+    logs = [LocalStorage(barrier=barrier) for _ in range(3)]
+    for i, s in enumerate(logs):
+        s.put(str(tmp_path / f"log-{i}" / "object"), b"data")
+        assert s.put_if_absent(str(tmp_path / f"log-{i}" / "manifest"), b"{}")
+    assert asked == [], "nothing is asked of the disk before the barrier"
+    barrier.cross()
+    barrier.cross()  # nothing written since: nothing to ask
+    assert asked == ["syncfs"]
+    assert all((tmp_path / f"log-{i}" / "object").read_bytes() == b"data" for i in range(3))
+
+
+def test_a_storage_without_fsync_owes_its_barrier_nothing(tmp_path, monkeypatch) -> None:
+    asked = []
+    monkeypatch.setattr(storage, "syncfs", lambda fd: asked.append(fd))
+    barrier = Barrier()
+    LocalStorage(fsync=False, barrier=barrier).put(str(tmp_path / "object"), b"data")
+    barrier.cross()
+    assert asked == []
