@@ -7,7 +7,7 @@ The whole-cluster shape as one task sees it: many partition logs, each getting a
 trickle), each record a winner. Each stage appends ``--records`` new records to every log, then runs one
 compaction task over all of them (streaming.job.stage_task.compact_partitions: roll, clean, emit to a real
 broker's sink topic, note). The first stage warms up; the later ones are measured. Per partition and per
-stage it prints: fsyncs (os.fsync, counted in this process), storage calls (the log's Storage interface:
+stage it prints: fsyncs (os.fsync, counted in this process), the task's barriers (each one syncfs), storage calls (the log's Storage interface:
 each is a request, or more, on an object store) and the task's wall time, with the task's storage work run
 one partition at a time and on the task's I/O threads, side by side in each round. ``--store s3`` keeps the
 logs on MinIO on 127.0.0.1 (tests.minio, started and stopped here): no network between, so it counts what a
@@ -45,6 +45,7 @@ from streaming.job.stage_task import compact_partitions
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.sink.sink_state import read_states
 from streaming.log import batch_from_records, make_record
+from streaming.log import storage as log_storage
 from streaming.log.arrow_storage import ArrowStorage
 from streaming.log.storage import LocalStorage
 from streaming.partition_id import PartitionId
@@ -64,14 +65,18 @@ def _kind(path: str) -> str:
 
 @contextlib.contextmanager
 def counted(storage: type) -> Iterator[Counter]:
-    """os.fsync and the storage class's calls, counted while the block runs."""
+    """os.fsync, the barriers' syncfs and the storage class's calls, counted while the block runs."""
     counts: Counter = Counter()
-    real_fsync = os.fsync
+    real_fsync, real_syncfs = os.fsync, log_storage.syncfs
     originals = {name: getattr(storage, name) for name in CALLS}
 
     def fsync(fd: int) -> None:
         counts["fsync"] += 1
         real_fsync(fd)
+
+    def syncfs(fd: int) -> None:
+        counts["syncfs"] += 1
+        real_syncfs(fd)
 
     inside = threading.local()  # a call made by another (put by way of open_put) is not counted again
 
@@ -88,13 +93,13 @@ def counted(storage: type) -> Iterator[Counter]:
                 inside.call = False
         return counting
 
-    os.fsync = fsync
+    os.fsync, log_storage.syncfs = fsync, syncfs
     for name, call in originals.items():
         setattr(storage, name, wrap(name, call))
     try:
         yield counts
     finally:
-        os.fsync = real_fsync
+        os.fsync, log_storage.syncfs = real_fsync, real_syncfs
         for name, call in originals.items():
             setattr(storage, name, call)
 
@@ -124,9 +129,9 @@ def _stage(spec: JobSpec, dirs: list[LogDir], sink: str, offset: int, records: i
 
 
 def one_round(bootstrap: str, store: str, partitions: int, records: int, keys: int, stages: int, threads: int
-              ) -> tuple[tuple[float, float, float], Counter]:
-    """Seconds, fsyncs and storage calls a partition a stage, the measured stages' medians; and the last
-    stage's storage calls by kind."""
+              ) -> tuple[tuple[float, float, float, float], Counter]:
+    """Seconds, fsyncs and storage calls a partition a stage, and syncfs calls a stage (the task's barriers), the
+    measured stages' medians; and the last stage's storage calls by kind."""
     sink = create_topic(bootstrap, unique_topic_name("stage-io"), partitions, {"cleanup.policy": "compact"})
     config = CompactionConfig(max_compaction_lag_ms=1000)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as local_dir:
@@ -139,7 +144,8 @@ def one_round(bootstrap: str, store: str, partitions: int, records: int, keys: i
         measured = [_stage(spec, dirs, sink, s * records, records, keys, threads, trusted) for s in range(stages)][1:]
     return ((statistics.median(w for w, _ in measured) / partitions,
              statistics.median(c["fsync"] for _, c in measured) / partitions,
-             statistics.median(c["calls"] for _, c in measured) / partitions), measured[-1][1])
+             statistics.median(c["calls"] for _, c in measured) / partitions,
+             statistics.median(c["syncfs"] for _, c in measured)), measured[-1][1])
 
 
 def main() -> None:
@@ -158,7 +164,7 @@ def main() -> None:
     server = S3Server(Path(work) / "minio") if args.store == "s3" else None
     try:
         sides = {"one at a time": 1, f"{task_io.DEFAULT_THREADS} I/O threads": task_io.DEFAULT_THREADS}
-        results: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
+        results: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in sides}
         kinds: Counter = Counter()
         for r in range(args.rounds):
             order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
@@ -169,13 +175,14 @@ def main() -> None:
                 results[name].append(figures)
         print(f"{args.partitions} partitions on {args.store}, {args.records} new records each a stage over "
               f"{args.keys} keys, one task; medians of {args.rounds} rounds")
-        print(f"{'side':<20} {'ms a partition':>15} {'fsyncs a partition':>19} {'storage calls a partition':>26}")
+        print(f"{'side':<20} {'ms a partition':>15} {'fsyncs a partition':>19} {'syncfs a task':>14} "
+              f"{'storage calls a partition':>26}")
         for name, rows in results.items():
-            ms, fsyncs, calls = (statistics.median(col) for col in zip(*rows, strict=True))
-            print(f"{name:<20} {ms * 1000:>15.2f} {fsyncs:>19.1f} {calls:>26.1f}")
+            ms, fsyncs, calls, barriers = (statistics.median(col) for col in zip(*rows, strict=True))
+            print(f"{name:<20} {ms * 1000:>15.2f} {fsyncs:>19.1f} {barriers:>14.1f} {calls:>26.1f}")
         print("storage calls a partition in a stage, by kind:")
         for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
-            if kind not in ("calls", "fsync"):
+            if kind not in ("calls", "fsync", "syncfs"):
                 print(f"  {count / args.partitions:>5.1f}  {kind}")
     finally:
         if server is not None:

@@ -68,9 +68,8 @@ class Barrier:
         self._owed: dict[int, str] = {}  # a directory written to, by its file system's device
         self._lock = threading.Lock()
 
-    def owe(self, path: str) -> None:
-        directory = os.path.dirname(path) or "."
-        device = os.stat(directory).st_dev
+    def owe(self, device: int, directory: str) -> None:
+        """A write to ``directory``, on the file system ``device``, is to be durable at the next crossing."""
         with self._lock:
             self._owed.setdefault(device, directory)
 
@@ -127,21 +126,21 @@ class LocalStorage:
 
     @contextlib.contextmanager
     def _staged(self, path: str) -> Iterator[tuple[BinaryIO, str]]:
-        """A temporary file beside ``path``, flushed and synced when the body is done, removed if it was
-        not published under its final name."""
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        """A temporary file beside ``path``, removed if the body fails (one that succeeds has moved it or removed
+        it)."""
         tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
         try:
-            with open(tmp, "wb") as f:
+            with _created(tmp) as f:
                 yield f, tmp
-        finally:
+        except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
+            raise
 
     def _synced(self, f: BinaryIO, path: str) -> None:
         f.flush()
         if self.barrier is not None:
-            self.barrier.owe(path)
+            self.barrier.owe(os.fstat(f.fileno()).st_dev, os.path.dirname(path) or ".")
         elif self.fsync:
             os.fsync(f.fileno())
 
@@ -165,6 +164,8 @@ class LocalStorage:
                 os.link(tmp, path)
             except FileExistsError:
                 return False
+            finally:
+                os.remove(tmp)
         self._sync_dir(path)
         return True
 
@@ -180,6 +181,15 @@ class LocalStorage:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _created(path: str) -> BinaryIO:
+    """A new file, its directory made when it is missing: tried once an open fails, not before each put."""
+    try:
+        return open(path, "wb")
+    except FileNotFoundError:  # the first object of a directory
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        return open(path, "wb")
 
 
 def write_json(storage: Storage, path: str, doc: object, indent: int | None = 1) -> None:
