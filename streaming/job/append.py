@@ -30,6 +30,8 @@ from streaming.partition_id import PartitionId
 from streaming.runtime.moments import Moment, reached
 from streaming.log import LOG_BATCH_SCHEMA, LogConfig, LogFencedError, PartitionLog, encode_headers
 from streaming.log.columns import validity
+from streaming.log.partition_log import AppendJournal
+from streaming.log.storage import Barrier
 from streaming.state.locks import partition_lock
 from streaming.state.layout import REJECTED, LogDir, open_partition_log, rejected_file
 from streaming.state.stores import StateDir, task_state_dir
@@ -91,6 +93,11 @@ def log_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         _headers(batch.column("headers")), pa.nulls(batch.num_rows, pa.int64())], schema=LOG_BATCH_SCHEMA)
 
 
+def _journal(audit_keys: AuditKeys, now_ms: int) -> AppendJournal | None:
+    """What an append says of the records it stores, for the erase audit."""
+    return None if audit_keys is AuditKeys.OFF else functools.partial(audit.ingested, now_ms=now_ms, keys=audit_keys)
+
+
 def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int,
                              audit_keys: AuditKeys = AuditKeys.HASH) -> AppendCounts:
     """Append every row the log can take; a row it cannot is set aside in rejected/ beside the log and
@@ -110,9 +117,7 @@ def append_reporting_rejects(plog: PartitionLog, batch: pa.RecordBatch, where: s
         first = pc.min(batch.column("offset")).as_py()
         plog.storage.put(rejected_file(plog.dir, -1 if first is None else first), "".join(lines).encode())
         batch = batch.filter(pa.array(ok))
-    journal = None if audit_keys is AuditKeys.OFF else functools.partial(audit.ingested, now_ms=now_ms,
-                                                                          keys=audit_keys)
-    res = plog.append(log_batch(batch), now_ms, journal)
+    res = plog.append(log_batch(batch), now_ms, _journal(audit_keys, now_ms))
     if res.odd_timestamps:
         log.warning("%s: %d records have a negative timestamp or one more than message.timestamp.after.max.ms "
                     "ahead; they keep it, but their append time drives segment rolls and compaction lags",
@@ -173,21 +178,20 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
+    barrier = Barrier()
+    opened_at: dict[PartitionId, int] = {}  # each log's end as the task opened it
 
     def flush(pid: PartitionId) -> None:
-        where = LogDir.of(state, pid)
         if pid not in logs:
+            where = LogDir.of(state, pid)
             locks.enter_context(partition_lock(state, where.directory))
-            logs[pid] = open_partition_log(state, where, config_of(pid.topic))
+            logs[pid] = open_partition_log(state, where, config_of(pid.topic), barrier)
+            logs[pid].hold_commits()  # one manifest a log for the task, made behind its barrier
+            opened_at[pid] = logs[pid].log_end_offset
         rows = pa.Table.from_batches(pending.pop(pid)).combine_chunks().to_batches()[0]
         reached(Moment.APPEND, str(pid))
-        try:
-            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms, audit_keys)
-        except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
-            log.warning("%s; reopening it to append again", exc)
-            logs[pid] = open_partition_log(state, where, config_of(pid.topic))
-            counts = append_reporting_rejects(logs[pid], rows, str(pid), now_ms, audit_keys)
-        stats[pid] = stats.get(pid, AppendCounts()) + counts
+        stats[pid] = stats.get(pid, AppendCounts()) + append_reporting_rejects(logs[pid], rows, str(pid), now_ms,
+                                                                               audit_keys)
 
     for batch in batches:
         if batch.num_rows == 0:
@@ -205,12 +209,34 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
     for pid, plog in logs.items():
         if plog.maybe_roll(now_ms):
             stats[pid].rolled += 1
+    for plog in logs.values():
+        plog.write_held_journal()
+    barrier.cross()
+    for pid, plog in list(logs.items()):
+        try:
+            plog.commit_held()
+        except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
+            log.warning("%s; reopening it to append again", exc)
+            logs[pid] = _appended_again(plog, open_partition_log(state, LogDir.of(state, pid), config_of(pid.topic)),
+                                        opened_at[pid], now_ms, audit_keys)
+    barrier.cross()  # before the micro-batch's offsets are committed, which say its records are in the logs
     if stats:
         pids = list(stats)
         yield pa.RecordBatch.from_arrays(
             [pa.array([pid.topic for pid in pids], pa.string()), pa.array([pid.partition for pid in pids], pa.int32()),
              *(pa.array([getattr(stats[pid], c) for pid in pids], pa.int64()) for c in COUNTS),
              pa.array([logs[pid].log_end_offset for pid in pids], pa.int64())], schema=STATS_SCHEMA)
+
+
+def _appended_again(fenced: PartitionLog, plog: PartitionLog, start: int, now_ms: int,
+                    audit_keys: AuditKeys) -> PartitionLog:
+    """The records a fenced writer appended (read back from the objects it wrote, which no manifest names) in
+    ``plog``, the log as the other writer left it: what that one appended already is skipped."""
+    journal = _journal(audit_keys, now_ms)
+    for batch in fenced.read_batches(start):
+        plog.append(batch, now_ms, journal)
+    plog.maybe_roll(now_ms)
+    return plog
 
 
 @dataclass

@@ -10,14 +10,15 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from streaming.job import append
 from streaming.job.append import AppendTask, LogAppender, append_partitions
 from streaming.job.engine import QueryPlan, SourceRead
 from streaming.configuration.subscription import EARLIEST, LATEST, StartingOffsets, Subscribe
 from streaming.partition_id import PartitionId
 from streaming.spark.driver import SparkEngine, SparkQuery
-from streaming.log import LogConfig
+from streaming.log import LogConfig, storage
 from streaming.spark.source.columns import ARROW_SCHEMA
-from streaming.state.layout import REJECTED, log_dir
+from streaming.state.layout import REJECTED, LogDir, log_dir, open_partition_log
 from streaming.state.stores import open_state_dir
 from tests.kafka_helpers import Sent, log_contents, produce
 
@@ -209,3 +210,45 @@ def test_a_batch_of_several_partitions_goes_to_each_partitions_log(tmp_path) -> 
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [10, 11]
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 1)] == [30]
     assert [o for o, *_ in log_contents(str(tmp_path), "u", 0)] == [20, 21]
+
+
+def _spark_rows(topic: str, partition: int, offsets: list[int]) -> pa.RecordBatch:
+    n = len(offsets)
+    return pa.RecordBatch.from_arrays([
+        pa.array([b"k%d" % o for o in offsets]), pa.array([b"v"] * n), pa.array([topic] * n),
+        pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
+        pa.array([1000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([0] * n, pa.int32()), pa.array([[]] * n, ARROW_SCHEMA.field("headers").type)], schema=ARROW_SCHEMA)
+
+
+def test_an_append_task_makes_all_its_logs_durable_with_two_barriers(tmp_path, monkeypatch) -> None:
+    """Its objects, one barrier, its manifests, one more barrier (the micro-batch's offsets are committed after
+    the task): two asks of the disk whatever its partition count, not an fsync of each object and manifest."""
+    syncs = []
+    real_fsync, real_syncfs = os.fsync, storage.syncfs
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(storage, "syncfs", lambda fd: (syncs.append("syncfs"), real_syncfs(fd))[1])
+    batches = [_spark_rows("t", p, [0, 1, 2]) for p in range(4)]
+    stats = next(append_partitions(iter(batches), AppendTask(str(tmp_path), {"t": LogConfig()}, now_ms=0)))
+    monkeypatch.undo()
+    assert sorted((r["partition"], r["appended"]) for r in stats.to_pylist()) == [(p, 3) for p in range(4)]
+    assert syncs == ["syncfs", "syncfs"]
+    assert all([o for o, *_ in log_contents(str(tmp_path), "t", p)] == [0, 1, 2] for p in range(4))
+
+
+def test_an_append_task_fenced_at_its_commit_appends_its_records_again_to_the_log_as_it_now_is(
+        tmp_path, monkeypatch) -> None:
+    """Another writer of the log (an attempt of the task that Spark thought lost) committed while this one held
+    its appends: this one's commit is refused, and it appends its records again, past what the other wrote."""
+    monkeypatch.setattr(append, "APPEND_ROWS", 1)  # each batch appended as it comes
+
+    def batches():
+        yield _spark_rows("t", 0, [0, 1, 2])
+        other = open_partition_log(open_state_dir(str(tmp_path)), LogDir.of(open_state_dir(str(tmp_path)),
+                                                                            PartitionId("t", 0)), LogConfig(fsync=False))
+        other.append(append.log_batch(_spark_rows("t", 0, [0, 1])), 0)
+        yield _spark_rows("t", 0, [3, 4])
+
+    stats = next(append_partitions(batches(), AppendTask(str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)))
+    assert stats.to_pylist()[0]["log_end_offset"] == 5
+    assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [0, 1, 2, 3, 4]
