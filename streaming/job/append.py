@@ -44,9 +44,9 @@ log = logging.getLogger(__name__)
 
 
 # The source reads a partition in Arrow batches (KafkaSourceOptions.records_per_batch); they are appended in larger
-# groups, since every append writes an object and commits a manifest (each synced, or a store round trip); a task
-# holds this many rows at most, over all its partitions (the largest share goes first). A crash before the task
-# ends replays the batch.
+# groups, since every append writes an object (a store round trip; a log's manifest is committed once, at the
+# task's end); a task holds this many rows at most, over all its partitions (the largest share goes first). A crash
+# before the task ends replays the batch.
 APPEND_ROWS = 100_000
 REQUIRED = ("offset", "timestamp", "timestampType")  # Spark's Kafka columns the log schema cannot store as null
 
