@@ -178,7 +178,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
-    barrier = Barrier()
+    barrier = locks.enter_context(Barrier())
     opened_at: dict[PartitionId, int] = {}  # each log's end as the task opened it
 
     def flush(pid: PartitionId) -> None:

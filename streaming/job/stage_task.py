@@ -43,8 +43,8 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
     ``io_threads``: how many logs' storage work runs at once (streaming.job.task_io)."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = task_state_dir(spec.state_dir)
-    commit = TaskCommit(Barrier(), io_threads)
     with contextlib.ExitStack() as locks:
+        commit = TaskCommit(locks.enter_context(Barrier()), io_threads)
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other
             locks.enter_context(partition_lock(state, log_dir.directory))
         works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain, commit.barrier), task.logs,

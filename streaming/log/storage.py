@@ -62,26 +62,42 @@ def syncfs(fd: int) -> None:
 class Barrier:
     """The point before which every write owed to it is durable: one syncfs of each file system written, for all
     the logs of a task at once. What crosses it in order (objects, then the manifests naming them) is durable
-    in that order, which is all a crash or a power cut needs: a manifest never names an object it lost."""
+    in that order, which is all a crash or a power cut needs: a manifest never names an object it lost.
+
+    A write is owed before its first byte: the file system's descriptor that syncfs is given is opened then, and
+    syncfs reports every writeback error since its descriptor was opened (one opened at the crossing would miss
+    an error of a write-back made before it). The descriptors stay open until the barrier is closed."""
 
     def __init__(self) -> None:
-        self._owed: dict[int, str] = {}  # a directory written to, by its file system's device
+        self._fds: dict[int, int] = {}  # a directory's descriptor, by its file system's device
+        self._owed: set[int] = set()
         self._lock = threading.Lock()
 
     def owe(self, device: int, directory: str) -> None:
-        """A write to ``directory``, on the file system ``device``, is to be durable at the next crossing."""
+        """A write to ``directory``, on the file system ``device``, about to be made: durable at the next
+        crossing."""
         with self._lock:
-            self._owed.setdefault(device, directory)
+            if device not in self._fds:
+                self._fds[device] = os.open(directory, os.O_RDONLY)
+            self._owed.add(device)
 
     def cross(self) -> None:
         with self._lock:
-            owed, self._owed = self._owed, {}
-        for directory in owed.values():
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                syncfs(fd)
-            finally:
+            owed, self._owed = self._owed, set()
+            for device in owed:
+                syncfs(self._fds[device])
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
                 os.close(fd)
+            self._fds.clear()
+
+    def __enter__(self) -> "Barrier":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class LocalStorage:
@@ -131,24 +147,24 @@ class LocalStorage:
         tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
         try:
             with _created(tmp) as f:
+                if self.barrier is not None:
+                    self.barrier.owe(os.fstat(f.fileno()).st_dev, os.path.dirname(path) or ".")
                 yield f, tmp
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
             raise
 
-    def _synced(self, f: BinaryIO, path: str) -> None:
+    def _synced(self, f: BinaryIO) -> None:
         f.flush()
-        if self.barrier is not None:
-            self.barrier.owe(os.fstat(f.fileno()).st_dev, os.path.dirname(path) or ".")
-        elif self.fsync:
+        if self.fsync and self.barrier is None:  # one owed to a barrier is durable when it is crossed
             os.fsync(f.fileno())
 
     @contextlib.contextmanager
     def open_put(self, path: str) -> Iterator[BinaryIO]:
         with self._staged(path) as (f, tmp):
             yield f
-            self._synced(f, tmp)
+            self._synced(f)
             os.replace(tmp, path)
         self._sync_dir(path)
 
@@ -159,7 +175,7 @@ class LocalStorage:
     def put_if_absent(self, path: str, data: bytes) -> bool:
         with self._staged(path) as (f, tmp):
             f.write(data)
-            self._synced(f, tmp)
+            self._synced(f)
             try:
                 os.link(tmp, path)
             except FileExistsError:

@@ -24,15 +24,17 @@ def test_writes_owed_to_a_barrier_are_not_fsynced_one_by_one_and_one_syncfs_make
     real_fsync, real_syncfs = os.fsync, storage.syncfs
     monkeypatch.setattr(os, "fsync", lambda fd: (asked.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(storage, "syncfs", lambda fd: (asked.append("syncfs"), real_syncfs(fd))[1])
-    barrier = Barrier()
-    logs = [LocalStorage(barrier=barrier) for _ in range(3)]
-    for i, s in enumerate(logs):
-        s.put(str(tmp_path / f"log-{i}" / "object"), b"data")
-        assert s.put_if_absent(str(tmp_path / f"log-{i}" / "manifest"), b"{}")
-    assert asked == [], "nothing is asked of the disk before the barrier"
-    barrier.cross()
-    barrier.cross()  # nothing written since: nothing to ask
+    fds = len(os.listdir("/proc/self/fd"))
+    with Barrier() as barrier:
+        logs = [LocalStorage(barrier=barrier) for _ in range(3)]
+        for i, s in enumerate(logs):
+            s.put(str(tmp_path / f"log-{i}" / "object"), b"data")
+            assert s.put_if_absent(str(tmp_path / f"log-{i}" / "manifest"), b"{}")
+        assert asked == [], "nothing is asked of the disk before the barrier"
+        barrier.cross()
+        barrier.cross()  # nothing written since: nothing to ask
     assert asked == ["syncfs"]
+    assert len(os.listdir("/proc/self/fd")) == fds, "the barrier's descriptor of the file system is closed with it"
     assert all((tmp_path / f"log-{i}" / "object").read_bytes() == b"data" for i in range(3))
 
 
