@@ -37,6 +37,7 @@ from streaming.state.layout import REJECTED, LogDir, open_partition_log, rejecte
 from streaming.state.stores import StateDir, task_state_dir
 from streaming.job.append_counts import COUNTS, STATS_SCHEMA, AppendCounts
 from streaming.job.engine import MicroBatch
+from streaming.job.task_commit import TaskCommit
 from streaming.job.task import prepare_task
 
 log = logging.getLogger(__name__)
@@ -178,14 +179,14 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
-    barrier = locks.enter_context(Barrier())
+    commit = TaskCommit(locks.enter_context(Barrier()))
     opened_at: dict[PartitionId, int] = {}  # each log's end as the task opened it
 
     def flush(pid: PartitionId) -> None:
         if pid not in logs:
             where = LogDir.of(state, pid)
             locks.enter_context(partition_lock(state, where.directory))
-            logs[pid] = open_partition_log(state, where, config_of(pid.topic), barrier)
+            logs[pid] = open_partition_log(state, where, config_of(pid.topic), commit.barrier)
             logs[pid].hold_commits()  # one manifest a log for the task, made behind its barrier
             opened_at[pid] = logs[pid].log_end_offset
         rows = pa.Table.from_batches(pending.pop(pid)).combine_chunks().to_batches()[0]
@@ -209,17 +210,17 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
     for pid, plog in logs.items():
         if plog.maybe_roll(now_ms):
             stats[pid].rolled += 1
-    for plog in logs.values():
-        plog.write_held_journal()
-    barrier.cross()
+    failed = commit(list(logs.values()))
     for pid, plog in list(logs.items()):
-        try:
-            plog.commit_held()
-        except LogFencedError as exc:  # another writer appended since: appends are idempotent, so go again
-            log.warning("%s; reopening it to append again", exc)
-            logs[pid] = _appended_again(plog, open_partition_log(state, LogDir.of(state, pid), config_of(pid.topic)),
-                                        opened_at[pid], now_ms, audit_keys)
-    barrier.cross()  # before the micro-batch's offsets are committed, which say its records are in the logs
+        exc = failed.get(plog)
+        if exc is None:
+            continue
+        if not isinstance(exc, LogFencedError):
+            raise exc  # the task fails, and Spark runs it again: its appends are idempotent
+        log.warning("%s; reopening it to append again", exc)  # another writer appended since
+        logs[pid] = _appended_again(plog, open_partition_log(state, LogDir.of(state, pid), config_of(pid.topic)),
+                                    opened_at[pid], now_ms, audit_keys)
+    commit.barrier.cross()  # before the micro-batch's offsets are committed, which say its records are in the logs
     if stats:
         pids = list(stats)
         yield pa.RecordBatch.from_arrays(

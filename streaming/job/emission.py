@@ -94,8 +94,9 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         # the roll and the passes in one commit, before any of it is emitted: the erase audit's notes of a lost
         # emission are read from the log as it was emitted, and a writer fenced meanwhile finds out before it
         # writes to the sink
-        for w, exc in commit(list(ready), hold_on=True).items():
-            w.report.error = TaskError.of(exc)
+        failed = commit([w.plog for w in ready], hold_on=True)
+        for w in [w for w in ready if w.plog in failed]:
+            w.report.error = TaskError.of(failed[w.plog])
             del ready[w]
         owed = [(part, w.plog.read_batches(part.emitted_up_to + 1, w.plog.cleaner_checkpoint))
                 for w, part in ready.items() if _owes(w, part)]

@@ -59,8 +59,10 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
             # what the task still holds (its notes of the emission, or the roll of a log that needed no pass); a
             # log whose commit fails reports it, and the next stage finds the notes it lost (the sink is the
             # record of the emission)
-            for work, exc in commit(works).items():
-                work.report.error = work.report.error or TaskError.of(exc)
+            failed = commit([w.plog for w in works])
+            for w in works:
+                if w.plog in failed:
+                    w.report.error = w.report.error or TaskError.of(failed[w.plog])
         task_io.each(lambda w: _close_report(w, spec, now_ms), works, io_threads)
         return [w.report for w in works]
 
