@@ -155,7 +155,7 @@ def iter_records(batches: Iterable[pa.RecordBatch]) -> Iterable[LogRecord]:
 # ----- numpy views for the kernels ------------------------------------------------------------------------
 
 def _ints(arr: pa.Array, dtype) -> np.ndarray:
-    return arr.fill_null(0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    return (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
 def offsets_of(batch: pa.RecordBatch) -> np.ndarray:
@@ -187,7 +187,8 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def record_sizes(batch: pa.RecordBatch) -> np.ndarray:
     """What each record counts for in segment sizes: key, value and encoded headers plus a fixed overhead."""
     def lengths(name: str) -> np.ndarray:
-        return pc.binary_length(batch.column(name)).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        found = pc.binary_length(batch.column(name))
+        return (found.fill_null(0) if found.null_count else found).to_numpy(zero_copy_only=False).astype(np.int64)
     return RECORD_OVERHEAD + lengths("key") + lengths("value") + lengths("headers") - 1
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 import uuid
 import zlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import BinaryIO, Callable, Iterator
 
 import fastavro
@@ -114,7 +114,10 @@ class SegmentMeta:
             self.min_delete_horizon_ms = horizons
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "chunks": [asdict(c) for c in self.chunks]}
+        # field by field, not asdict, which deep-copies each value: a log writes a manifest twice a stage
+        doc = {f.name: getattr(self, f.name) for f in _SEGMENT_FIELDS}
+        doc["chunks"] = [{f.name: getattr(c, f.name) for f in _CHUNK_FIELDS} for c in self.chunks]
+        return doc
 
     @classmethod
     def from_dict(cls, doc: dict) -> "SegmentMeta":
@@ -123,6 +126,9 @@ class SegmentMeta:
         meta = cls(**{k: v for k, v in doc.items() if k in known and k != "chunks"})
         meta.chunks = tuple(Chunk(**c) for c in doc.get("chunks", ()))
         return meta
+
+
+_SEGMENT_FIELDS, _CHUNK_FIELDS = fields(SegmentMeta), fields(Chunk)
 
 
 BLOCK_RECORDS = 4096
