@@ -163,7 +163,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="kcompact-bench-stage-io-")
     server = S3Server(Path(work) / "minio") if args.store == "s3" else None
     try:
-        sides = {"one at a time": 1, f"{task_io.DEFAULT_THREADS} I/O threads": task_io.DEFAULT_THREADS}
+        sides = {"one at a time": 1, f"{task_io.STORE_THREADS} I/O threads": task_io.STORE_THREADS}
         results: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in sides}
         kinds: Counter = Counter()
         for r in range(args.rounds):

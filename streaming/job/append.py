@@ -37,6 +37,7 @@ from streaming.state.layout import REJECTED, LogDir, open_partition_log, rejecte
 from streaming.state.stores import StateDir, task_state_dir
 from streaming.job.append_counts import COUNTS, STATS_SCHEMA, AppendCounts
 from streaming.job.engine import MicroBatch
+from streaming.job import task_io
 from streaming.job.task_commit import TaskCommit
 from streaming.job.task import prepare_task
 
@@ -179,7 +180,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
-    commit = TaskCommit(locks.enter_context(Barrier()))
+    commit = TaskCommit(locks.enter_context(Barrier()), task_io.threads_for(state.local))
     opened_at: dict[PartitionId, int] = {}  # each log's end as the task opened it
 
     def flush(pid: PartitionId) -> None:

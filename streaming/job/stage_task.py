@@ -37,12 +37,14 @@ def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt:
 
 
 def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int, drain: bool = False,
-                       io_threads: int = task_io.DEFAULT_THREADS) -> list[StageReport]:
+                       io_threads: int | None = None) -> list[StageReport]:
     """One Spark task's share of a stage: its logs rolled, cleaned and emitted, each one's report. ``attempt``:
     the task's attempt, in its reports (the driver fences the job's ids after a stage with a retried task);
-    ``io_threads``: how many logs' storage work runs at once (streaming.job.task_io)."""
+    ``io_threads``: how many logs' storage work runs at once (None: as streaming.job.task_io chooses for the state
+    dir's storage)."""
     prepare_task([spec.source_kafka, spec.sink_kafka])
     state = task_state_dir(spec.state_dir)
+    io_threads = task_io.threads_for(state.local) if io_threads is None else io_threads
     with contextlib.ExitStack() as locks:
         commit = TaskCommit(locks.enter_context(Barrier()), io_threads)
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other

@@ -19,7 +19,7 @@ from streaming.log.storage import Barrier
 @dataclass(frozen=True)
 class TaskCommit:
     barrier: Barrier
-    io_threads: int = task_io.DEFAULT_THREADS
+    io_threads: int
 
     def __call__(self, logs: Sequence[PartitionLog], hold_on: bool = False) -> dict[PartitionLog, Exception]:
         """Each log's held changes committed (``hold_on``: the next ones held too); the logs that failed, each

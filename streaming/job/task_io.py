@@ -1,8 +1,9 @@
-"""A task's storage work over its partition logs, on a few threads at once. A log's roll, its notes and its
-reads wait on the disk's fsyncs or on the store's requests, hardly on the CPU: one log after another, a task
-of 500 small logs waits 500 times in a row (on an object store, a round trip each call). The logs are
-independent (each its own lock, objects and manifests), so their waits can overlap. The cleaner's passes
-stay one at a time: a worker keeps one offset map, as a Kafka cleaner thread does."""
+"""A task's storage work over its partition logs, on a few threads at once where it waits. On an object store a
+log's open, its commits and its reads wait on the store's requests, hardly on the CPU: one log after another, a
+task of 500 small logs waits 500 times in a row, a round trip each call. The logs are independent (each its own
+lock, objects and manifests), so their waits can overlap. On a local disk nothing waits (the task's barrier
+took the fsyncs), so its logs go one at a time: threads there only contend for the interpreter. The cleaner's
+passes stay one at a time: a worker keeps one offset map, as a Kafka cleaner thread does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from typing import Callable, Sequence, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-DEFAULT_THREADS = 8  # a store's requests overlap well past this; a disk's fsyncs gain little more
+STORE_THREADS = 8  # a store's requests overlap well past this
+
+
+def threads_for(local: bool) -> int:
+    """How many logs' storage work a task runs at once, on a local disk or on an object store."""
+    return 1 if local else STORE_THREADS
 
 
 def each(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
