@@ -98,6 +98,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
         for w in [w for w in ready if w.plog in failed]:
             w.report.error = TaskError.of(failed[w.plog])
             del ready[w]
+        commit.barrier.cross()  # and durable before the sink has any of it: a power cut cannot take the log back
         owed = [(part, w.plog.read_batches(part.emitted_up_to + 1, w.plog.cleaner_checkpoint))
                 for w, part in ready.items() if _owes(w, part)]
         if owed:

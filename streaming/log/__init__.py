@@ -4,7 +4,8 @@ from streaming.log.columns import (LOG_BATCH_SCHEMA, batch_from_records, encode_
                                    record_size, records_from_batch)
 from streaming.log.config import LogConfig
 from streaming.log.manifest import LogFencedError
-from streaming.log.partition_log import AppendResult, PartitionLog, RecoveryReport
+from streaming.log.partition_log import PartitionLog
+from streaming.log.reports import AppendResult, RecoveryReport
 from streaming.log.record import CREATE_TIME, LOG_APPEND_TIME, BadRecordError, Header, LogRecord, make_record
 from streaming.log.segment import CorruptSegmentError, SegmentMeta
 from streaming.log.arrow_storage import ArrowStorage

@@ -17,7 +17,7 @@ class LogConfig:
     max_compaction_lag_ms: int = _setting("max.compaction.lag.ms")
     message_timestamp_after_max_ms: int = _setting("message.timestamp.after.max.ms")  # see columns.lag_timestamps
     file_delete_delay_ms: int = _setting("file.delete.delay.ms")  # how long an object no manifest needs is kept
-    fsync: bool = True  # make every append durable before it returns
+    fsync: bool = True  # make every write durable: as it returns, or at the crossing of its task's barrier
 
     @property
     def roll_ms(self) -> int:

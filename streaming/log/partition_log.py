@@ -6,7 +6,7 @@ idempotent by offset (a replayed micro-batch is skipped), segments roll on size,
 when nothing arrives (KIP-354's forced roll, which Kafka itself only checks on append). Every change (an
 append, a roll, a cleaned segment swapped in) is one commit of a new manifest (see manifest.py), so the
 same code runs on a local directory and on an object store, and a crash at any point leaves the log as
-the last commit described it.
+the last commit described it (a power cut: the last durable one, see storage.Barrier).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import logging
 import posixpath
 import random
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -30,6 +29,7 @@ from streaming.log.legacy import has_legacy_log, take_over
 from streaming.log.manifest import Manifest, collect_garbage, commit, garbage_due, load_newest, objects_dir
 from streaming.log.read_hold import held
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
+from streaming.log.reports import AppendResult, RecoveryReport
 from streaming.log.segment import Chunk, SegmentMeta, object_damage, object_name, segment_name
 from streaming.log.segment_read import read_segment, read_segment_keys
 from streaming.log.segment_writer import room, with_object, write_cleaned
@@ -44,32 +44,17 @@ GC_EVERY = 32  # commits between garbage collections (replaced and folded object
 AppendJournal = Callable[[pa.RecordBatch], Sequence[JournalEvent]]
 
 
-@dataclass
-class AppendResult:
-    appended: int = 0
-    skipped: int = 0
-    rolled: int = 0
-    odd_timestamps: int = 0  # negative or too far ahead: their append time drives rolls and lags
-
-
-@dataclass
-class RecoveryReport:
-    """What opening the log found wrong; empty when the newest manifest and its objects are intact."""
-
-    invalid_manifests: list[str] = field(default_factory=list)  # newer than the one used, not readable
-    damaged: dict[str, str] = field(default_factory=dict)  # segment -> what is wrong (never repaired)
-
-    def __bool__(self) -> bool:
-        return bool(self.invalid_manifests or self.damaged)
-
-
 class PartitionLog:
     def __init__(self, directory: str, config: LogConfig | None = None, storage: Storage | None = None,
                  jitter_seed: int | str | None = None, barrier: Barrier | None = None) -> None:
-        """``barrier``: a local log's writes are durable when it is crossed, not each as it is made."""
+        """``barrier``: a local log's writes for its held commits are durable when it is crossed, not each as it
+        is made (a commit made at once crosses it before and after its manifest, as durable as without one)."""
         self.dir = directory
         self.config = config or LogConfig()
-        self.storage: Storage = storage or LocalStorage(fsync=self.config.fsync, barrier=barrier)
+        self._barrier = barrier if storage is None and self.config.fsync else None
+        self.storage: Storage = storage or LocalStorage(fsync=self.config.fsync, barrier=self._barrier)
+        if self._barrier is not None:
+            self._barrier.owe_directory(directory)
         self.recovery = RecoveryReport()
         want = min(self.config.segment_jitter_ms, self.config.roll_ms)
         seed = jitter_seed if jitter_seed is not None else directory
@@ -244,7 +229,10 @@ class PartitionLog:
         if held is not None and self._unsaved:
             self._unsaved = False
             previous, self._held_head = self._held_head or self._journal, None
-            head = write_entry(self.storage, self.dir, self._next_version, previous, held) if held else previous
+            head = previous
+            if held:  # held after write_held_journal: its entry is made durable before its manifest names it
+                head = write_entry(self.storage, self.dir, self._next_version, previous, held)
+                self._cross()
             self._publish(self._segments, self._checkpoint, head, self._marks)
         self._held = [] if hold_on else None
 
@@ -256,7 +244,13 @@ class PartitionLog:
             self._segments, self._checkpoint, self._marks, self._unsaved = segments, checkpoint, marks, True
             return
         head = write_entry(self.storage, self.dir, self._next_version, self._journal, events) if events else self._journal
+        self._cross()  # a commit made at once is durable as it returns, its objects before its manifest
         self._publish(segments, checkpoint, head, marks)
+        self._cross()
+
+    def _cross(self) -> None:
+        if self._barrier is not None:
+            self._barrier.cross()
 
     def _publish(self, segments: list[SegmentMeta], checkpoint: int | None, head: str | None,
                  marks: dict[str, Any]) -> None:
@@ -376,7 +370,9 @@ class PartitionLog:
     def _open(self) -> None:
         loaded = load_newest(self.storage, self.dir)
         if loaded.newest_version < 0 and has_legacy_log(self.storage, self.dir):
-            loaded.manifest, loaded.newest_version = take_over(self.storage, self.dir), 0
+            # the take-over deletes the old files once its objects and manifest are written: each synced first
+            durable = self.storage if self._barrier is None else LocalStorage(fsync=True)
+            loaded.manifest, loaded.newest_version = take_over(durable, self.dir), 0
         self.recovery.invalid_manifests = loaded.invalid
         self._next_version = loaded.newest_version + 1
         if loaded.manifest is not None:

@@ -61,16 +61,20 @@ def syncfs(fd: int) -> None:
 
 class Barrier:
     """The point before which every write owed to it is durable: one syncfs of each file system written, for all
-    the logs of a task at once. What crosses it in order (objects, then the manifests naming them) is durable
-    in that order, which is all a crash or a power cut needs: a manifest never names an object it lost.
+    the logs of a task at once. Objects and journal entries written before a crossing are durable before the
+    manifests made after it name them, which is all a crash or a power cut needs: a durable manifest never
+    names an object it lost. A manifest made after the last crossing is durable at the file system's next sync.
 
     A write is owed before its first byte: the file system's descriptor that syncfs is given is opened then, and
-    syncfs reports every writeback error since its descriptor was opened (one opened at the crossing would miss
-    an error of a write-back made before it). The descriptors stay open until the barrier is closed."""
+    syncfs (Linux 5.8 and later) reports every write-back error since its descriptor was opened; one opened at
+    the crossing would miss an error of a write-back made before it. A crossing that fails fails every later one
+    too: what was written before it may be lost, so no manifest may name it. The descriptors stay open until the
+    barrier is closed."""
 
     def __init__(self) -> None:
         self._fds: dict[int, int] = {}  # a directory's descriptor, by its file system's device
         self._owed: set[int] = set()
+        self._failed: OSError | None = None
         self._lock = threading.Lock()
 
     def owe(self, device: int, directory: str) -> None:
@@ -81,11 +85,26 @@ class Barrier:
                 self._fds[device] = os.open(directory, os.O_RDONLY)
             self._owed.add(device)
 
+    def owe_directory(self, directory: str) -> None:
+        """What ``directory`` holds already (an earlier attempt's writes, perhaps still in the page cache) is to be
+        durable at the next crossing too."""
+        try:
+            device = os.stat(directory).st_dev
+        except FileNotFoundError:  # nothing written there yet
+            return
+        self.owe(device, directory)
+
     def cross(self) -> None:
         with self._lock:
-            owed, self._owed = self._owed, set()
-            for device in owed:
-                syncfs(self._fds[device])
+            if self._failed is not None:
+                raise self._failed
+            for device in sorted(self._owed):
+                try:
+                    syncfs(self._fds[device])
+                except OSError as exc:
+                    self._failed = exc
+                    raise
+            self._owed.clear()
 
     def close(self) -> None:
         with self._lock:

@@ -8,6 +8,7 @@ import logging
 from typing import Mapping
 
 from streaming.log import LogConfig
+from streaming.log.storage import Barrier
 from streaming.state.layout import list_log_dirs, open_partition_log
 from streaming.state.locks import partition_lock
 from streaming.state.stores import StateDir
@@ -16,7 +17,13 @@ log = logging.getLogger(__name__)
 
 
 def collect_at_end(state: StateDir, configs: Mapping[str, LogConfig]) -> None:
-    """``configs``: the log config of each topic the job mirrors (the logs of other topics are left alone)."""
+    """``configs``: the log config of each topic the job mirrors (the logs of other topics are left alone). The
+    tasks' last manifests are made durable first (one barrier for the state dir): the collection keeps only the
+    newest manifest of each log, and a power cut must find it whole."""
+    if state.local:
+        with Barrier() as barrier:
+            barrier.owe_directory(state.root)
+            barrier.cross()
     for log_dir in list_log_dirs(state):
         config = configs.get(log_dir.pid.topic)
         if config is None:

@@ -252,3 +252,16 @@ def test_an_append_task_fenced_at_its_commit_appends_its_records_again_to_the_lo
     stats = next(append_partitions(batches(), AppendTask(str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)))
     assert stats.to_pylist()[0]["log_end_offset"] == 5
     assert [o for o, *_ in log_contents(str(tmp_path), "t", 0)] == [0, 1, 2, 3, 4]
+
+
+def test_an_append_task_that_finds_its_records_appended_already_syncs_them_before_it_ends(
+        tmp_path, monkeypatch) -> None:
+    """An earlier attempt committed them and died before its last barrier: they may sit in the page cache only,
+    and Spark commits the batch's offsets once this attempt ends."""
+    task = AppendTask(str(tmp_path), {"t": LogConfig()}, now_ms=0)
+    next(append_partitions(iter([_spark_rows("t", 0, [0, 1, 2])]), task))
+    syncs = []
+    monkeypatch.setattr(storage, "syncfs", lambda fd: syncs.append("syncfs"))
+    stats = next(append_partitions(iter([_spark_rows("t", 0, [0, 1, 2])]), task)).to_pylist()
+    assert (stats[0]["appended"], stats[0]["skipped"]) == (0, 3)
+    assert syncs == ["syncfs"]

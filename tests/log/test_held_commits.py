@@ -4,10 +4,13 @@ was opened, so a crash repeats the passes and loses nothing; a writer fenced mea
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from streaming.erasure.events import Emitted, Removed
-from streaming.log import LogConfig, LogFencedError, PartitionLog, batch_from_records, make_record
+from streaming.log import LogConfig, LogFencedError, PartitionLog, batch_from_records, make_record, storage
+from streaming.log.storage import Barrier
 
 
 def _log(path) -> PartitionLog:
@@ -127,3 +130,16 @@ def test_a_journal_entry_written_ahead_by_a_fenced_writer_is_named_by_no_manifes
     with pytest.raises(LogFencedError):
         zombie.commit_held()
     assert _log(tmp_path).journal() == []
+
+
+def test_a_commit_made_at_once_by_a_log_with_a_barrier_crosses_it_before_and_after_its_manifest(
+        tmp_path, monkeypatch) -> None:
+    asked = []
+    monkeypatch.setattr(storage, "syncfs", lambda fd: asked.append("syncfs"))
+    monkeypatch.setattr(os, "fsync", lambda fd: asked.append("fsync"))
+    with Barrier() as barrier:
+        log = PartitionLog(str(tmp_path), LogConfig(), jitter_seed="t-0", barrier=barrier)
+        asked.clear()
+        log.append([make_record(0, b"k", b"v", 0)])
+    assert asked == ["syncfs", "syncfs"], "its object and journal durable before its manifest, that after it"
+    assert [r["offset"] for r in _log(tmp_path).read()] == [0]

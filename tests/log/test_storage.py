@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from streaming.log import LocalStorage
 from streaming.log import storage
 from streaming.log.storage import Barrier, read_json, write_json
@@ -45,3 +47,29 @@ def test_a_storage_without_fsync_owes_its_barrier_nothing(tmp_path, monkeypatch)
     LocalStorage(fsync=False, barrier=barrier).put(str(tmp_path / "object"), b"data")
     barrier.cross()
     assert asked == []
+
+
+def test_a_barrier_whose_crossing_failed_fails_every_later_crossing(tmp_path, monkeypatch) -> None:
+    """A failed syncfs says a write-back was lost, and says it once: no later crossing may pass as if it had not."""
+    def lost(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    with Barrier() as barrier:
+        LocalStorage(barrier=barrier).put(str(tmp_path / "object"), b"data")
+        monkeypatch.setattr(storage, "syncfs", lost)
+        with pytest.raises(OSError, match="Input/output"):
+            barrier.cross()
+        monkeypatch.undo()
+        with pytest.raises(OSError, match="Input/output"):
+            barrier.cross()
+
+
+def test_a_directory_owed_to_a_barrier_is_synced_though_nothing_is_written_to_it(tmp_path, monkeypatch) -> None:
+    """An earlier attempt's writes may sit in the page cache: a task that finds them syncs them before it says done."""
+    asked = []
+    monkeypatch.setattr(storage, "syncfs", lambda fd: asked.append(fd))
+    with Barrier() as barrier:
+        barrier.owe_directory(str(tmp_path))
+        barrier.owe_directory(str(tmp_path / "missing"))  # nothing there to sync
+        barrier.cross()
+    assert len(asked) == 1
