@@ -154,8 +154,13 @@ def iter_records(batches: Iterable[pa.RecordBatch]) -> Iterable[LogRecord]:
 
 # ----- numpy views for the kernels ------------------------------------------------------------------------
 
+def _zero_for_null(arr: pa.Array) -> pa.Array:
+    """The array with 0 where it holds null (fill_null copies the array even when there is none)."""
+    return arr.fill_null(0) if arr.null_count else arr
+
+
 def _ints(arr: pa.Array, dtype) -> np.ndarray:
-    return (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    return _zero_for_null(arr).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
 def offsets_of(batch: pa.RecordBatch) -> np.ndarray:
@@ -187,8 +192,7 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def record_sizes(batch: pa.RecordBatch) -> np.ndarray:
     """What each record counts for in segment sizes: key, value and encoded headers plus a fixed overhead."""
     def lengths(name: str) -> np.ndarray:
-        found = pc.binary_length(batch.column(name))
-        return (found.fill_null(0) if found.null_count else found).to_numpy(zero_copy_only=False).astype(np.int64)
+        return _zero_for_null(pc.binary_length(batch.column(name))).to_numpy(zero_copy_only=False).astype(np.int64)
     return RECORD_OVERHEAD + lengths("key") + lengths("value") + lengths("headers") - 1
 
 

@@ -225,14 +225,13 @@ class PartitionLog:
 
     def commit_held(self, hold_on: bool = False) -> None:
         """One manifest of every change held (none when nothing changed); ``hold_on``: the next ones are held."""
+        if self._held:  # events held after write_held_journal: their entry is durable before its manifest names it
+            self.write_held_journal()
+            self._cross()
         held, self._held = self._held, None
         if held is not None and self._unsaved:
             self._unsaved = False
-            previous, self._held_head = self._held_head or self._journal, None
-            head = previous
-            if held:  # held after write_held_journal: its entry is made durable before its manifest names it
-                head = write_entry(self.storage, self.dir, self._next_version, previous, held)
-                self._cross()
+            head, self._held_head = self._held_head or self._journal, None
             self._publish(self._segments, self._checkpoint, head, self._marks)
         self._held = [] if hold_on else None
 

@@ -10,7 +10,7 @@ Two implementations:
   temporary name (fsynced, then renamed, so a reader never sees half an object); put-if-absent is a
   hard link, which POSIX makes fail when the name exists. Given a ``Barrier``, its writes are not fsynced
   one by one: the barrier makes every write before it durable at once (a task of many logs asks the disk
-  twice a stage, not a dozen times a log).
+  a few times a stage, not several times a log).
 - ``ArrowStorage`` (streaming.log.arrow_storage): any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS), each
   call tried until the store answers, and said while it waits (store_watch).
 """

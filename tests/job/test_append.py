@@ -21,6 +21,7 @@ from streaming.spark.source.columns import ARROW_SCHEMA
 from streaming.state.layout import REJECTED, LogDir, log_dir, open_partition_log
 from streaming.state.stores import open_state_dir
 from tests.kafka_helpers import Sent, log_contents, produce
+from tests.log.objects import disk_syncs
 
 pytestmark = pytest.mark.integration
 
@@ -224,10 +225,7 @@ def _spark_rows(topic: str, partition: int, offsets: list[int]) -> pa.RecordBatc
 def test_an_append_task_makes_all_its_logs_durable_with_two_barriers(tmp_path, monkeypatch) -> None:
     """Its objects, one barrier, its manifests, one more barrier (the micro-batch's offsets are committed after
     the task): two asks of the disk whatever its partition count, not an fsync of each object and manifest."""
-    syncs = []
-    real_fsync, real_syncfs = os.fsync, storage.syncfs
-    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(storage, "syncfs", lambda fd: (syncs.append("syncfs"), real_syncfs(fd))[1])
+    syncs = disk_syncs(monkeypatch)
     batches = [_spark_rows("t", p, [0, 1, 2]) for p in range(4)]
     stats = next(append_partitions(iter(batches), AppendTask(str(tmp_path), {"t": LogConfig()}, now_ms=0)))
     monkeypatch.undo()

@@ -12,13 +12,13 @@ import time
 import pytest
 
 from streaming.job.stage_task import compact_partitions
-from streaming.log import storage
 from streaming.log import batch_from_records, make_record
 from streaming.state.layout import open_partition_log
 from streaming.state.stores import open_state_dir
 from streaming.kafka.clients import read_committed
 from streaming.kafka.offset_header import source_offset
 from tests.job.test_stale_tasks import CONFIG, _jobs, _task
+from tests.log.objects import disk_syncs
 
 pytestmark = pytest.mark.integration
 
@@ -33,10 +33,7 @@ def test_a_task_commits_each_log_before_and_after_emitting_it_behind_three_barri
         open_partition_log(state, d, CONFIG.log_config).append(
             batch_from_records([make_record(o, b"k%d" % (o - 10), b"again", past) for o in range(10, 15)]))
     before = [open_partition_log(state, d, CONFIG.log_config).version for d in dirs]
-    syncs = []
-    real_fsync, real_syncfs = os.fsync, storage.syncfs
-    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(storage, "syncfs", lambda fd: (syncs.append("syncfs"), real_syncfs(fd))[1])
+    syncs = disk_syncs(monkeypatch)
 
     reports = compact_partitions(_task(spec, tuple(dirs), sink, fences=0), 0, spec, int(time.time() * 1000),
                                  drain=True)

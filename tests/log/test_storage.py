@@ -9,6 +9,7 @@ import pytest
 from streaming.log import LocalStorage
 from streaming.log import storage
 from streaming.log.storage import Barrier, read_json, write_json
+from tests.log.objects import disk_syncs
 
 
 def test_a_document_is_replaced_whole_and_a_missing_one_reads_as_none(tmp_path) -> None:
@@ -22,10 +23,7 @@ def test_a_document_is_replaced_whole_and_a_missing_one_reads_as_none(tmp_path) 
 
 def test_writes_owed_to_a_barrier_are_not_fsynced_one_by_one_and_one_syncfs_makes_them_durable(
         tmp_path, monkeypatch) -> None:
-    asked = []
-    real_fsync, real_syncfs = os.fsync, storage.syncfs
-    monkeypatch.setattr(os, "fsync", lambda fd: (asked.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(storage, "syncfs", lambda fd: (asked.append("syncfs"), real_syncfs(fd))[1])
+    asked = disk_syncs(monkeypatch)
     fds = len(os.listdir("/proc/self/fd"))
     with Barrier() as barrier:
         logs = [LocalStorage(barrier=barrier) for _ in range(3)]
