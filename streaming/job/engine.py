@@ -49,13 +49,20 @@ class MicroBatch(Protocol):
         as ``task`` says (streaming.job.append.append_partitions); what each partition's append did."""
 
 
+class SourcePlannerLost(RuntimeError):
+    """The process the engine plans the source's micro-batches in ended under the query: it was killed, or a
+    native library crashed in it. Nothing was lost with it (offsets live in the query's checkpoint), so the job
+    starts the query again, and a new planner with it."""
+
+
 class RunningQuery(Protocol):
     @property
     def is_active(self) -> bool: ...
 
     def stop(self) -> None: ...
 
-    def exception(self) -> BaseException | None: ...
+    def exception(self) -> BaseException | None:
+        """Why the query ended, if it failed: SourcePlannerLost when its source's planner process died."""
 
 
 class Engine(Protocol):

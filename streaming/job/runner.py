@@ -24,7 +24,7 @@ from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport
 from streaming.job.compaction_stages import CompactionStages
 from streaming.job.once import failed_reports, idle_reports, outcome
-from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourceRead
+from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourcePlannerLost, SourceRead
 from streaming.job.idle_stages import IdleStages
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
@@ -336,14 +336,19 @@ class CompactorJob:
                 query.stop()
             if (exc := query.exception()) is None or self._stop.is_set():
                 return
-            if not is_transient(exc):
+            planner_lost = isinstance(exc, SourcePlannerLost)
+            if not planner_lost and not is_transient(exc):
                 raise exc
             pause = restarts.next_pause(self.totals.batches)
             if pause is None:
-                raise JobError(f"the cluster stayed unreachable for more than --retry-timeout="
-                               f"{self.options.retry_timeout:.0f}s; last failure: {telling_line(exc)}") from exc
-            log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
-                        "restarting it from its checkpoint in %.0fs", telling_line(exc), pause)
+                what = "the source's planning process kept ending" if planner_lost else "the cluster stayed unreachable"
+                raise JobError(f"{what} for more than --retry-timeout={self.options.retry_timeout:.0f}s; "
+                               f"last failure: {telling_line(exc)}") from exc
+            if planner_lost:
+                log.warning("%s; restarting it from its checkpoint in %.0fs", exc, pause)
+            else:
+                log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
+                            "restarting it from its checkpoint in %.0fs", telling_line(exc), pause)
             if self._stop.wait(pause):
                 return
 

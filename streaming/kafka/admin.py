@@ -8,11 +8,12 @@ refuses us is named at once, with the reason, instead of after a timeout.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewPartitions, NewTopic,
@@ -215,9 +216,8 @@ class Cluster:
         tps = [TopicPartition(p.topic, p.partition) for p in pids]
 
         def read(level: IsolationLevel) -> dict[TopicPartition, int]:
-            asked = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level,
-                                            request_timeout=timeout_s)
-            return {tp: answered(tp, asked[tp], timeout_s) for tp in tps}
+            return answers([self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level,
+                                                    request_timeout=timeout_s)], timeout_s)[0]
 
         def ends() -> dict[PartitionId, tuple[int, int]]:
             high = read(IsolationLevel.READ_UNCOMMITTED)
@@ -250,7 +250,7 @@ class Cluster:
         futures = self.admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
                                           request_timeout=timeout_s)
         try:
-            return {PartitionId(tp.topic, tp.partition): answered(tp, f, timeout_s) for tp, f in futures.items()}
+            return {PartitionId(tp.topic, tp.partition): o for tp, o in answers([futures], timeout_s)[0].items()}
         except (KafkaException, TimeoutError) as failure:
             # The client keeps the leaders it knew for minutes (topic.metadata.refresh.interval.ms): a caller
             # that reads the ends after each stage would ask a dead leader, and wait out the timeout, at every
@@ -309,10 +309,24 @@ def watermarks(admin: AdminClient, partitions: list[PartitionId], committed: boo
     else the high watermark."""
     tps = [TopicPartition(p.topic, p.partition) for p in partitions]
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    low, high = (admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
-                 for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
-    return {PartitionId(tp.topic, tp.partition): (answered(tp, low[tp], timeout_s), answered(tp, high[tp], timeout_s))
-            for tp in tps}
+    low, high = answers([admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
+                         for spec in (OffsetSpec.earliest(), OffsetSpec.latest())], timeout_s)
+    return {PartitionId(tp.topic, tp.partition): (low[tp], high[tp]) for tp in tps}
+
+
+def settle(futures: Iterable[concurrent.futures.Future], timeout_s: float) -> None:
+    """Wait until every request of a client has its answer (or ``timeout_s`` passed), before any is read. A
+    caller that raises on the first failure then makes a new client, and a client dropped with a request still
+    in flight can crash librdkafka's background thread (a segfault in pthread_mutex_lock killed the source's
+    planner process so, as a topic was being created)."""
+    concurrent.futures.wait(list(futures), timeout=timeout_s)
+
+
+def answers(asked: Sequence[Mapping[TopicPartition, concurrent.futures.Future]], timeout_s: float
+            ) -> list[dict[TopicPartition, int]]:
+    """The offsets of ListOffsets requests made at once, read when all of them are answered (settle)."""
+    settle((f for request in asked for f in request.values()), timeout_s)
+    return [{tp: answered(tp, f, timeout_s) for tp, f in request.items()} for request in asked]
 
 
 def answered(tp: TopicPartition, future, timeout_s: float) -> int:

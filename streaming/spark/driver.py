@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streaming.job.append import AppendTask
 from streaming.job.append_counts import PartitionAppended
-from streaming.job.engine import MicroBatch, QueryPlan
+from streaming.job.engine import MicroBatch, QueryPlan, SourcePlannerLost
 from streaming.log.storage import Storage
 from streaming.partition_id import PartitionId
 from streaming.spark import jvm_log
@@ -30,6 +30,9 @@ from streaming.spark.source.ingest import APPEND_TASK_PROPERTY, INGEST_SOURCE_NA
 from streaming.spark.source.options import spark_options
 
 log = logging.getLogger(__name__)
+
+# The JVM's side of a Python source's planner process: its reads fail on an I/O error (no message) when the process ends
+PLANNER_RUNNER = "org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner"
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,7 +63,13 @@ class SparkQuery:
         self.query.stop()
 
     def exception(self) -> BaseException | None:
-        return self.query.exception()
+        failure = self.query.exception()
+        # pyspark keeps only the text of the JVM's exception and its first cause: the chain is read from the JVM
+        if failure is None or not _planner_lost(self.query._jsq.exception().get()):  # noqa: SLF001
+            return failure
+        lost = SourcePlannerLost("the source's planning process ended under the query (it was killed, or crashed)")
+        lost.__cause__ = failure
+        return lost
 
     def await_termination(self, timeout_s: float | None = None) -> None:
         self.query.awaitTermination(timeout_s)
@@ -150,6 +159,24 @@ class SparkEngine:
 
     def stop_begun(self) -> None:
         jvm_log.STOP_BEGUN.set()
+
+
+def _planner_lost(failure) -> bool:
+    """The query failed (``failure``: the JVM's exception) on an I/O error of the JVM's link to its source's
+    planner process: that process ended."""
+    cause = failure
+    while cause is not None:
+        if _is_io_error(cause) and any(frame.getClassName() == PLANNER_RUNNER for frame in cause.getStackTrace()):
+            return True
+        cause = cause.getCause()
+    return False
+
+
+def _is_io_error(throwable) -> bool:
+    kind = throwable.getClass()
+    while kind is not None and kind.getName() != "java.io.IOException":
+        kind = kind.getSuperclass()
+    return kind is not None
 
 
 def _nothing(_: int) -> None:

@@ -7,9 +7,10 @@ import concurrent.futures
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from streaming.brokers.local.server import free_port
-from streaming.kafka.admin import Cluster, answered
+from streaming.kafka.admin import Cluster, answered, create_topic, unique_topic_name, watermarks
 from streaming.kafka.failures import is_transient
 from streaming.partition_id import PartitionId
 
@@ -46,3 +47,31 @@ def test_end_offsets_that_got_no_answer_leave_a_new_client_for_the_next_call() -
         cluster.end_offsets([PartitionId("sink-topic", 0)], timeout_s=1)
     assert is_transient(raised.value), raised.value
     assert cluster.admin is not asked
+
+
+class _Recording(AdminClient):
+    """A real admin client that keeps the futures of the requests it was asked to make."""
+
+    def __init__(self, conf: dict) -> None:
+        super().__init__(conf)
+        self.futures: list[concurrent.futures.Future] = []
+
+    def list_offsets(self, *args, **kwargs):
+        asked = super().list_offsets(*args, **kwargs)
+        self.futures += asked.values()
+        return asked
+
+
+@pytest.mark.integration
+def test_offsets_are_read_only_once_every_request_has_its_answer(bootstrap_servers: str) -> None:
+    """A client dropped with a request in flight can crash librdkafka's background thread: the source's planner
+    process died of it (a segfault) when a partition failed its answer, the other request still out, and the
+    retry made a new client. So the answers are read, and a failure raised, once all of them are in."""
+    topic = create_topic(bootstrap_servers, unique_topic_name("answers"), 8)
+    admin = _Recording({"bootstrap.servers": bootstrap_servers})
+    asked = [PartitionId(topic, 99), *(PartitionId(topic, p) for p in range(8))]  # the first has no leader at all
+    for _ in range(5):
+        with pytest.raises(KafkaException):
+            watermarks(admin, asked, True, 10)
+        assert all(f.done() for f in admin.futures), "a request was still out when the failure was raised"
+        admin.futures.clear()

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streaming.kafka.admin import answered
+from streaming.kafka.admin import answers, settle
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, retrying
 from streaming.partition_id import PartitionId
@@ -45,7 +45,9 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], timeout_s: float) -> di
     if not names:
         return {}
     out = {}
-    for topic, future in admin.describe_topics(TopicCollection(names), request_timeout=timeout_s).items():
+    described = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    settle(described.values(), timeout_s)
+    for topic, future in described.items():
         try:
             out[topic] = str(future.result(timeout_s).topic_id)
         except KafkaException as exc:
@@ -63,12 +65,11 @@ def read_states(admin: AdminClient, partitions: Iterable[PartitionId], timeout_s
     tps = [TopicPartition(p.topic, p.partition) for p in pids if p.topic in ids]
     if not tps:
         return {}
-    asked = [admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
-             for spec, level in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
-                                 (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
-                                 (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED))]
-    return {PartitionId(tp.topic, tp.partition): SinkPartitionState(ids[tp.topic], *(answered(tp, a[tp], timeout_s)
-                                                                                     for a in asked))
+    asked = answers([admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
+                     for spec, level in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                                         (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+                                         (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED))], timeout_s)
+    return {PartitionId(tp.topic, tp.partition): SinkPartitionState(ids[tp.topic], *(a[tp] for a in asked))
             for tp in tps}
 
 
