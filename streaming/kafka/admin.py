@@ -314,12 +314,16 @@ def watermarks(admin: AdminClient, partitions: list[PartitionId], committed: boo
     return {PartitionId(tp.topic, tp.partition): (low[tp], high[tp]) for tp in tps}
 
 
+SETTLE_MARGIN_S = 2.0  # past a request's own timeout: librdkafka's timer and the callback thread's hand-over
+
+
 def settle(futures: Iterable[concurrent.futures.Future], timeout_s: float) -> None:
-    """Wait until every request of a client has its answer (or ``timeout_s`` passed), before any is read. A
+    """Wait until every request of a client has its answer, before any is read. A
     caller that raises on the first failure then makes a new client, and a client dropped with a request still
     in flight can crash librdkafka's background thread (a segfault in pthread_mutex_lock killed the source's
-    planner process so, as a topic was being created)."""
-    concurrent.futures.wait(list(futures), timeout=timeout_s)
+    planner process so, as a topic was being created). librdkafka fails a request at its own request_timeout, so a
+    little past ``timeout_s`` every request has its answer."""
+    concurrent.futures.wait(list(futures), timeout=timeout_s + SETTLE_MARGIN_S)
 
 
 def answers(asked: Sequence[Mapping[TopicPartition, concurrent.futures.Future]], timeout_s: float
