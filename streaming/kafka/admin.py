@@ -8,12 +8,11 @@ refuses us is named at once, with the reason, instead of after a timeout.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, ClusterMetadata, ConfigResource, ConfigSource, NewPartitions, NewTopic,
@@ -23,8 +22,9 @@ from streaming.errors import JobError
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.utc import utc_text
+from streaming.kafka.answers import answers, retire
 from streaming.kafka.client_settings import client_settings, refused_because
-from streaming.kafka.failures import (LEADERLESS, as_kafka, is_refused, is_transient, kafka_error, reason, refusal_hint,
+from streaming.kafka.failures import (as_kafka, is_refused, is_transient, reason, refusal_hint,
                                       refusal_keys, refuses, retrying)
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class Cluster:
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
+        retire(getattr(self, "admin", None))
         try:
             self.admin = AdminClient(client_settings({**self.settings_with_bootstrap,
                                       "error_cb": lambda err: refusals.append(err) if refuses(err) else None},
@@ -312,43 +313,6 @@ def watermarks(admin: AdminClient, partitions: list[PartitionId], committed: boo
     low, high = answers([admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
                          for spec in (OffsetSpec.earliest(), OffsetSpec.latest())], timeout_s)
     return {PartitionId(tp.topic, tp.partition): (low[tp], high[tp]) for tp in tps}
-
-
-SETTLE_MARGIN_S = 2.0  # past a request's own timeout: librdkafka's timer and the callback thread's hand-over
-
-
-def settle(futures: Iterable[concurrent.futures.Future], timeout_s: float) -> None:
-    """Wait until every request of a client has its answer, before any is read. A
-    caller that raises on the first failure then makes a new client, and a client dropped with a request still
-    in flight can crash librdkafka's background thread (a segfault in pthread_mutex_lock killed the source's
-    planner process so, as a topic was being created). librdkafka fails a request at its own request_timeout, so a
-    little past ``timeout_s`` every request has its answer."""
-    concurrent.futures.wait(list(futures), timeout=timeout_s + SETTLE_MARGIN_S)
-
-
-def answers(asked: Sequence[Mapping[TopicPartition, concurrent.futures.Future]], timeout_s: float
-            ) -> list[dict[TopicPartition, int]]:
-    """The offsets of ListOffsets requests made at once, read when all of them are answered (settle)."""
-    settle((f for request in asked for f in request.values()), timeout_s)
-    return [{tp: answered(tp, f, timeout_s) for tp, f in request.items()} for request in asked]
-
-
-def answered(tp: TopicPartition, future, timeout_s: float) -> int:
-    """A ListOffsets answer: the offset, or, for a partition whose leader is moving, which answers with no
-    offset (-1001) rather than an error, a transient error that the caller's retry waits out; so is a
-    partition with no leader at all (LEADERLESS)."""
-    try:
-        offset = future.result(timeout_s).offset
-    except KafkaException as exc:
-        err = kafka_error(exc)
-        if err is None or err.code() != LEADERLESS:
-            raise
-        raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"no leader for {tp.topic}-{tp.partition} "
-                                        f"yet ({err.str()})", retriable=True)) from exc
-    if offset < 0:
-        raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no offset for {tp.topic}-{tp.partition} "
-                                        f"(its leader is moving)", retriable=True))
-    return offset
 
 
 def _offsets_of(pids: list[PartitionId]) -> str:

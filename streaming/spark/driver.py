@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 # The JVM's side of a Python source's planner process: its reads fail on an I/O error (no message) when the process ends
 PLANNER_RUNNER = "org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner"
+CAUSES_LOOKED_AT = 16  # a chain of causes is short; a cycle in one is not followed for ever
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -64,10 +65,14 @@ class SparkQuery:
 
     def exception(self) -> BaseException | None:
         failure = self.query.exception()
+        if failure is None:
+            return None
         # pyspark keeps only the text of the JVM's exception and its first cause: the chain is read from the JVM
-        if failure is None or not _planner_lost(self.query._jsq.exception().get()):  # noqa: SLF001
+        why = _planner_lost(self.query._jsq.exception().get())  # noqa: SLF001
+        if why is None:
             return failure
-        lost = SourcePlannerLost("the source's planning process ended under the query (it was killed, or crashed)")
+        lost = SourcePlannerLost(f"the source's planning process ended under the query (it was killed, or "
+                                 f"crashed; {why})")
         lost.__cause__ = failure
         return lost
 
@@ -161,18 +166,23 @@ class SparkEngine:
         jvm_log.STOP_BEGUN.set()
 
 
-def _planner_lost(failure) -> bool:
-    """The query failed (``failure``: the JVM's exception) on an I/O error of the JVM's link to its source's
-    planner process: that process ended."""
+def _planner_lost(failure) -> str | None:
+    """What the JVM's link to its source's planner process failed on, when that is why the query failed
+    (``failure``: the JVM's exception): an I/O error of the planner's reads and writes once it had started
+    (a planner that could not start is not one that ended)."""
     cause = failure
-    while cause is not None:
-        if _is_io_error(cause) and any(frame.getClassName() == PLANNER_RUNNER for frame in cause.getStackTrace()):
-            return True
+    for _ in range(CAUSES_LOOKED_AT):
+        if cause is None:
+            return None
+        if _is_io_error(cause) and any(frame.getClassName() == PLANNER_RUNNER and frame.getMethodName() != "init"
+                                       for frame in cause.getStackTrace()):
+            return f"{cause.getClass().getName()}: {cause.getMessage() or 'no message'}"
         cause = cause.getCause()
-    return False
+    return None
 
 
 def _is_io_error(throwable) -> bool:
+    """A java.io.IOException, of whatever subclass (an EOFException, a broken pipe)."""
     kind = throwable.getClass()
     while kind is not None and kind.getName() != "java.io.IOException":
         kind = kind.getSuperclass()

@@ -6,6 +6,7 @@ import concurrent.futures
 import importlib.util
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -264,3 +265,27 @@ def first_transactional_id(state_dir: str) -> str:
     from streaming.state.stores import open_state_dir
 
     return transactional_id(load_saved(open_state_dir(state_dir)).job_id, 0)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid``."""
+    found, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found

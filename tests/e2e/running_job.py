@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from tests.e2e.helpers import COMPACTED_SINK, JobProgress, wait_for
+from tests.e2e.helpers import COMPACTED_SINK, JobProgress, descendants, wait_for
 
 PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 
@@ -46,6 +46,16 @@ class RunningJob:
 
     def running(self) -> None:
         assert self.process.poll() is None, f"the compactor exited with {self.process.returncode}: {self.log()[-4000:]}"
+
+    def source_planner(self) -> int | None:
+        """The Python process Spark plans the source's micro-batches in (it asks Kafka for offsets)."""
+        for pid in descendants(self.process.pid):
+            try:
+                if b"python_streaming_source_runner" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+            except OSError:
+                continue
+        return None
 
     def progress(self) -> JobProgress:
         self.running()

@@ -32,7 +32,7 @@ from streaming.log.journal import committed_journal
 from streaming.runtime.moments import HOLD_ENV, HOLDER, REACHED, Moment
 from streaming.state.layout import list_log_dirs
 from streaming.state.stores import open_state_dir
-from tests.e2e.helpers import COMPACTED_SINK, assert_sink_contract, read_topic
+from tests.e2e.helpers import COMPACTED_SINK, assert_sink_contract, children, read_topic
 from tests.kafka_helpers import ChangeProducer
 
 pytestmark = pytest.mark.integration
@@ -45,19 +45,6 @@ PHASE_LINE = re.compile(r"phase: (append|compaction stage|clean|emit|idle)")
 PROGRESS_LINE = re.compile(r"batch \d+: \d+ partitions, [1-9]\d* records appended|cleaned .*\[\d+, \d+\)|"
                            r"emitted [1-9]\d* records")
 RUN_TIMEOUT_S = 120
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
 
 
 def _wait_gone(pids: list[int], timeout_s: float = 60) -> None:
@@ -101,7 +88,7 @@ def _kill_in(command: list[str], phase: str, log_path: Path, producer: ChangePro
             break
         seen = len(phases) if not progressed else seen
         time.sleep(0.02)
-    family = _children(proc.pid)
+    family = children(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     if phase in HELD:  # the task holding (a Spark worker) dies with the job, as a machine's crash takes both

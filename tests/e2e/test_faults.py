@@ -6,8 +6,8 @@ Each run goes through the CLI against the real broker; the sink is compared with
 from __future__ import annotations
 
 import dataclasses
-import os
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -40,7 +40,6 @@ from tests.e2e.helpers import (
 )
 from tests.crashing_broker import CrashingBroker
 from tests.e2e.running_job import RunningJob
-from tests.e2e.test_crash_recovery import _children
 from tests.kafka_helpers import ORIGINS, ChangeProducer, Sent, log_contents, produce
 
 pytestmark = pytest.mark.integration
@@ -309,26 +308,6 @@ def test_emission_across_a_broker_crash_is_exactly_once(crashing_broker, where: 
     assert got == want, f"no record lost, none twice: {offsets_diff(got, want)}"
 
 
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        kids = _children(todo.pop())
-        found += kids
-        todo += kids
-    return found
-
-
-def _source_planner(job_pid: int) -> int | None:
-    """The Python process Spark plans the source's micro-batches in (it asks Kafka for offsets)."""
-    for pid in _descendants(job_pid):
-        try:
-            if b"python_streaming_source_runner" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return pid
-        except OSError:
-            continue
-    return None
-
-
 def test_a_source_planner_that_dies_restarts_the_query_from_its_checkpoint(bootstrap_servers, new_topic,
                                                                           tmp_path) -> None:
     """The process that plans the source's offsets can die under the job (librdkafka crashed in it on a 2-core
@@ -339,13 +318,13 @@ def test_a_source_planner_that_dies_restarts_the_query_from_its_checkpoint(boots
     sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 30), b"v%d" % i, now + i) for i in range(200)])
     with RunningJob(bootstrap_servers, src, sink, tmp_path, "max.compaction.lag.ms=1000", trigger_interval_s=1) as job:
         wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 180, "every winner")
-        planner = wait_for(lambda: job.running() or _source_planner(job.process.pid), 30, "the source's planner")
+        planner = wait_for(lambda: job.running() or job.source_planner(), 30, "the source's planner")
         os.kill(planner, signal.SIGKILL)
         sent += produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 30), b"w%d" % i, now + 1000 + i)
                                                  for i in range(100)])
         wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 120,
                  "the winners produced after the planner died")
-        assert _source_planner(job.process.pid) not in (None, planner), "a new planner plans the query"
+        assert job.source_planner() not in (None, planner), "a new planner plans the query"
         job.stop()
-    assert "restarting" in job.log(), job.log()[-3000:]
+    assert "the source's planning process ended under the query" in job.log(), job.log()[-3000:]
     assert_sink_contract(bootstrap_servers, sink, sent, 2)

@@ -1,40 +1,17 @@
-"""ListOffsets answers while a partition's leader is moving or not yet elected: waited out, not reported; and a
-client that asked in vain is not asked again."""
+"""A client that asked in vain is not asked again, and offsets are read once every request has its answer."""
 
 from __future__ import annotations
 
 import concurrent.futures
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from streaming.brokers.local.server import free_port
-from streaming.kafka.admin import Cluster, answered, create_topic, unique_topic_name, watermarks
+from streaming.kafka.admin import Cluster, create_topic, unique_topic_name, watermarks
 from streaming.kafka.failures import is_transient
 from streaming.partition_id import PartitionId
-
-
-def _failed(err: KafkaError) -> concurrent.futures.Future:
-    future: concurrent.futures.Future = concurrent.futures.Future()
-    future.set_exception(KafkaException(err))
-    return future
-
-
-def test_a_partition_with_no_leader_yet_is_waited_out() -> None:
-    """What librdkafka's ListOffsets said while the only broker of tests/e2e/test_faults.py restarted; the
-    job died of it (the source's latestOffset) before this was read as a leader not yet elected."""
-    future = _failed(KafkaError(KafkaError._NOENT, "Failed to query partition leaders: No leaders found"))
-    with pytest.raises(KafkaException) as raised:
-        answered(TopicPartition("src", 3), future, 1)
-    assert is_transient(raised.value) and "no leader for src-3 yet (Failed to query" in str(raised.value)
-
-
-def test_other_failures_of_a_listoffsets_answer_pass_unchanged() -> None:
-    err = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    with pytest.raises(KafkaException) as raised:
-        answered(TopicPartition("src", 0), _failed(err), 1)
-    assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_end_offsets_that_got_no_answer_leave_a_new_client_for_the_next_call() -> None:
@@ -64,12 +41,11 @@ class _Recording(AdminClient):
 
 @pytest.mark.integration
 def test_offsets_are_read_only_once_every_request_has_its_answer(bootstrap_servers: str) -> None:
-    """A client dropped with a request in flight can crash librdkafka's background thread: the source's planner
-    process died of it (a segfault) when a partition failed its answer, the other request still out, and the
-    retry made a new client. So the answers are read, and a failure raised, once all of them are in."""
+    """With librdkafka: a partition that does not exist fails its answer at once, while the other request of the
+    same client is still out (streaming.kafka.answers says why that matters)."""
     topic = create_topic(bootstrap_servers, unique_topic_name("answers"), 8)
     admin = _Recording({"bootstrap.servers": bootstrap_servers})
-    asked = [PartitionId(topic, 99), *(PartitionId(topic, p) for p in range(8))]  # the first has no leader at all
+    asked = [PartitionId(topic, 99), *(PartitionId(topic, p) for p in range(8))]
     for _ in range(5):
         with pytest.raises(KafkaException):
             watermarks(admin, asked, True, 10)
