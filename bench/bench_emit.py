@@ -28,13 +28,13 @@ from confluent_kafka import Producer
 
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka import offset_header
+from streaming.kafka.headers import offset_header
 from streaming.kafka.sink.batch_produce import BatchProduce
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.sink.task_emitter import TRANSACTION_RECORDS, SinkPartition, TaskEmitter
 from streaming.kafka.native.gate import DEFAULT_CLIENT_ID
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import Origins
 from streaming.kafka.sink.record_produce import Columns
 from streaming.log import LogConfig, PartitionLog, batch_from_records, make_record
 from streaming.partition_id import PartitionId

@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 
 # (phase, the job's line that ends it); the last phase ends when the bench reads every new record in the sink
 MARKS = (("checks", " INFO streaming.job.runner: starting Spark"),

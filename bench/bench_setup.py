@@ -24,7 +24,7 @@ from wan import Link, wan_site
 from streaming.kafka import client_log
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers.origin_header import Origins
 from streaming.kafka.sink.sink_state import read_states
 from streaming.kafka.sink.task_emitter import TaskEmitter
 from streaming.partition_id import PartitionId

@@ -50,7 +50,7 @@ from streaming.cleaner import Overrides
 from streaming.cli.status import collect_status
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.client_log import with_client_log  # the soak's own clients: no librdkafka lines on stderr
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.log.manifest import OBJECTS
 from streaming.verify.mirror import MirroredPair, verify_topic
 from streaming.verify.oracle import PartitionVerdict

@@ -58,7 +58,7 @@ from streaming.brokers.local.server import die_with_parent  # noqa: E402
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name  # noqa: E402
 from streaming.kafka.client_log import with_client_log  # noqa: E402
 from streaming.kafka.sink.sink_progress import committed_progress  # noqa: E402
-from streaming.kafka.offset_header import source_offset  # noqa: E402
+from streaming.kafka.headers.offset_header import source_offset  # noqa: E402
 from streaming.partition_id import PartitionId  # noqa: E402
 from tests.e2e.cluster import isr_full  # noqa: E402
 from tests.e2e.helpers import commit_group_offsets, group_offsets, wait_for  # noqa: E402

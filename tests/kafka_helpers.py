@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers.origin_header import Origins
 from streaming.log import LogConfig, PartitionLog
 from streaming.state.layout import log_dir
 from streaming.state.stores import open_state_dir

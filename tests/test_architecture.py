@@ -145,7 +145,7 @@ def test_the_package_top_level_holds_at_most_six_loose_modules() -> None:
     assert len(loose) <= 6, loose
 
 
-KAFKA_ROOMS = ("native", "shared", "source", "sink", "groups", "access")  # lowest first
+KAFKA_ROOMS = ("native", "headers", "shared", "source", "sink", "groups", "access")  # lowest first
 KAFKA = ROOT / "streaming" / "kafka"
 
 

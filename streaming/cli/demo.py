@@ -18,7 +18,7 @@ from streaming.errors import JobError, UsageError
 
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
-from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
 
 VERSION_HEADER = "version"
 

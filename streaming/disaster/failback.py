@@ -22,8 +22,8 @@ from streaming.cleaner.strategy import NO_VERSION, VERSION_BYTES, header_version
 from streaming.disaster.report import SwitchReport
 from streaming.kafka.clients import RecordProducer, TopicRecord
 from streaming.kafka.groups.group_positions import MovedBack
-from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.kafka.source.source_tail import TailFigures, read_tails
 from streaming.log.storage import read_json, write_json
 from streaming.partition_id import PartitionId

@@ -23,7 +23,7 @@ from streaming.job.metrics import read_doc
 from streaming.job.spec import SavedJob
 from streaming.kafka.admin import Cluster
 from streaming.kafka.groups.group_positions import group_commits, held_offsets
-from streaming.kafka.origin_header import Headers, Origins
+from streaming.kafka.headers.origin_header import Headers, Origins
 from streaming.kafka.sink.sink_progress import LastMirrored, committed_last_mirrored
 from streaming.kafka.sink.sink_state import SinkPartitionState, read_states
 from streaming.kafka.source.source_tail import TailFigures, read_tails

@@ -12,7 +12,7 @@ from streaming.configuration.settings import Scope
 from streaming.cleaner.config import ConfigError
 from streaming.errors import JobError, UsageError
 from streaming.configuration.subscription import Subscription, select_topics, subscription_from_doc
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers.origin_header import Origins
 from streaming.security.redaction import redact
 from streaming.log.storage import read_json, write_json
 from streaming.state.layout import JOB_FILE, job_file
@@ -96,7 +96,7 @@ class JobSpec:
     kafka_native: bool = True  # records take the native path where it can run (--kafka-native)
     job_id: str = field(default_factory=new_job_id)
     # Kafka's ids of the two clusters, as read at start: each sink record names where it came from, and a
-    # record that came from the sink's cluster is not emitted (streaming.kafka.origin_header)
+    # record that came from the sink's cluster is not emitted (streaming.kafka.headers.origin_header)
     source_cluster_id: str = ""
     sink_cluster_id: str = ""
     config: Mapping[str, str] = field(default_factory=dict)  # --config as given: a promote's last run keeps it

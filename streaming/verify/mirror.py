@@ -16,7 +16,7 @@ from streaming.job.spec import resolve_compaction_config
 from streaming.partition_id import PartitionId
 from streaming.kafka.admin import Cluster
 from streaming.kafka.clients import scan
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.failures import said_in_one_line
 from streaming.kafka.sink.sink_state import read_states
 from streaming.verify.oracle import PartitionVerdict, PendingWinners, SinkLatest, SinkRecord, SourceWinners, judge

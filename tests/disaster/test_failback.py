@@ -12,8 +12,8 @@ from streaming.cleaner.config import CompactionConfig, Strategy
 from streaming.cleaner.strategy import header_version
 from streaming.disaster.failback import Diverged, TailPartition, settle
 from streaming.kafka.clients import TopicRecord
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.partition_id import PartitionId
 
 SOURCE, SINK = PartitionId("orders", 0), PartitionId("orders", 0)

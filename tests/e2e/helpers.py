@@ -20,8 +20,8 @@ from streaming.cli.main import main
 from streaming.job.metrics import read_doc
 from streaming.state.stores import open_state_dir
 from streaming.kafka.clients import committed_offsets
-from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.kafka.failures import TRY_S, is_transient, retrying
 from tests.cleaner.reference_model import rank
 

@@ -20,7 +20,7 @@ from streaming.brokers.local.cluster import LocalCluster
 from streaming.cli.main import main
 from streaming.disaster.report import EndKnown
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.runtime.moments import HOLD_ENV, REACHED, RELEASE, Moment
 from tests.cli.test_first_contact import KCOMPACT, assert_one_error, kcompact
 from tests.e2e.conftest import SinkSite

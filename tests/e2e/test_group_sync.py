@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.cli.main import main
 from streaming.kafka.admin import Cluster, unique_topic_name
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.groups.group_sync import Change, GroupOffsetSync, MirroredTopic
 from tests.e2e.helpers import group_offsets, run_once, status_json, winners
 from tests.kafka_helpers import Sent, produce

@@ -12,7 +12,7 @@ import pytest
 
 from streaming.cli.main import main
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic
 from tests.kafka_helpers import Sent, produce
 

@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 
 from streaming.kafka.admin import unique_topic_name
 from streaming.kafka.clients import read_committed
-from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
 from streaming.kafka.sink.transactional_ids import transactional_id
 from streaming.runtime.moments import HOLD_ENV, HOLDER, REACHED, RELEASE, Moment
 from tests.cli.test_first_contact import kcompact

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from streaming.cli.main import main
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
 from tests.e2e.helpers import NO_SINK_COMPACTION, read_topic, run_once
 from tests.kafka_helpers import Sent, produce
 

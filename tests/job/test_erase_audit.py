@@ -12,7 +12,7 @@ from streaming.configuration.subscription import Subscribe
 from streaming.job.erase_audit import EMITTED_THROUGH, recover_lost_notes
 from streaming.job.spec import JobMapping, JobSpec, TopicPlan
 from streaming.kafka.admin import create_topic, unique_topic_name
-from streaming.kafka.offset_header import OFFSET_HEADER, encode
+from streaming.kafka.headers.offset_header import OFFSET_HEADER, encode
 from streaming.kafka.sink.task_emitter import SinkPartition
 from streaming.log import batch_from_records, make_record
 from streaming.partition_id import PartitionId

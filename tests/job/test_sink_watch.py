@@ -21,7 +21,7 @@ from streaming.job.sink_watch import SinkWatch
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import read_committed
 from streaming.kafka.failures import is_transient
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.sink.sink_progress import committed_progress
 from streaming.kafka.sink.sink_state import SinkPartitionState, read_states
 from streaming.kafka.sink.task_emitter import SinkPartition, TaskEmitter

@@ -16,7 +16,7 @@ from streaming.log import batch_from_records, make_record
 from streaming.state.layout import open_partition_log
 from streaming.state.stores import open_state_dir
 from streaming.kafka.clients import read_committed
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from tests.job.test_stale_tasks import CONFIG, _jobs, _task
 from tests.log.objects import disk_syncs
 

@@ -19,7 +19,7 @@ from streaming.job.task_error import ErrorKind
 from streaming.job.transaction_slots import TransactionSlots, is_stale
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.clients import read_committed
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.sink.sink_state import read_states
 from streaming.kafka.sink.task_emitter import SinkPartition, TaskEmitter
 from streaming.kafka.sink.transactional_ids import transactional_id

@@ -11,8 +11,8 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, Producer
 
 from streaming.kafka.native import gate
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import ORIGIN_HEADER, Origins
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER, Origins
 from streaming.kafka.sink.record_produce import Columns, RecordProduce
 
 

@@ -1,7 +1,7 @@
 """Keyless records under compaction.keyless.policy=dead-letter: to the dead-letter topic, in a transaction of
 their own through the task's producer, in the source partition's number (topic sync gives that topic as many
 partitions as the largest source), each naming its source topic, partition and offset in headers, and its origin
-as every sink record does (streaming.kafka.origin_header): one that came from the sink's cluster is left out.
+as every sink record does (streaming.kafka.headers.origin_header): one that came from the sink's cluster is left out.
 A record too big for its sink goes there too, with the same headers, in the emission's own transaction
 (streaming.kafka.sink.task_emitter)."""
 
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Iterable
 
 from confluent_kafka import Producer
 
-from streaming.kafka import offset_header
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers import offset_header
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import Origins
 from streaming.log.record import LogRecord
 from streaming.partition_id import PartitionId
 

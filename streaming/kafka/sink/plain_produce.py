@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from streaming.kafka import offset_header
+from streaming.kafka.headers import offset_header
 from streaming.kafka.sink.record_produce import QUEUE_FULL, Columns, RecordProduce
 from streaming.log.columns import header_lists
 

@@ -1,7 +1,7 @@
 """The emitter's records, as runs of a log batch's rows, to a producer: what the native path
 (streaming.kafka.sink.batch_produce) and the plain path (streaming.kafka.sink.plain_produce) share. Each record goes with its own headers,
-then the offset header (streaming.kafka.offset_header), then the origin header unless it carries its own
-(streaming.kafka.origin_header), in order."""
+then the offset header (streaming.kafka.headers.offset_header), then the origin header unless it carries its own
+(streaming.kafka.headers.origin_header), in order."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers.origin_header import Origins
 from streaming.log.columns import binary_parts, offsets_of
 
 QUEUE_FULL = KafkaError._QUEUE_FULL  # noqa: SLF001 (librdkafka's local error, as confluent-kafka names it)

@@ -15,8 +15,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.kafka.sink.record_produce import Columns
 
 BATCH_HEADER = 61  # a v2 RecordBatch's header, before its records

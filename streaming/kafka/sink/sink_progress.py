@@ -14,7 +14,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from streaming.kafka.client_settings import client_settings
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.source.range_read import range_reader, read_ranges
 from streaming.kafka.sink.sink_state import SinkPartitionState, read_states, settled
 from streaming.partition_id import PartitionId

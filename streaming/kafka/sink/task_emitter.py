@@ -7,7 +7,7 @@ streaming.kafka.sink.sink_progress) says how far emission got. The producer's tr
 (streaming.kafka.sink.transactional_ids): its init_transactions fences an earlier attempt of the same task before
 anything is read or written, and the driver fences every other id of the job whenever one may still be
 writing. Records are emitted in source-offset order per partition, and a record at or below its partition's
-progress is never produced again. A record that came from the sink's cluster (streaming.kafka.origin_header) is
+progress is never produced again. A record that came from the sink's cluster (streaming.kafka.headers.origin_header) is
 left out, and progress moves past it all the same (SinkPartition.written_up_to says why).
 
 A producer that is fenced, or whose epoch is no longer the coordinator's, is never made again here: a new
@@ -30,14 +30,14 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
 from streaming.configuration.settings import SETTINGS
-from streaming.kafka import offset_header
+from streaming.kafka.headers import offset_header
 from streaming.kafka.native import gate
 from streaming.kafka.sink.batch_produce import BatchProduce
 from streaming.kafka.sink.dead_letters import source_headers
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import Origins
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import Origins
 from streaming.kafka.sink.plain_produce import PlainProduce
 from streaming.kafka.sink.record_produce import Columns, RecordProduce
 from streaming.kafka.sink.record_size import (RecordLimits, added_headers_bound, batch_size, batch_size_bounds,

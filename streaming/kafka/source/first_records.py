@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 from confluent_kafka import Consumer
 
 from streaming.kafka.admin import Cluster
-from streaming.kafka.offset_header import source_offset
+from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.source.range_read import range_reader, read_ranges
 from streaming.partition_id import PartitionId
 

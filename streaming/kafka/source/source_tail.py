@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from streaming.kafka.clients import TopicRecord
-from streaming.kafka.origin_header import Headers
+from streaming.kafka.headers.origin_header import Headers
 from streaming.kafka.source.range_read import range_reader, read_ranges
 from streaming.partition_id import PartitionId
 

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streaming.kafka.sink.batch_produce import BatchProduce
 from streaming.kafka.native.gate import DEFAULT_CLIENT_ID
-from streaming.kafka.offset_header import OFFSET_HEADER, encode
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER, encode
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.kafka.sink.plain_produce import PlainProduce
 from streaming.kafka.sink.record_produce import Columns, RecordProduce
 from streaming.log import batch_from_records, make_record

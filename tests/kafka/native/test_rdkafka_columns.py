@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from streaming.kafka.native import gate
-from streaming.kafka.offset_header import OFFSET_HEADER
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.kafka.sink.record_produce import Columns
 from streaming.log import batch_from_records, make_record
 

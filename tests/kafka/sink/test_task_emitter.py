@@ -17,8 +17,8 @@ from streaming.kafka.sink import task_emitter as emitter_module
 from streaming.kafka.client_settings import SPARSE_CONNECTIONS
 from streaming.kafka.clients import RecordProducer, TopicRecord, read_committed
 from streaming.kafka.sink.dead_letters import sink_headers
-from streaming.kafka.offset_header import OFFSET_HEADER, source_offset
-from streaming.kafka.origin_header import ORIGIN_HEADER
+from streaming.kafka.headers.offset_header import OFFSET_HEADER, source_offset
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER
 from streaming.kafka.sink.record_size import RecordLimits
 from streaming.kafka.sink.sink_progress import committed_progress
 from streaming.kafka.sink.task_emitter import (FEWEST_TRANSACTION_RECORDS, FIRST_TRANSACTION_RECORDS, EmitterFenced,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from streaming.kafka.sink.dead_letters import sink_headers
-from streaming.kafka.offset_header import OFFSET_HEADER, encode, source_offset
+from streaming.kafka.headers.offset_header import OFFSET_HEADER, encode, source_offset
 from streaming.log import make_record
 from tests.kafka_helpers import ORIGINS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from streaming.kafka.origin_header import ORIGIN_HEADER, Origins
+from streaming.kafka.headers.origin_header import ORIGIN_HEADER, Origins
 from streaming.log import batch_from_records, make_record
 
 MIRROR = Origins("cluster-a", "cluster-b")
