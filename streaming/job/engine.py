@@ -49,10 +49,11 @@ class MicroBatch(Protocol):
         as ``task`` says (streaming.job.append.append_partitions); what each partition's append did."""
 
 
-class SourcePlannerLost(RuntimeError):
-    """The process the engine plans the source's micro-batches in ended under the query: it was killed, or a
-    native library crashed in it. Nothing was lost with it (offsets live in the query's checkpoint), so the job
-    starts the query again, and a new planner with it."""
+class EngineProcessLost(RuntimeError):
+    """A Python process of the engine ended under the query: the planner of the source's offsets, or the worker of
+    a micro-batch's task (killed, or crashed in a native library). Nothing was lost with it: the offsets live in
+    the query's checkpoint and appends are idempotent, so the job starts the query again and the batch is read
+    again."""
 
 
 class RunningQuery(Protocol):
@@ -62,7 +63,7 @@ class RunningQuery(Protocol):
     def stop(self) -> None: ...
 
     def exception(self) -> BaseException | None:
-        """Why the query ended, if it failed: SourcePlannerLost when its source's planner process died."""
+        """Why the query ended, if it failed: EngineProcessLost when a Python process of the engine died."""
 
 
 class Engine(Protocol):

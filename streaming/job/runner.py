@@ -24,7 +24,7 @@ from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport
 from streaming.job.compaction_stages import CompactionStages
 from streaming.job.once import failed_reports, idle_reports, outcome
-from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, SourcePlannerLost, SourceRead
+from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, EngineProcessLost, SourceRead
 from streaming.job.idle_stages import IdleStages
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
@@ -336,15 +336,15 @@ class CompactorJob:
                 query.stop()
             if (exc := query.exception()) is None or self._stop.is_set():
                 return
-            planner_lost = isinstance(exc, SourcePlannerLost)
-            if not planner_lost and not is_transient(exc):
+            process_lost = isinstance(exc, EngineProcessLost)
+            if not process_lost and not is_transient(exc):
                 raise exc
             pause = restarts.next_pause(self.totals.batches)
             if pause is None:
-                what = "the source's planning process kept ending" if planner_lost else "the cluster stayed unreachable"
+                what = "the engine's Python processes kept ending" if process_lost else "the cluster stayed unreachable"
                 raise JobError(f"{what} for more than --retry-timeout={self.options.retry_timeout:.0f}s; "
                                f"last failure: {telling_line(exc)}") from exc
-            if planner_lost:
+            if process_lost:
                 log.warning("%s; restarting it from its checkpoint in %.0fs", exc, pause)
             else:
                 log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
+from py4j.protocol import Py4JJavaError
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from streaming.job.append import AppendTask
 from streaming.job.append_counts import PartitionAppended
-from streaming.job.engine import MicroBatch, QueryPlan, SourcePlannerLost
+from streaming.job.engine import EngineProcessLost, MicroBatch, QueryPlan
 from streaming.log.storage import Storage
 from streaming.partition_id import PartitionId
 from streaming.spark import jvm_log
@@ -31,8 +32,10 @@ from streaming.spark.source.options import spark_options
 
 log = logging.getLogger(__name__)
 
-# The JVM's side of a Python source's planner process: its reads fail on an I/O error (no message) when the process ends
+# The JVM's side of the Python processes: a source's planner, and a task's worker; their reads fail on an I/O error
+# (an EOFException, no message) when the process ends
 PLANNER_RUNNER = "org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner"
+TASK_RUNNER = "org.apache.spark.api.python.BasePythonRunner"
 CAUSES_LOOKED_AT = 16  # a chain of causes is short; a cycle in one is not followed for ever
 
 T = TypeVar("T")
@@ -48,6 +51,12 @@ class SparkMicroBatch:
         context.setLocalProperty(APPEND_TASK_PROPERTY, task.to_json())  # this thread's jobs only
         try:
             return [PartitionAppended.from_row(row.asDict()) for row in self.df.collect()]
+        except Py4JJavaError as exc:
+            why = _process_lost(exc.java_exception, TASK_RUNNER)
+            if why is None:
+                raise
+            raise EngineProcessLost(f"a Python process of the engine ended under the query (a task's worker, "
+                                    f"killed or crashed; {why})") from exc
         finally:
             context.setLocalProperty(APPEND_TASK_PROPERTY, None)
 
@@ -55,6 +64,7 @@ class SparkMicroBatch:
 @dataclass(frozen=True)
 class SparkQuery:
     query: StreamingQuery
+    lost: list[EngineProcessLost]  # what a micro-batch failed on, when a worker of its tasks ended under it
 
     @property
     def is_active(self) -> bool:
@@ -67,12 +77,14 @@ class SparkQuery:
         failure = self.query.exception()
         if failure is None:
             return None
+        if self.lost:  # the batch's own failure: the query's holds only its text
+            return self.lost[-1]
         # pyspark keeps only the text of the JVM's exception and its first cause: the chain is read from the JVM
-        why = _planner_lost(self.query._jsq.exception().get())  # noqa: SLF001
+        why = _process_lost(self.query._jsq.exception().get(), PLANNER_RUNNER)  # noqa: SLF001
         if why is None:
             return failure
-        lost = SourcePlannerLost(f"the source's planning process ended under the query (it was killed, or "
-                                 f"crashed; {why})")
+        lost = EngineProcessLost(f"a Python process of the engine ended under the query (the planner of the "
+                                 f"source's offsets, killed or crashed; {why})")
         lost.__cause__ = failure
         return lost
 
@@ -119,13 +131,18 @@ class SparkEngine:
             reader = reader.option(key, value)
 
         began: float | None = time.monotonic()
+        lost: list[EngineProcessLost] = []
 
         def batch(df: DataFrame, batch_id: int) -> None:
             nonlocal began
             if began is not None:  # what a restart waits for: the query's start, from its checkpoint
                 log.info("micro-batch %d planned %.1fs after the query's start", batch_id, time.monotonic() - began)
                 began = None
-            on_batch(SparkMicroBatch(df), batch_id)
+            try:
+                on_batch(SparkMicroBatch(df), batch_id)
+            except EngineProcessLost as exc:  # reaches the query only as text, through py4j
+                lost.append(exc)
+                raise
             if not plan.once:  # a job that lives on after its dump (a --once run could end in the middle of it)
                 self._archive_classes()
 
@@ -134,7 +151,7 @@ class SparkEngine:
                   .option("checkpointLocation", plan.checkpoint_location))
         writer = writer.trigger(availableNow=True) if plan.once else \
             writer.trigger(processingTime=f"{plan.trigger_interval_s} seconds")
-        return SparkQuery(writer.start())
+        return SparkQuery(writer.start(), lost)
 
     def _archive_classes(self) -> None:
         """After a micro-batch, the JVM holds the classes a start loads: dump them for the next start when this
@@ -166,15 +183,16 @@ class SparkEngine:
         jvm_log.STOP_BEGUN.set()
 
 
-def _planner_lost(failure) -> str | None:
-    """What the JVM's link to its source's planner process failed on, when that is why the query failed
-    (``failure``: the JVM's exception): an I/O error of the planner's reads and writes once it had started
-    (a planner that could not start is not one that ended)."""
+def _process_lost(failure, runner: str) -> str | None:
+    """What the JVM's link to a Python process failed on, when that is why ``failure`` (the JVM's exception)
+    happened: an I/O error (the process gone: no answer, a broken pipe) in the reads and writes of ``runner``,
+    the class that speaks with that kind of process, once it had started (one that could not start is not one
+    that ended)."""
     cause = failure
     for _ in range(CAUSES_LOOKED_AT):
         if cause is None:
             return None
-        if _is_io_error(cause) and any(frame.getClassName() == PLANNER_RUNNER and frame.getMethodName() != "init"
+        if _is_io_error(cause) and any(frame.getClassName().startswith(runner) and frame.getMethodName() != "init"
                                        for frame in cause.getStackTrace()):
             return f"{cause.getClass().getName()}: {cause.getMessage() or 'no message'}"
         cause = cause.getCause()

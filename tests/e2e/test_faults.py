@@ -20,6 +20,7 @@ import pytest
 
 from streaming.log import LogConfig, PartitionLog
 from streaming.log.segment import SegmentMeta, segment_name
+from streaming.runtime.moments import HOLD_ENV, HOLDER, REACHED, Moment
 from streaming.state.stores import open_state_dir
 from streaming.state.layout import log_dir
 from streaming.kafka.admin import create_topic, unique_topic_name
@@ -326,5 +327,26 @@ def test_a_source_planner_that_dies_restarts_the_query_from_its_checkpoint(boots
                  "the winners produced after the planner died")
         assert job.source_planner() not in (None, planner), "a new planner plans the query"
         job.stop()
-    assert "the source's planning process ended under the query" in job.log(), job.log()[-3000:]
+    assert "ended under the query (the planner of the source's offsets" in job.log(), job.log()[-3000:]
+    assert_sink_contract(bootstrap_servers, sink, sent, 2)
+
+
+def test_an_append_tasks_worker_that_dies_restarts_the_query_and_the_batch_is_read_again(bootstrap_servers, new_topic,
+                                                                                        tmp_path) -> None:
+    """The Python worker of a micro-batch's task dies mid-append (SIGKILL at the append's named moment, as a crash
+    in a native library would end it). Spark on local cores does not try a task again: the query fails. The job
+    starts it again from its checkpoint, the batch is read again and appended idempotently."""
+    src, sink = new_topic(partitions=2), unique_topic_name("sink")
+    now = int(time.time() * 1000)
+    sent = produce(bootstrap_servers, src, [Sent(i % 2, b"k%d" % (i % 30), b"v%d" % i, now + i) for i in range(200)])
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    with RunningJob(bootstrap_servers, src, sink, tmp_path, "max.compaction.lag.ms=1000", trigger_interval_s=1,
+                    env={HOLD_ENV: f"{Moment.APPEND.value}:{hold}"}) as job:
+        wait_for(lambda: job.running() or (hold / REACHED).exists(), 180, "an append task held")
+        os.kill(int((hold / HOLDER).read_text()), signal.SIGKILL)
+        wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 120,
+                 "every winner, the batch read again")
+        job.stop()
+    assert "ended under the query (a task's worker" in job.log(), job.log()[-3000:]
     assert_sink_contract(bootstrap_servers, sink, sent, 2)
