@@ -27,8 +27,9 @@ def test_imports_have_no_cycle(by_package: bool) -> None:
     assert import_graph.cycles(import_graph.graph(by_package)) == []
 
 
-def test_pyspark_is_imported_only_by_the_spark_package() -> None:
-    assert _importers("pyspark") and all(m.startswith("streaming.spark.") for m in _importers("pyspark"))
+@pytest.mark.parametrize("library", ["pyspark", "py4j"])
+def test_spark_and_its_bridge_are_imported_only_by_the_spark_package(library: str) -> None:
+    assert _importers(library) and all(m.startswith("streaming.spark.") for m in _importers(library))
 
 
 SPARK_KAFKA_SOURCE = {"streaming.spark.source.kafka_source", "streaming.spark.source.range_read",

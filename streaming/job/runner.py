@@ -24,7 +24,7 @@ from streaming.kafka.admin import Cluster
 from streaming.job.compact import StageReport
 from streaming.job.compaction_stages import CompactionStages
 from streaming.job.once import failed_reports, idle_reports, outcome
-from streaming.job.engine import Engine, MicroBatch, QueryPlan, RunningQuery, EngineProcessLost, SourceRead
+from streaming.job.engine import Engine, EngineProcessLost, MicroBatch, QueryPlan, RunningQuery, SourceRead
 from streaming.job.idle_stages import IdleStages
 from streaming.job.task_error import ErrorKind
 from streaming.job.topics import TopicSync
@@ -320,7 +320,8 @@ class CompactorJob:
 
     def _run_query(self) -> None:
         """Run the query until it ends (--once), or until Ctrl-C / SIGTERM; restart it from its checkpoint
-        after a transient Kafka failure, for up to --retry-timeout since the last batch that succeeded."""
+        after a transient Kafka failure, or when a Python process of the engine ended under it, for up to
+        --retry-timeout since the last batch that succeeded."""
         restarts = Restarts(self.options.retry_timeout)
         while True:
             self._closing = False
@@ -345,7 +346,7 @@ class CompactorJob:
                 raise JobError(f"{what} for more than --retry-timeout={self.options.retry_timeout:.0f}s; "
                                f"last failure: {telling_line(exc)}") from exc
             if process_lost:
-                log.warning("%s; restarting it from its checkpoint in %.0fs", exc, pause)
+                log.warning("%s; restarting the query from its checkpoint in %.0fs", exc, pause)
             else:
                 log.warning("waiting for the source cluster: the query failed on a transient Kafka error (%s); "
                             "restarting it from its checkpoint in %.0fs", telling_line(exc), pause)

@@ -23,6 +23,7 @@ HOLD_LIMIT_S = 300.0
 REACHED = "reached"
 RELEASE = "release"
 HOLDER = "holder.pid"  # the holding process's id, written before REACHED says where: a drill may stop or kill it
+CLAIMED = "claimed"  # made by the first process to reach the moment: the others pass
 
 
 class Moment(Enum):
@@ -51,12 +52,12 @@ def reached(moment: Moment, where: str) -> None:
 
 def _hold(directory: Path, moment: Moment, where: str) -> None:
     try:
-        fd = os.open(directory / REACHED, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.close(os.open(directory / CLAIMED, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError:  # another process, or this one earlier, held already
         return
     (directory / HOLDER).write_text(str(os.getpid()))
-    with os.fdopen(fd, "w") as f:
-        f.write(where)
+    (directory / f"{REACHED}.{os.getpid()}").write_text(where)
+    os.replace(directory / f"{REACHED}.{os.getpid()}", directory / REACHED)  # whole, and after the holder's id
     log.warning("holding at %s of %s until %s exists", moment.value, where, directory / RELEASE)
     deadline = time.monotonic() + HOLD_LIMIT_S
     while not (directory / RELEASE).exists() and time.monotonic() < deadline:

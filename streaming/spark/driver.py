@@ -32,10 +32,7 @@ from streaming.spark.source.options import spark_options
 
 log = logging.getLogger(__name__)
 
-# The JVM's side of the Python processes: a source's planner, and a task's worker; their reads fail on an I/O error
-# (an EOFException, no message) when the process ends
-PLANNER_RUNNER = "org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner"
-TASK_RUNNER = "org.apache.spark.api.python.BasePythonRunner"
+WORKER_FACTORY = "org.apache.spark.api.python.PythonWorkerFactory"  # starts the processes below
 CAUSES_LOOKED_AT = 16  # a chain of causes is short; a cycle in one is not followed for ever
 
 T = TypeVar("T")
@@ -52,19 +49,26 @@ class SparkMicroBatch:
         try:
             return [PartitionAppended.from_row(row.asDict()) for row in self.df.collect()]
         except Py4JJavaError as exc:
-            why = _process_lost(exc.java_exception, TASK_RUNNER)
-            if why is None:
+            lost = TASK_WORKER.lost(exc.java_exception)
+            if lost is None:
                 raise
-            raise EngineProcessLost(f"a Python process of the engine ended under the query (a task's worker, "
-                                    f"killed or crashed; {why})") from exc
+            raise lost from exc
         finally:
             context.setLocalProperty(APPEND_TASK_PROPERTY, None)
+
+
+@dataclass
+class BatchFailure:
+    """What a micro-batch failed on, when a worker of its tasks ended under it: the query learns it only as the
+    text py4j hands back, so the driver keeps it."""
+
+    lost: EngineProcessLost | None = None
 
 
 @dataclass(frozen=True)
 class SparkQuery:
     query: StreamingQuery
-    lost: list[EngineProcessLost]  # what a micro-batch failed on, when a worker of its tasks ended under it
+    batch_failure: BatchFailure
 
     @property
     def is_active(self) -> bool:
@@ -77,14 +81,12 @@ class SparkQuery:
         failure = self.query.exception()
         if failure is None:
             return None
-        if self.lost:  # the batch's own failure: the query's holds only its text
-            return self.lost[-1]
+        if self.batch_failure.lost is not None:
+            return self.batch_failure.lost
         # pyspark keeps only the text of the JVM's exception and its first cause: the chain is read from the JVM
-        why = _process_lost(self.query._jsq.exception().get(), PLANNER_RUNNER)  # noqa: SLF001
-        if why is None:
+        lost = PLANNER.lost(self.query._jsq.exception().get())  # noqa: SLF001
+        if lost is None:
             return failure
-        lost = EngineProcessLost(f"a Python process of the engine ended under the query (the planner of the "
-                                 f"source's offsets, killed or crashed; {why})")
         lost.__cause__ = failure
         return lost
 
@@ -131,7 +133,7 @@ class SparkEngine:
             reader = reader.option(key, value)
 
         began: float | None = time.monotonic()
-        lost: list[EngineProcessLost] = []
+        failure = BatchFailure()
 
         def batch(df: DataFrame, batch_id: int) -> None:
             nonlocal began
@@ -140,8 +142,8 @@ class SparkEngine:
                 began = None
             try:
                 on_batch(SparkMicroBatch(df), batch_id)
-            except EngineProcessLost as exc:  # reaches the query only as text, through py4j
-                lost.append(exc)
+            except EngineProcessLost as exc:
+                failure.lost = exc
                 raise
             if not plan.once:  # a job that lives on after its dump (a --once run could end in the middle of it)
                 self._archive_classes()
@@ -151,7 +153,7 @@ class SparkEngine:
                   .option("checkpointLocation", plan.checkpoint_location))
         writer = writer.trigger(availableNow=True) if plan.once else \
             writer.trigger(processingTime=f"{plan.trigger_interval_s} seconds")
-        return SparkQuery(writer.start(), lost)
+        return SparkQuery(writer.start(), failure)
 
     def _archive_classes(self) -> None:
         """After a micro-batch, the JVM holds the classes a start loads: dump them for the next start when this
@@ -183,20 +185,35 @@ class SparkEngine:
         jvm_log.STOP_BEGUN.set()
 
 
-def _process_lost(failure, runner: str) -> str | None:
-    """What the JVM's link to a Python process failed on, when that is why ``failure`` (the JVM's exception)
-    happened: an I/O error (the process gone: no answer, a broken pipe) in the reads and writes of ``runner``,
-    the class that speaks with that kind of process, once it had started (one that could not start is not one
-    that ended)."""
-    cause = failure
-    for _ in range(CAUSES_LOOKED_AT):
-        if cause is None:
-            return None
-        if _is_io_error(cause) and any(frame.getClassName().startswith(runner) and frame.getMethodName() != "init"
-                                       for frame in cause.getStackTrace()):
-            return f"{cause.getClass().getName()}: {cause.getMessage() or 'no message'}"
-        cause = cause.getCause()
-    return None
+@dataclass(frozen=True)
+class PythonLink:
+    """The JVM's side of one kind of Python process: ``runner``, the classes whose reads and writes speak with
+    it, and ``who`` it is, as a line names it."""
+
+    runner: str
+    who: str
+
+    def lost(self, failure) -> EngineProcessLost | None:
+        """EngineProcessLost, when the JVM's exception ``failure`` happened because such a process ended: an I/O
+        error (no answer, a broken pipe) in the runner's reads and writes once the process had started. One
+        that could not start (its worker factory, the runner's init) is a fault to report, not to ride out."""
+        cause = failure
+        for _ in range(CAUSES_LOOKED_AT):
+            if cause is None:
+                return None
+            frames = [(f.getClassName(), f.getMethodName()) for f in cause.getStackTrace()]
+            if (_is_io_error(cause) and any(c.startswith(self.runner) and m != "init" for c, m in frames)
+                    and not any(c.startswith(WORKER_FACTORY) for c, _ in frames)):
+                return EngineProcessLost(f"a Python process of the engine ended under the query ({self.who}, "
+                                         f"killed or crashed; {cause.getClass().getName()}: "
+                                         f"{cause.getMessage() or 'no message'})")
+            cause = cause.getCause()
+        return None
+
+
+PLANNER = PythonLink("org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner",
+                     "the planner of the source's offsets")
+TASK_WORKER = PythonLink("org.apache.spark.api.python.BasePythonRunner$", "a task's worker")
 
 
 def _is_io_error(throwable) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from streaming.log import LogConfig, PartitionLog
+from streaming.log.manifest import load_newest
 from streaming.log.segment import SegmentMeta, segment_name
 from streaming.runtime.moments import HOLD_ENV, HOLDER, REACHED, Moment
 from streaming.state.stores import open_state_dir
@@ -344,9 +345,15 @@ def test_an_append_tasks_worker_that_dies_restarts_the_query_and_the_batch_is_re
     with RunningJob(bootstrap_servers, src, sink, tmp_path, "max.compaction.lag.ms=1000", trigger_interval_s=1,
                     env={HOLD_ENV: f"{Moment.APPEND.value}:{hold}"}) as job:
         wait_for(lambda: job.running() or (hold / REACHED).exists(), 180, "an append task held")
+        other = 1 - int((hold / REACHED).read_text().rsplit("-", 1)[1])
+        state = open_state_dir(job.state_dir)
+        wait_for(lambda: job.running() or load_newest(state.storage, log_dir(state, src, other)).manifest, 60,
+                 "the batch's other task appended")
         os.kill(int((hold / HOLDER).read_text()), signal.SIGKILL)
         wait_for(lambda: job.running() or sink_caught_up(bootstrap_servers, sink, sent, 2), 120,
                  "every winner, the batch read again")
         job.stop()
     assert "ended under the query (a task's worker" in job.log(), job.log()[-3000:]
+    assert re.search(r"batch \d+: 2 partitions, \d+ records appended, [1-9]\d* replayed", job.log()), \
+        "the other task's records were read again, and skipped"
     assert_sink_contract(bootstrap_servers, sink, sent, 2)
