@@ -22,7 +22,7 @@ from streaming.errors import JobError
 from streaming.names import names_text
 from streaming.partition_id import PartitionId
 from streaming.utc import utc_text
-from streaming.kafka.answers import answers, retire
+from streaming.kafka.answers import answers
 from streaming.kafka.client_settings import client_settings, refused_because
 from streaming.kafka.failures import (as_kafka, is_refused, is_transient, reason, refusal_hint,
                                       refusal_keys, refuses, retrying)
@@ -73,7 +73,6 @@ class Cluster:
         # The callback holds the list, not self: a client -> cluster -> client cycle would keep the client
         # (and its reconnect attempts) alive until the garbage collector breaks the cycle.
         refusals = self._refusals
-        retire(getattr(self, "admin", None))
         try:
             self.admin = AdminClient(client_settings({**self.settings_with_bootstrap,
                                       "error_cb": lambda err: refusals.append(err) if refuses(err) else None},

@@ -3,14 +3,11 @@
 librdkafka's background thread answers a request through the client that made it, and a client destroyed in the
 meantime crashed the process holding it: the source's planner process died of a segfault in pthread_mutex_lock as a
 topic was being created. Its reader raised on the first failed answer, with the other request still out, and made a
-new client for the retry. So requests made at once are read once all of them are answered (``answers``), and a
-client replaced by a new one is kept until any request it may have out has timed out (``retire``)."""
+new client for the retry. So requests made at once are read once all of them are answered."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import threading
-import time
 from typing import Iterable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -18,10 +15,6 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from streaming.kafka.failures import LEADERLESS, kafka_error
 
 SETTLE_MARGIN_S = 2.0  # past a request's own timeout: librdkafka's timer and the callback thread's hand-over
-RETIRE_S = 120.0  # past librdkafka's longest request timeout (socket.timeout.ms, 60 s by default)
-
-_retired: list[tuple[float, object]] = []
-_retired_lock = threading.Lock()
 
 
 def settle(futures: Iterable[concurrent.futures.Future], timeout_s: float) -> None:
@@ -53,16 +46,3 @@ def answered(tp: TopicPartition, future: concurrent.futures.Future) -> int:
         raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, f"no offset for {tp.topic}-{tp.partition} "
                                         f"(its leader is moving)", retriable=True))
     return offset
-
-
-def retire(client: object | None) -> None:
-    """Keep ``client``, replaced by a new one, for RETIRE_S: a request of it may still be out, and another thread
-    sharing it may wait on one. Clients kept longer are let go here, in the caller's thread, never in
-    librdkafka's, which cannot destroy the client it runs for."""
-    now = time.monotonic()
-    with _retired_lock:
-        done = [c for until, c in _retired if until <= now]
-        _retired[:] = [(until, c) for until, c in _retired if until > now]
-        if client is not None:
-            _retired.append((now + RETIRE_S, client))
-    done.clear()  # outside the lock: destroying a client waits for its threads

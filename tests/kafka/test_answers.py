@@ -1,18 +1,15 @@
 """ListOffsets answers: a partition's leader moving or not yet elected is waited out, not reported; requests made
-at once are read only when all are answered; a client replaced is kept until its requests have timed out."""
+at once are read only when all are answered."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import gc
 import threading
-import weakref
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from streaming.kafka import answers as answers_module
-from streaming.kafka.answers import RETIRE_S, answered, answers, retire
+from streaming.kafka.answers import answered, answers
 from streaming.kafka.failures import is_transient
 
 
@@ -55,21 +52,3 @@ def test_an_answer_still_out_after_the_wait_is_a_timeout_the_retry_waits_out() -
     never: concurrent.futures.Future = concurrent.futures.Future()
     with pytest.raises(concurrent.futures.TimeoutError):
         answers([{TopicPartition("src", 0): never}], 0.01)
-
-
-def test_a_retired_client_is_kept_until_its_requests_have_timed_out(monkeypatch) -> None:
-    class Client:
-        pass
-
-    now = [1000.0]
-    monkeypatch.setattr(answers_module.time, "monotonic", lambda: now[0])
-    client = Client()
-    kept = weakref.ref(client)
-    retire(client)
-    del client
-    gc.collect()
-    assert kept() is not None, "a client replaced while a request of it may be out is kept"
-    now[0] += RETIRE_S + 1
-    retire(None)
-    gc.collect()
-    assert kept() is None, "and let go once every request it could have out has timed out"

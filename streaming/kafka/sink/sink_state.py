@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streaming.kafka.answers import answers, retire, settle
+from streaming.kafka.answers import answers, settle
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, retrying
 from streaming.partition_id import PartitionId
@@ -94,6 +94,7 @@ class SinkStateReader:
     def __init__(self, client_config: Mapping[str, str], timeout_s: float = 30.0) -> None:
         self.client_config, self.timeout_s = dict(client_config), timeout_s
         self._admin: AdminClient | None = None
+        self._retired: list[AdminClient | None] = []
 
     def read(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, SinkPartitionState]:
         pids = list(partitions)
@@ -103,8 +104,8 @@ class SinkStateReader:
                 self._admin = AdminClient(client_settings(self.client_config))
             return read_states(self._admin, pids, TRY_S)
 
-        def renew() -> None:
-            retire(self._admin)
+        def renew() -> None:  # the old client kept: freed by its futures' callback thread, librdkafka aborts
+            self._retired.append(self._admin)
             self._admin = None
         return retrying(once, f"the states of {len(pids)} sink partitions", self.timeout_s, side="sink",
                         renew=renew, pause_s=0.2)

@@ -25,7 +25,6 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streaming.job.balance import spread
 from streaming.kafka.admin import watermarks
-from streaming.kafka.answers import retire
 from streaming.kafka.native import gate
 from streaming.kafka.source.batch_fetch import BatchFetch
 from streaming.kafka.source.fetched import RecordFetch
@@ -136,7 +135,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {}
 
         def renew() -> None:  # a client that asked a leader that moved looks the leaders up afresh
-            retire(self._admin)
             self._admin = AdminClient(client_settings(self.options.client_config))
 
         if self._admin is None:
