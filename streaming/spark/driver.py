@@ -201,8 +201,9 @@ class PythonLink:
         for _ in range(CAUSES_LOOKED_AT):
             if cause is None:
                 return None
-            frames = [(f.getClassName(), f.getMethodName()) for f in cause.getStackTrace()]
-            if (_is_io_error(cause) and any(c.startswith(self.runner) and m != "init" for c, m in frames)
+            frames = [(f.getClassName(), f.getMethodName()) for f in cause.getStackTrace()] \
+                if _is_io_error(cause) else []  # each frame is two calls to the JVM: only an I/O error's are read
+            if (any(c.startswith(self.runner) and m != "init" for c, m in frames)
                     and not any(c.startswith(WORKER_FACTORY) for c, _ in frames)):
                 return EngineProcessLost(f"a Python process of the engine ended under the query ({self.who}, "
                                          f"killed or crashed; {cause.getClass().getName()}: "

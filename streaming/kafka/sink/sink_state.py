@@ -65,11 +65,11 @@ def read_states(admin: AdminClient, partitions: Iterable[PartitionId], timeout_s
     tps = [TopicPartition(p.topic, p.partition) for p in pids if p.topic in ids]
     if not tps:
         return {}
-    answered = answers([admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
-                     for spec, level in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
-                                         (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
-                                         (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED))], timeout_s)
-    return {PartitionId(tp.topic, tp.partition): SinkPartitionState(ids[tp.topic], *(a[tp] for a in answered))
+    offsets = answers([admin.list_offsets({tp: spec for tp in tps}, isolation_level=level, request_timeout=timeout_s)
+                       for spec, level in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                                           (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+                                           (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED))], timeout_s)
+    return {PartitionId(tp.topic, tp.partition): SinkPartitionState(ids[tp.topic], *(o[tp] for o in offsets))
             for tp in tps}
 
 
