@@ -10,11 +10,15 @@ import contextlib
 import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from streaming.cli.pairs import add_cluster_access_options, parse_pairs, regex_option
 from streaming.configuration.cluster_settings import sink_settings
 from streaming.errors import JobError, UsageError
 from streaming.security import redaction
+
+if TYPE_CHECKING:  # the commands load the state's modules when they run, not at --help
+    from streaming.state.stores import StateDir
 
 log = logging.getLogger("kcompact")
 
@@ -191,7 +195,7 @@ def _catch_up(args: argparse.Namespace, sides) -> str:
     if not mapping.one_cluster:
         values["sink.bootstrap.servers"] = mapping.sink_bootstrap
     log.info("promote: the job's last run, up to the source's end (min.compaction.lag.ms=0, every segment rolled)")
-    run_to_end(args, args.state_dir, values, saved, sides.source.settings, sides.sink.settings, locked=True)
+    run_to_end(args, sides.state, values, saved, sides.source.settings, sides.sink.settings)
     return "the job ran once more up to the source's end, holding nothing back"
 
 
@@ -200,25 +204,23 @@ def sink_topic_of(template: str) -> str:
     return template.replace("{{", "{").replace("}}", "}")
 
 
-def run_to_end(args: argparse.Namespace, state_dir: str, values: dict, saved, kafka: dict, sink_kafka: dict,
-               locked: bool = False) -> None:
+def run_to_end(args: argparse.Namespace, state: StateDir, values: dict, saved, kafka: dict, sink_kafka: dict) -> None:
     """`run --once --drain` of a mapping (``values``: its clusters and topics) with the job's own --config, in
-    this process: what the source holds now is emitted, nothing held back. With --json, what the run prints
-    goes to stderr, so stdout holds the one document. ``locked``: the caller holds the state dir's lock."""
+    this process, in ``state``, a state dir the caller holds the lock of: what the source holds now is emitted,
+    nothing held back. With --json, what the run prints goes to stderr, so stdout holds the one document."""
     from streaming.cleaner import Overrides  # noqa: PLC0415
     from streaming.job.options import RunOptions  # noqa: PLC0415
     from streaming.startup.assembly import Launch, start  # noqa: PLC0415
 
-    options = RunOptions.of({**values, "state.dir": state_dir, "once": True, "drain": True,
+    options = RunOptions.of({**values, "once": True, "drain": True,
                              "config": {**saved.config, "min.compaction.lag.ms": CATCH_UP_MS},
                              "kafka": kafka, "sink.kafka": sink_kafka,
                              "trigger.interval": saved.trigger_interval_ms / 1000})
-    launch = Launch(dict(kafka), dict(sink_kafka), Overrides.parse(options.config), args.log_level, args.log_format,
-                    locked)
+    launch = Launch(dict(kafka), dict(sink_kafka), Overrides.parse(options.config), args.log_level, args.log_format)
     with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
-        code = start(options, launch)
+        code = start(options, launch, held=state)
     if code != 0:
-        raise JobError(f"the run to the end of {state_dir} ended with code {code}; nothing was marked: run the "
+        raise JobError(f"the run to the end of {state.uri} ended with code {code}; nothing was marked: run the "
                        f"command again")
 
 

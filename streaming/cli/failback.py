@@ -43,13 +43,13 @@ def _cmd_failback(args: argparse.Namespace) -> int:
     from streaming.cli.disaster import one_line, switch_settings  # noqa: PLC0415
     from streaming.disaster.failback import (Diverged, Export, FailbackReport, Prepared,  # noqa: PLC0415
                                              read_prepared, write_prepared)
-    from streaming.job.spec import check_state_dir_mapping  # noqa: PLC0415
     from streaming.state.locks import StateDirLock  # noqa: PLC0415
     from streaming.disaster.mark import switched  # noqa: PLC0415
     from streaming.job.spec import load_saved  # noqa: PLC0415
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.groups.group_positions import move_back  # noqa: PLC0415
     from streaming.partition_id import PartitionId  # noqa: PLC0415
+    from streaming.startup.assembly import checked_state_dir  # noqa: PLC0415
     from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
 
     pattern = regex_option(args.group, "--group")
@@ -82,9 +82,7 @@ def _cmd_failback(args: argparse.Namespace) -> int:
         values["sink.topic.template"] = "{topic}"
     else:
         values["sink.topic"] = next(iter(saved.topics))
-    reverse = open_state_dir(args.reverse_state_dir)
-    check_access(reverse, write=not args.dry_run)
-    check_state_dir_mapping(reverse, reverse_mapping(values))
+    reverse = checked_state_dir(args.reverse_state_dir, reverse_mapping(values), write=not args.dry_run)
     source_kafka, sink_kafka = switch_settings(saved, parse_pairs(args.kafka, "--kafka"),
                                                parse_pairs(args.sink_kafka, "--sink-kafka"))
     redaction.register([source_kafka, sink_kafka])
@@ -107,7 +105,7 @@ def _cmd_failback(args: argparse.Namespace) -> int:
                 partitions, unfenced = _settle(saved, switch, primary, dr, policy, export, args.dry_run, reverse,
                                                None if prepared is None else prepared.ranges, unfence)
             if not args.dry_run:
-                run_to_end(args, args.reverse_state_dir, values, saved, sink_kafka, source_kafka, locked=True)
+                run_to_end(args, reverse, values, saved, sink_kafka, source_kafka)
             dr_partitions = [PartitionId(plan.sink, p) for plan in saved.topics.values() for p in range(plan.partitions)]
             moved = move_back(dr, primary, pattern, primary_topic_of, dr_partitions, args.dry_run)
         done = FailbackReport(int(time.time() * 1000), policy, export.describe(), switch, tuple(partitions), unfenced, tuple(moved),

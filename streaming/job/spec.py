@@ -187,9 +187,9 @@ def find_saved(state: StateDir) -> SavedJob | None:
 
 def job_id_of(state: StateDir) -> str:
     """The identity of the job of a state dir: the one its first run made, or a new one (a new state dir, or one
-    from before jobs had one)."""
-    saved = find_saved(state)
-    return saved.job_id if saved is not None and saved.job_id else new_job_id()
+    from before jobs had one). Only the id is read: the start checked the rest of the saved spec before."""
+    doc = read_json(state.storage, job_file(state))
+    return (doc or {}).get("job_id") or new_job_id()
 
 
 def load_saved(state: StateDir) -> SavedJob:

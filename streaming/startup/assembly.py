@@ -4,9 +4,10 @@ the saved spec, Spark and the job. A mistake found by a check leaves nothing beh
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from streaming.cleaner import Overrides
@@ -46,20 +47,19 @@ class Launch:
     overrides: Overrides
     log_level: str
     log_format: str
-    locked: bool = False
 
 
 @dataclass(frozen=True)
 class CheckedStart:
     """What the checks that read found, before anything was created: the job's topics as the options name them,
-    its state dir, both clusters (which answered and accepted the login) and the syncs beside the job."""
+    their state dir, both clusters (which answered and accepted the login) and the syncs beside the job."""
 
     options: RunOptions
     subscription: Subscription
     naming: SinkNaming
     starting: StartingOffsets
     mapping: JobMapping
-    state: StateDir
+    state: StateDir | None  # None: the caller holds one
     source: Cluster
     sink: Cluster
     sync: TopicSync
@@ -67,14 +67,19 @@ class CheckedStart:
     schedules: Schedules
 
 
-def start(options: RunOptions, launch: Launch) -> int:
-    """Runs the job to its end; its exit code."""
+def start(options: RunOptions, launch: Launch, held: StateDir | None = None) -> int:
+    """Runs the job to its end; its exit code. ``held``: the state dir of a caller that opened and checked it and
+    holds its lock (a promote runs the job in its own), and the options then name none; else the options' state
+    dir is checked with the rest, and locked once the sink topics are there."""
     checked = check(options, launch)
+    state = held
+    if state is None:
+        state = checked.state
     plans = create(checked)
-    lock = None if launch.locked else StateDirLock(checked.state)
+    lock = None if held is not None else StateDirLock(state)
     try:
         with private_files():  # the state dir and a --snapshot-every table are copies of the mirrored data
-            job = assemble(checked, plans, launch)
+            job = assemble(checked, plans, launch, state)
             if options.metrics_port is not None:
                 serve_metrics(job.collector, options.metrics_port, options.metrics_host)
                 log.info("Prometheus metrics on http://%s:%d/metrics", options.metrics_host, options.metrics_port)
@@ -85,19 +90,15 @@ def start(options: RunOptions, launch: Launch) -> int:
 
 
 def check(options: RunOptions, launch: Launch) -> CheckedStart:
-    """The options' topics and names, then the state dir, then the clusters, the named topics' ACLs and the syncs
-    beside the job: each only read (``--force`` aside, which clears a switch's mark)."""
+    """The options' topics and names, then their state dir (if they name one), then the clusters, the named
+    topics' ACLs and the syncs beside the job: each only read (``--force`` aside, which clears a switch's mark)."""
     subscription = subscription_of(options.source_topic, options.source_topic_pattern)
     table_sync = schedules.table_sync(options, subscription.names)
     naming = SinkNaming.of(options.sink_topic, options.sink_topic_template, subscription)
     starting = options.starting(subscription)
     sink_bootstrap = options.sink_bootstrap_servers or options.bootstrap_servers
     mapping = JobMapping(options.bootstrap_servers, subscription, sink_bootstrap, naming.template)
-    state = open_state_dir(options.state_dir)
-    check_access(state, write=True)
-    check_state_dir_mapping(state, mapping)
-    refuse_old_direction(state, options.force)
-    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
+    state = None if options.state_dir is None else checked_state_dir(options.state_dir, mapping, options.force)
     warn_if_readable_by_others(options.checkpoint_location, "--checkpoint-location")
 
     wait = min(CONNECT_TIMEOUT_S, options.retry_timeout)
@@ -109,9 +110,20 @@ def check(options: RunOptions, launch: Launch) -> CheckedStart:
                      options.dead_letter_topic)
     permissions = AccessCheck(source, sink)  # both clusters have answered and accepted the login
     permissions.named_source_topics(subscription.names)
-    beside = schedules.for_job(options, source, sink, table_sync, lambda: switched_meanwhile(state))
+    beside = schedules.for_job(options, source, sink, table_sync)
     return CheckedStart(options, subscription, naming, starting, mapping, state, source, sink, sync, permissions,
                         beside)
+
+
+def checked_state_dir(uri: str, mapping: JobMapping, force: bool = False, write: bool = True) -> StateDir:
+    """A state dir a job is to run in, read before anything is created: one the user can write (``write``: False
+    for a dry run), of this mapping (or of none yet), not switched away from (``force`` clears that mark)."""
+    state = open_state_dir(uri)
+    check_access(state, write=write)
+    check_state_dir_mapping(state, mapping)
+    refuse_old_direction(state, force)
+    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
+    return state
 
 
 def create(checked: CheckedStart) -> dict[str, TopicPlan]:
@@ -135,27 +147,28 @@ def create(checked: CheckedStart) -> dict[str, TopicPlan]:
     return plans
 
 
-def assemble(checked: CheckedStart, plans: dict[str, TopicPlan], launch: Launch) -> CompactorJob:
+def assemble(checked: CheckedStart, plans: dict[str, TopicPlan], launch: Launch, state: StateDir) -> CompactorJob:
     """The job's spec saved in its state dir, and the job on a Spark that starts when the job first needs it."""
     options = checked.options
-    spec = JobSpec(checked.mapping, options.state_dir, plans, source_kafka=dict(launch.source_kafka),
+    spec = JobSpec(checked.mapping, state.uri, plans, source_kafka=dict(launch.source_kafka),
                    sink_kafka=dict(launch.sink_kafka), settings=launch.overrides.job,
                    dead_letter_topic=options.dead_letter_topic,
                    dead_letter_max_message_bytes=checked.sync.dead_letter_max_message_bytes,
                    trigger_interval_ms=round(options.trigger_interval * 1000), kafka_native=options.native_asked,
                    source_cluster_id=checked.source.cluster_id(), sink_cluster_id=checked.sink.cluster_id(),
-                   job_id=job_id_of(checked.state), config=dict(options.config))
+                   job_id=job_id_of(state), config=dict(options.config))
     report.print_plans(spec, launch.source_kafka, launch.sink_kafka)
     gate.announce(spec.kafka_native)
     if not options.once:
         report.warn_of_late_first_emission(spec)
-    spec.save(checked.state)
+    spec.save(state)
     public_conf, secret_conf = spark_settings(options.spark_conf)
     extra = {**logging_setup.for_workers(launch.log_level, launch.log_format), **public_conf}
     engine = SparkEngine(lambda: spark_session.build_session("kcompact", master=options.spark_master,
                                                              log_level=launch.log_level, extra=extra,
                                                              secret=secret_conf))  # started when first needed
-    return CompactorJob(engine, spec, options, checked.sync, checked.schedules)
+    beside = replace(checked.schedules, switched=functools.partial(switched_meanwhile, state))  # before each stage
+    return CompactorJob(engine, spec, options, checked.sync, beside)
 
 
 def _synced_groups(schedule: GroupSyncSchedule | None) -> tuple[str, ...]:

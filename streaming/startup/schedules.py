@@ -4,7 +4,7 @@ stage, made from the run's options on the clusters the job itself uses; None whe
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from typing import Sequence
 
 from streaming.configuration import config_providers
 from streaming.configuration.output_names import OutputName, namespace_table_problem
@@ -18,10 +18,10 @@ from streaming.kafka.groups.group_sync import GroupOffsetSync, GroupSyncTotals
 from streaming.table.values import FromSchema, ValueFormat, ValueSpec
 
 
-def for_job(options: RunOptions, source: Cluster, sink: Cluster, table: TableSync | None,
-            switched: Callable[[], str | None]) -> Schedules:
-    """``table``: made before the clusters were asked (a table name the topics cannot take is a usage error)."""
-    return Schedules(_group_sync(options, source, sink), _acl_sync(options, source, sink), table, switched)
+def for_job(options: RunOptions, source: Cluster, sink: Cluster, table: TableSync | None) -> Schedules:
+    """``table``: made before the clusters were asked (a table name the topics cannot take is a usage error). The
+    switch check is added where the state dir the job runs in is known (streaming.startup.assembly)."""
+    return Schedules(_group_sync(options, source, sink), _acl_sync(options, source, sink), table)
 
 
 def table_sync(options: RunOptions, topics: Sequence[str]) -> TableSync | None:

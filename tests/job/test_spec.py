@@ -9,7 +9,7 @@ import pytest
 from streaming.cleaner import ConfigError, JobSettings, KeylessPolicy, Overrides, Strategy
 from streaming.erasure.events import AuditKeys
 from streaming.errors import JobError
-from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, load_saved,
+from streaming.job.spec import (JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, job_id_of, load_saved,
                                 resolve_compaction_config, sink_topic_settings)
 from streaming.configuration.subscription import Subscribe, SubscribePattern
 from streaming.state.stores import open_state_dir
@@ -97,3 +97,15 @@ def test_the_clusters_ids_are_saved_and_a_state_dir_from_before_them_reads_witho
     (tmp_path / "kcompact.json").write_text(json.dumps(doc))
     old = load_saved(state)
     assert (old.source_cluster_id, old.sink_cluster_id) == (None, None)
+
+
+def test_the_job_keeps_the_id_its_first_run_saved_and_a_state_dir_without_one_gets_a_new_one(tmp_path) -> None:
+    state = open_state_dir(str(tmp_path))
+    fresh = job_id_of(state)
+    assert fresh and fresh != job_id_of(state), "a new state dir: a new id each time it is asked, until one is saved"
+    JobSpec(MAPPING, str(tmp_path), {}, job_id="job-1").save(state)
+    assert job_id_of(state) == "job-1"
+    doc = json.loads((tmp_path / "kcompact.json").read_text())
+    del doc["job_id"]  # a state dir from before jobs had an id
+    (tmp_path / "kcompact.json").write_text(json.dumps(doc))
+    assert job_id_of(state) not in ("job-1", None)
