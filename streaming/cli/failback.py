@@ -49,7 +49,7 @@ def _cmd_failback(args: argparse.Namespace) -> int:
     from streaming.kafka.admin import Cluster  # noqa: PLC0415
     from streaming.kafka.groups.group_positions import move_back  # noqa: PLC0415
     from streaming.partition_id import PartitionId  # noqa: PLC0415
-    from streaming.startup.assembly import checked_state_dir  # noqa: PLC0415
+    from streaming.startup.state_dir import checked_state_dir  # noqa: PLC0415
     from streaming.state.stores import check_access, open_state_dir  # noqa: PLC0415
 
     pattern = regex_option(args.group, "--group")

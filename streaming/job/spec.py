@@ -187,7 +187,8 @@ def find_saved(state: StateDir) -> SavedJob | None:
 
 def job_id_of(state: StateDir) -> str:
     """The identity of the job of a state dir: the one its first run made, or a new one (a new state dir, or one
-    from before jobs had one). Only the id is read: the start checked the rest of the saved spec before."""
+    from before jobs had one). Only the id is read: the rest of the saved spec was checked before the start
+    created anything (the caller's, where it holds the state dir), and is saved anew by it."""
     doc = read_json(state.storage, job_file(state))
     return (doc or {}).get("job_id") or new_job_id()
 

@@ -13,13 +13,13 @@ from typing import Mapping
 from streaming.cleaner import Overrides
 from streaming.configuration.cluster_settings import setting_origins
 from streaming.configuration.subscription import StartingOffsets, Subscription, subscription_of
-from streaming.disaster.mark import refuse_old_direction, switched_meanwhile
+from streaming.disaster.mark import switched_meanwhile
 from streaming.errors import UsageError
 from streaming.job.group_sync import GroupSyncSchedule
 from streaming.job.metrics import serve as serve_metrics
 from streaming.job.options import CONNECT_TIMEOUT_S, RunOptions, Schedules
 from streaming.job.runner import CompactorJob
-from streaming.job.spec import JobMapping, JobSpec, TopicPlan, check_state_dir_mapping, job_id_of
+from streaming.job.spec import JobMapping, JobSpec, TopicPlan, job_id_of
 from streaming.job.topics import SinkNaming, TopicSync
 from streaming.kafka.access.permissions import AccessCheck, JobAccess
 from streaming.kafka.admin import Cluster
@@ -30,8 +30,9 @@ from streaming.security.spark_secrets import spark_settings
 from streaming.spark.driver import SparkEngine
 from streaming.spark import session as spark_session
 from streaming.startup import report, schedules
+from streaming.startup.state_dir import checked_state_dir
 from streaming.state.locks import StateDirLock
-from streaming.state.stores import StateDir, check_access, open_state_dir
+from streaming.state.stores import StateDir
 
 log = logging.getLogger("kcompact")
 
@@ -40,7 +41,7 @@ log = logging.getLogger("kcompact")
 class Launch:
     """What a start is handed beside the options, as the command resolved them: the clusters' client settings,
     the --config overrides (parsed once, at the edge), the driver's log level and format (Spark's workers log
-    alike), and whether the caller already holds the state dir's lock (a promote runs the job under its own)."""
+    alike)."""
 
     source_kafka: Mapping[str, str]
     sink_kafka: Mapping[str, str]
@@ -59,7 +60,7 @@ class CheckedStart:
     naming: SinkNaming
     starting: StartingOffsets
     mapping: JobMapping
-    state: StateDir | None  # None: the caller holds one
+    state: StateDir | None  # None: the options name none (the caller holds one)
     source: Cluster
     sink: Cluster
     sync: TopicSync
@@ -71,6 +72,8 @@ def start(options: RunOptions, launch: Launch, held: StateDir | None = None) -> 
     """Runs the job to its end; its exit code. ``held``: the state dir of a caller that opened and checked it and
     holds its lock (a promote runs the job in its own), and the options then name none; else the options' state
     dir is checked with the rest, and locked once the sink topics are there."""
+    if (held is None) == (options.state_dir is None):
+        raise ValueError("a start runs in one state dir: the options' or the one its caller holds")
     checked = check(options, launch)
     state = held
     if state is None:
@@ -113,17 +116,6 @@ def check(options: RunOptions, launch: Launch) -> CheckedStart:
     beside = schedules.for_job(options, source, sink, table_sync)
     return CheckedStart(options, subscription, naming, starting, mapping, state, source, sink, sync, permissions,
                         beside)
-
-
-def checked_state_dir(uri: str, mapping: JobMapping, force: bool = False, write: bool = True) -> StateDir:
-    """A state dir a job is to run in, read before anything is created: one the user can write (``write``: False
-    for a dry run), of this mapping (or of none yet), not switched away from (``force`` clears that mark)."""
-    state = open_state_dir(uri)
-    check_access(state, write=write)
-    check_state_dir_mapping(state, mapping)
-    refuse_old_direction(state, force)
-    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
-    return state
 
 
 def create(checked: CheckedStart) -> dict[str, TopicPlan]:

@@ -1,5 +1,5 @@
-"""The syncs that run beside the job (group offsets, topic ACLs, an Iceberg table) and the switch check before each
-stage, made from the run's options on the clusters the job itself uses; None where the run did not ask for one."""
+"""The syncs that run beside the job (group offsets, topic ACLs, an Iceberg table), made from the run's options on
+the clusters the job itself uses; None where the run did not ask for one."""
 
 from __future__ import annotations
 
