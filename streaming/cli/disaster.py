@@ -183,10 +183,10 @@ def _catch_up(args: argparse.Namespace, sides) -> str:
     """The job's last run, here: what is in the source now is ingested, every segment rolled and cleaned, and
     each key's winner emitted; min.compaction.lag.ms and the dirty ratio hold nothing back. It runs in the
     state dir it read the saved mapping from, which says so if others can read it, as a run does."""
-    from streaming.security.private_files import warn_if_readable_by_others  # noqa: PLC0415
+    from streaming.startup.state_dir import warn_if_others_can_read  # noqa: PLC0415
 
-    saved, mapping, state = sides.saved, sides.saved.mapping, sides.state
-    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
+    saved, mapping = sides.saved, sides.saved.mapping
+    warn_if_others_can_read(sides.state)
     values: dict = {"bootstrap.servers": mapping.source_bootstrap, "dead.letter.topic": saved.dead_letter_topic}
     if hasattr(mapping.subscription, "pattern"):
         values["source.topic.pattern"] = mapping.subscription.pattern

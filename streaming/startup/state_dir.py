@@ -16,5 +16,10 @@ def checked_state_dir(uri: str, mapping: JobMapping, force: bool = False, write:
     check_access(state, write=write)
     check_state_dir_mapping(state, mapping)
     refuse_old_direction(state, force)
-    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
+    warn_if_others_can_read(state)
     return state
+
+
+def warn_if_others_can_read(state: StateDir) -> None:
+    """A local state dir others can read holds a copy of the mirrored data: every run in one says so."""
+    warn_if_readable_by_others(state.root if state.local else None, "--state-dir")
