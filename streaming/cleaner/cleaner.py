@@ -6,7 +6,9 @@
 2. Recopy: every sealed segment below the pass's end offset, in groups of at most segment.bytes. A record
    survives iff it is its key's winner. Clean-section records are ranked against the dirty winners as the
    recopy meets them (they come first in offset order), so a late lower version never displaces a higher
-   one already cleaned. A group in which nothing changes is not rewritten.
+   one already cleaned. A group in which nothing changes is not rewritten. A group of the dirty range whose
+   records the map phase showed to be every one its key's winner (each key once, none a tombstone or keyless)
+   is not even read again, unless a clean record outranked one of them: only the clean section can change.
 3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
    one whose horizon has passed is removed, once the sink has committed it (a tombstone removed before
    would never delete its key there). So a tombstone needs two passes and is never kept forever.
@@ -65,6 +67,22 @@ class KeylessRecordError(RuntimeError):
 
 
 @dataclass
+class DirtyRange:
+    """What the map phase learned of the pass's dirty range: whether each of its records is its key's winner as it
+    stands (each key once, none a tombstone, none keyless), so a group of it the map checked cannot change, until a
+    clean record outranks one of its records."""
+
+    start: int
+    new_keys_only: bool = True
+    outranked: bool = False
+
+    def unchanged(self, segments: Sequence[SegmentMeta], checked: set[int]) -> bool:
+        """Whether these segments (the rest of a group) stay as they are: all of the dirty range, checked by the map."""
+        return (self.new_keys_only and not self.outranked and segments[0].base_offset >= self.start
+                and all(s.base_offset in checked for s in segments))
+
+
+@dataclass
 class CleanResult:
     partition: PartitionId
     start_offset: int          # the first dirty offset this pass started from
@@ -110,11 +128,13 @@ class Cleaner:
         self.map.clear(target.cleanable_records)
         self.memo.clear()
         checked: set[int] = set()
-        result.end_offset = self._build_map(plog, target, versions, result, throttler, checked)
+        dirty = DirtyRange(target.first_dirty_offset)
+        result.end_offset = self._build_map(plog, target, versions, result, throttler, checked, dirty)
         self.memo.seal()
         result.buffer_utilization = self.map.utilization
         try:
-            swapped = self._recopy(plog, target, versions, result, throttler, dead_letter, checked, emitted_up_to)
+            swapped = self._recopy(plog, target, versions, result, throttler, dead_letter, checked, emitted_up_to,
+                                   dirty)
         finally:
             self.memo.clear()
         if not swapped:  # a swap commits the checkpoint and the erase audit's events with it
@@ -130,12 +150,14 @@ class Cleaner:
     # ----- phase 1: the offset map -------------------------------------------------------------------------
 
     def _build_map(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
-                   throttler: Throttler, checked: set[int]) -> int:
+                   throttler: Throttler, checked: set[int], dirty: DirtyRange) -> int:
         """Map the dirty range; return the pass's end offset (first offset not mapped). Only keys are read
         (values are most of the bytes), each segment's bytes checked on the way; a segment read to its end
-        goes into ``checked``, so the recopy need not check it again."""
+        goes into ``checked``, so the recopy need not check it again. ``dirty`` learns whether the range holds
+        only new keys."""
         lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
         omap = self.map
+        mapped_records = 0
         for seg in plog.segments[:-1]:
             if seg.next_offset <= lo:
                 continue
@@ -154,10 +176,14 @@ class Cleaner:
                 keyed = batch if has_key.all() else batch.filter(pa.array(has_key))
                 if keyed is not batch and self.config.keyless_policy is KeylessPolicy.FAIL:
                     raise KeylessRecordError(target.partition, int(offsets_of(batch)[np.argmin(has_key)]))
+                if keyed is not batch or keyed.column("tombstone").true_count:
+                    dirty.new_keys_only = False
                 h1, h2 = hash_keys(keyed.column("key"))
                 off = offsets_of(keyed)
                 ver = versions.versions(keyed) if omap.versioned else None
                 mapped = omap.put(h1, h2, off, ver)
+                mapped_records += mapped
+                dirty.new_keys_only &= omap.size == mapped_records
                 self.memo.keep(off[:mapped], h1[:mapped], h2[:mapped])
                 throttler.maybe_throttle(int(batch.column("size").to_numpy().sum()))
                 if mapped < len(off):  # the map is full: this record's key is the first that did not fit
@@ -185,23 +211,26 @@ class Cleaner:
 
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
                 throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int],
-                emitted_up_to: int | None) -> bool:
+                emitted_up_to: int | None, dirty: DirtyRange) -> bool:
         """Rewrites each group a decision changes; the last group's rewrite commits the pass's checkpoint and the
         erase audit's events with it, and then says so (True): the pass needs no commit of its own."""
         groups = self._groups(plog, result.end_offset)
         for i, group in enumerate(groups):
             removals: list[audit.Removed | audit.Superseded] = []  # tombstones this group's rewrite removes: journaled with its swap
-            decisions = self._decide(plog, group, target.first_dirty_offset, versions, result, throttler,
-                                     dead_letter, checked, removals, emitted_up_to)
+            decisions = self._decide(plog, group, dirty, versions, result, throttler, dead_letter, checked, removals,
+                                     emitted_up_to)
             unchanged = 0
-            for batch, keep, horizon in decisions:
+            for decision in decisions:
+                if decision is None:  # the rest of the group stays as it is
+                    break
+                batch, keep, horizon = decision
                 if keep.all() and not horizon.any():
                     unchanged += 1
                     continue
                 rewritten = itertools.chain(
                     itertools.islice(self._read_group(plog, group, checked), unchanged),
                     [self._apply(batch, keep, horizon, result)],
-                    (self._apply(b, k, h, result) for b, k, h in decisions))
+                    (self._apply(*d, result) for d in decisions if d is not None))
                 last = i == len(groups) - 1
                 new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset,
                                    journal=functools.partial(_joined, removals, result.erased if last else []),
@@ -220,6 +249,18 @@ class Cleaner:
         return itertools.chain.from_iterable(plog.segment_batches(s, check=s.base_offset not in checked)
                                              for s in group)
 
+    @staticmethod
+    def _read_until_unchanged(plog: PartitionLog, group: Sequence[SegmentMeta], checked: set[int],
+                              dirty: DirtyRange) -> Iterator[pa.RecordBatch | None]:
+        """_read_group's batches, with a None before the segment from which the rest of the group stays as it is;
+        a segment is read only once the batches before it (and the None) are taken."""
+        told = False
+        for i, seg in enumerate(group):
+            if not told and dirty.unchanged(group[i:], checked):
+                told = True
+                yield None
+            yield from plog.segment_batches(seg, check=seg.base_offset not in checked)
+
     def _apply(self, batch: pa.RecordBatch, keep: np.ndarray, horizon: np.ndarray,
                result: CleanResult) -> pa.RecordBatch:
         if horizon.any():
@@ -229,17 +270,23 @@ class Cleaner:
             batch = batch.set_column(i, batch.schema.field(i), column)
         return batch.filter(pa.array(keep))
 
-    def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], first_dirty: int, versions: VersionReader,
+    def _decide(self, plog: PartitionLog, group: Sequence[SegmentMeta], dirty: DirtyRange, versions: VersionReader,
                 result: CleanResult, throttler: Throttler, dead_letter: DeadLetterSink | None,
                 checked: set[int], removals: list[audit.Removed | audit.Superseded],
-                emitted_up_to: int | None) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+                emitted_up_to: int | None) -> Iterator[tuple[pa.RecordBatch, np.ndarray, np.ndarray] | None]:
         """Per batch of the group: which records survive, and which surviving tombstones get a horizon. The
-        erase audit's events go to ``removals`` (tombstones removed) and result.erased (tombstones that won)."""
+        erase audit's events go to ``removals`` (tombstones removed) and result.erased (tombstones that won).
+        None, once, where the rest of the group is known to stay as it is (DirtyRange): a caller that has changed
+        nothing yet stops there, unread; one rewriting the group reads on, to copy the rest."""
         omap = self.map
+        first_dirty = dirty.start
         auditing = self.config.erase_audit_keys is not AuditKeys.OFF
         end = result.end_offset
         now = result.now_ms
-        for batch in self._read_group(plog, group, checked):
+        for batch in self._read_until_unchanged(plog, group, checked, dirty):
+            if batch is None:
+                yield None
+                continue
             n = batch.num_rows
             result.records_read += n
             nbytes = int(record_sizes(batch).sum())
@@ -279,6 +326,7 @@ class Cleaner:
                     cver = versions.versions(batch.take(pa.array(idx[clean])))
                     beats = rank_greater(cver, roff[clean], mver[clean], moff[clean])
                     if beats.any():
+                        dirty.outranked = True
                         omap.set_at(slot[clean][beats], roff[clean][beats], cver[beats])
                         # dirty records of the same keys may sit in this very batch: re-read winners
                         moff = np.where(found, omap.off[np.where(found, slot, 0)], moff)

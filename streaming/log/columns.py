@@ -26,13 +26,15 @@ LOG_BATCH_SCHEMA = pa.schema([
     pa.field("headers", pa.binary(), nullable=False),
     pa.field("delete_horizon_ms", pa.int64()),
 ])
-# What the cleaner's map phase reads: no values (most of a segment's bytes), each record's size instead.
+# What the cleaner's map phase reads: no values (most of a segment's bytes), each record's size and whether it is a
+# tombstone instead.
 KEY_BATCH_SCHEMA = pa.schema([
     pa.field("offset", pa.int64(), nullable=False),
     pa.field("timestamp", pa.int64(), nullable=False),
     pa.field("key", pa.binary()),
     pa.field("headers", pa.binary(), nullable=False),
     pa.field("size", pa.int64(), nullable=False),
+    pa.field("tombstone", pa.bool_(), nullable=False),
 ])
 NO_HEADERS = b"\x00"  # the Avro encoding of an empty array
 # Roughly what Avro spends per record beyond key, value and headers (varints, union tags). Sizes drive
@@ -276,6 +278,6 @@ def decode_key_batch(buf: np.ndarray, pos: int, end: int, sync: bytes,
     sizes = RECORD_OVERHEAD + np.maximum(key_len, 0) + np.maximum(val_len, 0) + hdr_len - 1
     batch = pa.RecordBatch.from_arrays([
         pa.array(offset), pa.array(timestamp), _binary_array(buf, key_start, key_len),
-        _binary_array(buf, hdr_start, hdr_len), pa.array(sizes),
+        _binary_array(buf, hdr_start, hdr_len), pa.array(sizes), pa.array(val_len < 0),
     ], schema=KEY_BATCH_SCHEMA)
     return batch, int(after)

@@ -424,3 +424,66 @@ def test_a_pass_that_rewrites_only_an_earlier_group_commits_the_checkpoint_after
     again = new_log(tmp_path, c)
     assert again.version == before + 2 and again.cleaner_checkpoint == 3
     assert contents(again) == [(1, b"a", b"y" * 40), (2, b"b", b"z" * 40)]
+
+
+def _segments_read(plog: PartitionLog, monkeypatch) -> list[int]:
+    """The base offsets of the segments whose records (not only keys) the log is asked for, in order."""
+    reads: list[int] = []
+    whole = plog.segment_batches
+
+    def counting(seg, check: bool = True):
+        reads.append(seg.base_offset)
+        return whole(seg, check)
+
+    monkeypatch.setattr(plog, "segment_batches", counting)
+    return reads
+
+
+def test_a_dirty_range_of_new_keys_is_mapped_and_not_read_again(tmp_path, monkeypatch) -> None:
+    """Every record of such a range is its key's winner: nothing in it can change, so the recopy reads only the
+    clean section, where the range's keys may replace older records."""
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"b", b"2")])
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    plog.append([rec(2, b"c", b"3"), rec(3, b"d", b"4")])
+    plog.roll()
+    reads = _segments_read(plog, monkeypatch)
+    result = Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert reads == [0], "the dirty segment (base offset 2) was only mapped"
+    assert result.end_offset == 4 and plog.cleaner_checkpoint == 4
+    assert contents(plog) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"c", b"3"), (3, b"d", b"4")]
+
+
+@pytest.mark.parametrize("dirty", [
+    [rec(2, b"c", b"3"), rec(3, b"c", b"4")],  # a key twice
+    [rec(2, b"c", b"3"), rec(3, b"d", None)],  # a tombstone, which gets its horizon
+    [rec(2, b"c", b"3"), rec(3, None, b"4")],  # a keyless record, dropped
+], ids=["repeated-key", "tombstone", "keyless"])
+def test_a_dirty_range_that_changes_is_read_and_rewritten(tmp_path, monkeypatch, dirty) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, compaction_keyless_policy="drop")
+    plog = new_log(tmp_path, c)
+    plog.append(dirty)
+    plog.roll()
+    reads = _segments_read(plog, monkeypatch)
+    before = plog.version
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 10)
+    assert 0 in reads and plog.version == before + 1, "read and rewritten, with the checkpoint"
+    kept = plog.segments[0]
+    assert kept.record_count == (2 if dirty[1]["key"] == b"d" else 1)
+    assert kept.min_delete_horizon_ms == (10 + c.delete_retention_ms if dirty[1]["key"] == b"d" else None)
+
+
+def test_a_clean_record_that_outranks_a_new_dirty_key_still_drops_it(tmp_path, monkeypatch) -> None:
+    """A dirty range of new keys is left unread only while no clean record beat one of its winners."""
+    c = CompactionConfig(min_cleanable_dirty_ratio=0, compaction_strategy="header", compaction_strategy_header="v")
+    plog = new_log(tmp_path, c)
+    v = lambda n: [("v", n.to_bytes(8, "big", signed=True))]  # noqa: E731
+    plog.append([rec(0, b"a", b"v5", headers=v(5))])
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    plog.append([rec(1, b"a", b"v3-late", headers=v(3)), rec(2, b"b", b"v1", headers=v(1))])
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert contents(plog) == [(0, b"a", b"v5"), (2, b"b", b"v1")]
