@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
 from streaming.cleaner.hash_memo import HashMemo
-from streaming.cleaner.offset_map import OffsetMap, hash_keys, rank_greater
+from streaming.cleaner.offset_map import OffsetMap, rank_greater
 from streaming.partition_id import PartitionId
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
@@ -42,6 +42,9 @@ from streaming.erasure.events import AuditKeys
 from streaming.log import PartitionLog, records_from_batch
 from streaming.log.journal import JournalEvent
 from streaming.log.columns import offsets_of, record_sizes, validity
+from streaming.log import key_filter
+from streaming.log.key_filter import FilterBuilder
+from streaming.log.key_hash import hash_keys
 from streaming.log.record import LogRecord
 from streaming.log.segment import SegmentMeta
 
@@ -68,18 +71,34 @@ class KeylessRecordError(RuntimeError):
 
 @dataclass
 class DirtyRange:
-    """What the map phase learned of the pass's dirty range: whether each of its records is its key's winner as it
-    stands (each key once, none a tombstone, none keyless), so a group of it the map checked cannot change, until a
-    clean record outranks one of its records."""
+    """What the map phase learned of the pass's dirty range, to know which segments the recopy need not read:
+    - whether each of its records is its key's winner as it stands (each key once, none a tombstone, none
+      keyless), so a segment of it the map checked cannot change, until a clean record outranks one of its records;
+    - the fingerprints of its mapped keys, so a clean segment whose key filter holds none of them, with no
+      tombstone due to go, cannot change either."""
 
     start: int
+    now_ms: int
     new_keys_only: bool = True
     outranked: bool = False
+    prints: tuple[np.ndarray, np.ndarray] | None = None
+    _clean_stays: dict[int, bool] = field(default_factory=dict)
 
     def unchanged(self, segments: Sequence[SegmentMeta], checked: set[int]) -> bool:
-        """Whether these segments (the rest of a group) stay as they are: all of the dirty range, checked by the map."""
-        return (self.new_keys_only and not self.outranked and segments[0].base_offset >= self.start
-                and all(s.base_offset in checked for s in segments))
+        """Whether these segments (the rest of a group) stay as they are."""
+        return all(self._stays(s, checked) for s in segments)
+
+    def _stays(self, seg: SegmentMeta, checked: set[int]) -> bool:
+        if seg.next_offset > self.start:
+            return (self.new_keys_only and not self.outranked and seg.base_offset >= self.start
+                    and seg.base_offset in checked)
+        stays = self._clean_stays.get(seg.base_offset)
+        if stays is None:
+            stays = self._clean_stays[seg.base_offset] = (
+                seg.key_filter is not None and self.prints is not None
+                and (seg.min_delete_horizon_ms is None or seg.min_delete_horizon_ms > self.now_ms)
+                and not key_filter.holds_any(seg.key_filter, *self.prints))
+        return stays
 
 
 @dataclass
@@ -128,7 +147,7 @@ class Cleaner:
         self.map.clear(target.cleanable_records)
         self.memo.clear()
         checked: set[int] = set()
-        dirty = DirtyRange(target.first_dirty_offset)
+        dirty = DirtyRange(target.first_dirty_offset, now_ms)
         result.end_offset = self._build_map(plog, target, versions, result, throttler, checked, dirty)
         self.memo.seal()
         result.buffer_utilization = self.map.utilization
@@ -154,15 +173,35 @@ class Cleaner:
         """Map the dirty range; return the pass's end offset (first offset not mapped). Only keys are read
         (values are most of the bytes), each segment's bytes checked on the way; a segment read to its end
         goes into ``checked``, so the recopy need not check it again. ``dirty`` learns whether the range holds
-        only new keys."""
+        only new keys, and their fingerprints where a clean segment has a key filter to ask. A small segment read
+        whole gets its own filter (streaming.log.key_filter), committed with the pass."""
         lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
+        segments = plog.segments[:-1]
+        prints: list[tuple[np.ndarray, np.ndarray]] | None = \
+            [] if any(s.key_filter is not None for s in segments if s.next_offset <= lo) else None
+        filters: dict[int, str] = {}
+        try:
+            return self._map_segments(plog, segments, lo, hi, target, versions, result, throttler, checked, dirty,
+                                      prints, filters)
+        finally:
+            plog.describe_keys(filters)
+            if prints is not None:
+                dirty.prints = (np.concatenate([p[0] for p in prints] or [np.empty(0, np.uint64)]),
+                                np.concatenate([p[1] for p in prints] or [np.empty(0, np.uint64)]))
+
+    def _map_segments(self, plog: PartitionLog, segments: list[SegmentMeta], lo: int, hi: int, target: LogToClean,
+                      versions: VersionReader, result: CleanResult, throttler: Throttler, checked: set[int],
+                      dirty: DirtyRange, prints: list[tuple[np.ndarray, np.ndarray]] | None,
+                      filters: dict[int, str]) -> int:
         omap = self.map
         mapped_records = 0
-        for seg in plog.segments[:-1]:
+        for seg in segments:
             if seg.next_offset <= lo:
                 continue
             if seg.base_offset >= hi:
                 break
+            keys = FilterBuilder() if (seg.key_filter is None and lo <= seg.base_offset and seg.next_offset <= hi
+                                       and seg.record_count <= key_filter.MAX_KEYS) else None
             for batch in plog.segment_keys(seg):
                 off = offsets_of(batch)
                 if off[-1] < lo:
@@ -176,12 +215,21 @@ class Cleaner:
                 keyed = batch if has_key.all() else batch.filter(pa.array(has_key))
                 if keyed is not batch and self.config.keyless_policy is KeylessPolicy.FAIL:
                     raise KeylessRecordError(target.partition, int(offsets_of(batch)[np.argmin(has_key)]))
-                if keyed is not batch or keyed.column("tombstone").true_count:
+                tombstones = keyed.column("tombstone").true_count
+                if keyed is not batch or tombstones:
                     dirty.new_keys_only = False
+                if keys is not None and tombstones:
+                    keys.give_up()  # each needs a horizon: the pass rewrites its segment, and the rewrite's filter
                 h1, h2 = hash_keys(keyed.column("key"))
                 off = offsets_of(keyed)
                 ver = versions.versions(keyed) if omap.versioned else None
                 mapped = omap.put(h1, h2, off, ver)
+                if prints is not None or (keys is not None and keys.wants):
+                    p1, p2 = key_filter.fingerprints(keyed.column("key"))
+                    if keys is not None:
+                        keys.add(p1, p2)
+                    if prints is not None:
+                        prints.append((p1[:mapped], p2[:mapped]))
                 mapped_records += mapped
                 dirty.new_keys_only &= omap.size == mapped_records
                 self.memo.keep(off[:mapped], h1[:mapped], h2[:mapped])
@@ -190,6 +238,8 @@ class Cleaner:
                     result.map_full = True
                     return int(off[mapped])
             checked.add(seg.base_offset)
+            if keys is not None and (built := keys.build()) is not None:
+                filters[seg.base_offset] = built
         return hi
 
     # ----- phase 2: recopy ---------------------------------------------------------------------------------

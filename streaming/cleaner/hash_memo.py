@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from streaming.cleaner.offset_map import hash_keys
+from streaming.log.key_hash import hash_keys
 
 BYTES_PER_RECORD = 24
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.cleaner.config import CompactionConfig
-from streaming.cleaner.offset_map import hash_keys
+from streaming.log.key_hash import hash_keys
 from streaming.cleaner.strategy import VersionReader
 from streaming.errors import UserError
 from streaming.log.columns import offsets_of

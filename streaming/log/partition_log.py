@@ -12,11 +12,12 @@ the last commit described it (a power cut: the last durable one, see storage.Bar
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import posixpath
 import random
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -197,6 +198,12 @@ class PartitionLog:
             return False
         self._commit([*self._segments, SegmentMeta.new(self.active.next_offset)], self._checkpoint)
         return True
+
+    def describe_keys(self, filters: Mapping[int, str]) -> None:
+        """Sealed segments' key filters (by base offset), built by a pass that read all their keys: the log's next
+        commit carries them (the pass's own, with its checkpoint)."""
+        self._segments = [dataclasses.replace(s, key_filter=filters[s.base_offset]) if s.base_offset in filters else s
+                          for s in self._segments]
 
     def set_cleaner_checkpoint(self, offset: int, journal: Sequence[JournalEvent] | None = None) -> None:
         if offset != self._checkpoint or journal:

@@ -78,6 +78,7 @@ class SegmentMeta:
     min_delete_horizon_ms: int | None = None
     sync: str = ""  # the Avro sync marker (hex) every object of the segment uses
     chunks: tuple[Chunk, ...] = ()
+    key_filter: str | None = None  # its keys (streaming.log.key_filter), where a writer or a pass knew them all
 
     @property
     def empty(self) -> bool:
@@ -99,6 +100,7 @@ class SegmentMeta:
         n = batch.num_rows
         if n == 0:
             return
+        self.key_filter = None  # it no longer holds every key: a writer that knows them sets it again
         if self.first_timestamp is None:
             self.first_timestamp = int(lag_ts[0])
         top = int(lag_ts.max())

@@ -1,6 +1,6 @@
 """Where an append's records go: how many fit the active segment before segment.bytes rolls it, and the new
 object that holds them, folded with the segment's small trailing objects as a binary counter carries; and the one
-object of a cleaned segment."""
+object of a cleaned segment, with the filter of its keys."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import BinaryIO, Iterable
 import numpy as np
 import pyarrow as pa
 
-from streaming.log.columns import lag_timestamps, offsets_of, record_sizes
+from streaming.log.columns import lag_timestamps, offsets_of, record_sizes, validity
+from streaming.log.key_filter import FilterBuilder, fingerprints
 from streaming.log.manifest import objects_dir
 from streaming.log.segment import Chunk, SegmentMeta, object_body, object_header, object_name, read_header
 from streaming.log.storage import Storage
@@ -99,6 +100,7 @@ def write_cleaned(f: BinaryIO, new: SegmentMeta, batches: Iterable[pa.RecordBatc
     written = len(header)
     crc = zlib.crc32(header)
     last = new.base_offset - 1
+    keys = FilterBuilder()
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -112,4 +114,17 @@ def write_cleaned(f: BinaryIO, new: SegmentMeta, batches: Iterable[pa.RecordBatc
         written += len(data)
         crc = zlib.crc32(data, crc)
         new.observe(batch, record_sizes(batch), np.minimum(lag_timestamps(batch, written_at, after_max_ms), written_at))
+        _fingerprint(keys, batch)
+    new.key_filter = keys.build()
     return written, crc
+
+
+def _fingerprint(keys: FilterBuilder, batch: pa.RecordBatch) -> None:
+    """A cleaned segment's keys, for its filter; none where a tombstone has no horizon (kept past the pass's end)."""
+    if not keys.wants:
+        return
+    if (~validity(batch.column("value")) & ~validity(batch.column("delete_horizon_ms"))).any():
+        keys.give_up()
+        return
+    key = batch.column("key")
+    keys.add(*fingerprints(key.drop_null() if key.null_count else key))

@@ -439,21 +439,55 @@ def _segments_read(plog: PartitionLog, monkeypatch) -> list[int]:
     return reads
 
 
-def test_a_dirty_range_of_new_keys_is_mapped_and_not_read_again(tmp_path, monkeypatch) -> None:
-    """Every record of such a range is its key's winner: nothing in it can change, so the recopy reads only the
-    clean section, where the range's keys may replace older records."""
+def test_a_dirty_range_of_new_keys_is_only_mapped(tmp_path, monkeypatch) -> None:
+    """Every record of such a range is its key's winner, and the clean segment's key filter (built by the first
+    pass, kept in the manifest) holds none of its keys: nothing can change, and the recopy reads nothing."""
     c = cfg(min_cleanable_dirty_ratio=0)
     plog = new_log(tmp_path, c)
     plog.append([rec(0, b"a", b"1"), rec(1, b"b", b"2")])
     plog.roll()
     Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    plog = new_log(tmp_path, c)
+    assert plog.segments[0].key_filter is not None
     plog.append([rec(2, b"c", b"3"), rec(3, b"d", b"4")])
     plog.roll()
     reads = _segments_read(plog, monkeypatch)
     result = Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
-    assert reads == [0], "the dirty segment (base offset 2) was only mapped"
+    assert reads == []
     assert result.end_offset == 4 and plog.cleaner_checkpoint == 4
     assert contents(plog) == [(0, b"a", b"1"), (1, b"b", b"2"), (2, b"c", b"3"), (3, b"d", b"4")]
+
+
+def test_a_clean_segment_holding_a_key_of_the_dirty_range_is_read_and_rewritten(tmp_path, monkeypatch) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, segment_bytes=40)  # a group a segment
+    plog = new_log(tmp_path, c)
+    for i, key in enumerate([b"a", b"b", b"c"]):
+        plog.append([rec(i, key, b"%d" % i)])
+        plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert [s.base_offset for s in plog.segments[:-1]] == [0, 1, 2] and all(s.key_filter for s in plog.segments[:-1])
+    plog.append([rec(3, b"b", b"new"), rec(4, b"d", b"4")])
+    plog.roll()
+    reads = _segments_read(plog, monkeypatch)
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
+    assert reads == [1], "only the segment that holds b; the dirty range's is only mapped"
+    assert contents(plog) == [(0, b"a", b"0"), (2, b"c", b"2"), (3, b"b", b"new"), (4, b"d", b"4")]
+
+
+def test_a_clean_segment_whose_tombstone_is_due_is_read_though_its_keys_are_not_touched(tmp_path, monkeypatch) -> None:
+    c = cfg(min_cleanable_dirty_ratio=0, delete_retention_ms=100)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"b", None)])
+    plog.roll()
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)  # b's tombstone gets its horizon: 100
+    assert plog.segments[0].key_filter is not None and plog.segments[0].min_delete_horizon_ms == 100
+    plog.append([rec(2, b"c", b"3")])
+    plog.roll()
+    reads = _segments_read(plog, monkeypatch)
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 50), 50)
+    assert reads == [], "its horizon has not passed"
+    Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 200), 200)
+    assert 0 in reads and contents(plog) == [(0, b"a", b"1"), (2, b"c", b"3")]
 
 
 @pytest.mark.parametrize("dirty", [

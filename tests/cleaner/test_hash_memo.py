@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from streaming.cleaner.hash_memo import BYTES_PER_RECORD, HashMemo
-from streaming.cleaner.offset_map import hash_keys
+from streaming.log.key_hash import hash_keys
 
 
 def _batch(offsets: range) -> tuple[pa.Array, np.ndarray]:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from streaming.cleaner import CompactionConfig, LogCleanerManager
 from streaming.partition_id import PartitionId
 from streaming.cleaner import offset_map
-from streaming.cleaner.offset_map import OffsetMap, hash_keys
+from streaming.cleaner.offset_map import OffsetMap
+from streaming.log.key_hash import hash_keys
 from streaming.log import PartitionLog, make_record
 
 
