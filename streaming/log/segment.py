@@ -211,40 +211,56 @@ def read_batches(storage: Storage, path: str, decode: BlockDecoder = decode_batc
     With ``checked_against``, the bytes are checked against the manifest as they are read, and damage
     raises CorruptSegmentError only after the last batch: for a reader that acts on nothing before the
     end (the cleaner's map), this saves reading the object twice."""
-    checking = checked_against is not None
     with storage.open_read(path) as f:
-        buf = np.empty(READ_CHUNK, dtype=np.uint8)
-        held = _fill(f, buf, 0)  # read front to back, never seeking: one streamed download on a store
-        _, sync, pos = read_header(io.BytesIO(buf[:held].tobytes()))
-        crc, length = (zlib.crc32(buf[:held]), held) if checking else (0, 0)
-        start = 0  # the object's position of buf[0]
-        while True:
-            ended = held < len(buf)
-            batch, pos = decode(buf, pos, held, sync)
-            if batch.num_rows:
-                yield batch
-            if ended:
-                if pos < held:
-                    raise DecodeError(codec.ERR_TRUNCATED, start + pos)
-                break
-            tail = held - pos
-            if tail == len(buf):  # not one whole block in a full buffer
-                buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
-            else:
-                buf[:tail] = buf[pos:held]
-                start += pos
-            pos, before = 0, tail
-            held = _fill(f, buf, tail)
-            if checking:
-                crc, length = zlib.crc32(buf[before:held], crc), length + held - before
+        yield from _batches(f, path, decode, checked_against)
+
+
+def _batches(f: BinaryIO, path: str, decode: BlockDecoder, checked_against: Chunk | None) -> Iterator[pa.RecordBatch]:
+    """read_batches from an open object."""
+    checking = checked_against is not None
+    buf = np.empty(READ_CHUNK, dtype=np.uint8)
+    held = _fill(f, buf, 0)  # read front to back, never seeking: one streamed download on a store
+    _, sync, pos = read_header(io.BytesIO(buf[:held].tobytes()))
+    crc, length = (zlib.crc32(buf[:held]), held) if checking else (0, 0)
+    start = 0  # the object's position of buf[0]
+    while True:
+        ended = held < len(buf)
+        batch, pos = decode(buf, pos, held, sync)
+        if batch.num_rows:
+            yield batch
+        if ended:
+            if pos < held:
+                raise DecodeError(codec.ERR_TRUNCATED, start + pos)
+            break
+        tail = held - pos
+        if tail == len(buf):  # not one whole block in a full buffer
+            buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+        else:
+            buf[:tail] = buf[pos:held]
+            start += pos
+        pos, before = 0, tail
+        held = _fill(f, buf, tail)
+        if checking:
+            crc, length = zlib.crc32(buf[before:held], crc), length + held - before
     if checking and (crc, length) != (checked_against.crc32, checked_against.bytes):
         raise _mismatch(path, crc, length, checked_against)
 
 
 def read_verified(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.RecordBatch]:
-    """The object's records, after checking its bytes; a decoding failure is reported as damage too."""
-    verify_object(storage, path, chunk)
-    yield from _decoding_as_damage(path, read_batches(storage, path))
+    """The object's records, after checking its bytes; a decoding failure is reported as damage too. An object
+    that fits the read buffer is read once, checked in memory and decoded from there; a larger one is read twice,
+    checked first, so no batch of damaged bytes reaches a caller that acts as it reads (the emission)."""
+    if chunk.bytes > READ_CHUNK:
+        verify_object(storage, path, chunk)
+        yield from _decoding_as_damage(path, read_batches(storage, path))
+        return
+    data = storage.get(path)
+    if len(data) < chunk.bytes:
+        raise CorruptSegmentError(f"{path}: truncated: {len(data)} bytes, the manifest records {chunk.bytes}")
+    crc = zlib.crc32(memoryview(data)[:chunk.bytes])
+    if crc != chunk.crc32:
+        raise _mismatch(path, crc, chunk.bytes, chunk)
+    yield from _decoding_as_damage(path, _batches(io.BytesIO(data), path, decode_batch, None))
 
 
 def read_keys_checked(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.RecordBatch]:

@@ -10,8 +10,9 @@ import pytest
 from streaming.log import batch_from_records, records_from_batch
 from streaming.log import segment
 from streaming.log.segment import (Chunk, CorruptSegmentError, SegmentMeta, object_body, object_header,
-                                   read_batches, read_keys_checked)
+                                   read_batches, read_keys_checked, read_verified)
 from streaming.log.storage import LocalStorage
+from tests.log.objects import PatchedStorage
 
 
 def write_object(path: str, records: list[dict]) -> Chunk:
@@ -56,3 +57,35 @@ def test_damage_found_while_reading_in_pieces_is_raised_after_the_last_batch(tmp
         for b in batches:
             seen += b.num_rows
     assert seen == len(records)
+
+
+@pytest.mark.parametrize("buffer, reads", [(1 << 20, ["get"]), (2048, ["open_read", "open_read"])])
+def test_a_checked_read_reads_an_object_that_fits_the_buffer_once(tmp_path, monkeypatch, buffer, reads) -> None:
+    """Checked, then decoded from memory; a larger object is read twice: checked before any batch is given."""
+    monkeypatch.setattr(segment, "READ_CHUNK", buffer)
+    records = [make(i, 300) for i in range(40)]
+    chunk = write_object(str(tmp_path / "obj"), records)
+    inner = LocalStorage(fsync=False)
+    asked: list[str] = []
+    storage = PatchedStorage(inner, get=lambda p: (asked.append("get"), inner.get(p))[1],
+                             open_read=lambda p: (asked.append("open_read"), inner.open_read(p))[1])
+    assert [r for b in read_verified(storage, str(tmp_path / "obj"), chunk) for r in records_from_batch(b)] == records
+    assert asked == reads
+
+
+@pytest.mark.parametrize("buffer", [1 << 20, 2048])
+@pytest.mark.parametrize("damage", ["flipped", "truncated"])
+def test_a_checked_read_gives_no_batch_of_a_damaged_object(tmp_path, monkeypatch, buffer: int, damage: str) -> None:
+    monkeypatch.setattr(segment, "READ_CHUNK", buffer)
+    chunk = write_object(str(tmp_path / "obj"), [make(i, 300) for i in range(40)])
+    with open(tmp_path / "obj", "r+b") as f:
+        if damage == "truncated":
+            f.truncate(chunk.bytes - 10)
+        else:
+            f.seek(chunk.bytes - 30)
+            byte = f.read(1)
+            f.seek(chunk.bytes - 30)
+            f.write(bytes([byte[0] ^ 0xFF]))
+    batches = read_verified(LocalStorage(fsync=False), str(tmp_path / "obj"), chunk)
+    with pytest.raises(CorruptSegmentError, match="truncated" if damage == "truncated" else "checksum mismatch"):
+        next(batches)
