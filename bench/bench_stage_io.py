@@ -54,7 +54,7 @@ from streaming.state.stores import open_state_dir
 from tests.minio import S3Server
 
 SOURCE = "trickle"
-CALLS = ("list", "subdirs", "exists", "get", "open_read", "put", "open_put", "put_if_absent", "delete")
+CALLS = ("list", "names", "subdirs", "exists", "get", "open_read", "put", "open_put", "put_if_absent", "delete")
 
 
 def _kind(path: str) -> str:

@@ -76,6 +76,9 @@ class ArrowStorage:
         return sorted((ObjectInfo(os.path.basename(i.path), i.size, int(i.mtime.timestamp() * 1000) if i.mtime else 0)
                        for i in self._infos(directory) if i.type == FileType.File), key=lambda i: i.name)
 
+    def names(self, directory: str) -> list[str]:
+        return [i.name for i in self.list(directory)]
+
     def subdirs(self, directory: str) -> list[str]:
         from pyarrow.fs import FileType  # noqa: PLC0415
 

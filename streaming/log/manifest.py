@@ -99,10 +99,15 @@ def _path(directory: str, version: int) -> str:
     return posixpath.join(manifest_dir(directory), _name(version))
 
 
+def _version_of(name: str) -> int | None:
+    """The version a listed name is the manifest of; None for anything else (a writer's temporary file)."""
+    stem = name[: -len(MANIFEST_SUFFIX)]
+    return int(stem) if name.endswith(MANIFEST_SUFFIX) and stem.isdigit() else None
+
+
 def _by_version(infos: list[ObjectInfo]) -> dict[int, ObjectInfo]:
-    """The manifests among the listed objects, by version (a writer's temporary file is none)."""
-    stems = {i.name[: -len(MANIFEST_SUFFIX)]: i for i in infos if i.name.endswith(MANIFEST_SUFFIX)}
-    return {int(stem): i for stem, i in stems.items() if stem.isdigit()}
+    """The manifests among the listed objects, by version."""
+    return {v: i for i in infos if (v := _version_of(i.name)) is not None}
 
 
 def _versions(infos: list[ObjectInfo]) -> list[int]:
@@ -130,7 +135,8 @@ def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int)
     already collected as garbage creates it again, but finds newer ones beside it: it is fenced too, and
     the version it left behind is older than the newest, so no reader takes it."""
     created = storage.put_if_absent(_path(directory, manifest.version), manifest.to_json())
-    if not created or _versions(storage.list(manifest_dir(directory)))[0] > manifest.version:
+    if not created or max(v for n in storage.names(manifest_dir(directory))
+                          if (v := _version_of(n)) is not None) > manifest.version:
         raise LogFencedError(f"partition log {directory}: manifest version {manifest.version} or a later one was "
                              f"created by another writer since this one opened the log at version {opened_at}; "
                              f"this writer is fenced (a task of an earlier run?) and must reopen the log")

@@ -39,6 +39,7 @@ class ObjectInfo:
 
 class Storage(Protocol):
     def list(self, directory: str) -> list[ObjectInfo]: ...
+    def names(self, directory: str) -> list[str]: ...  # list's names alone, in no order (local: no stat of each)
     def subdirs(self, directory: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
     def get(self, path: str) -> bytes: ...
@@ -142,6 +143,12 @@ class LocalStorage:
                 continue
             out.append(ObjectInfo(e.name, st.st_size, int(st.st_mtime * 1000)))
         return sorted(out, key=lambda i: i.name)
+
+    def names(self, directory: str) -> list[str]:
+        try:
+            return [e.name for e in os.scandir(directory) if e.is_file()]
+        except FileNotFoundError:
+            return []
 
     def subdirs(self, directory: str) -> list[str]:
         try:

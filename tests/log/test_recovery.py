@@ -169,6 +169,23 @@ def test_a_zombie_whose_active_object_was_folded_and_collected_is_refused_as_fen
     assert [(r["offset"], r["value"]) for r in _log(tmp_path).read()] == [(0, b"v"), (1, b"live")]
 
 
+def test_a_zombie_whose_next_version_was_collected_creates_it_and_is_still_fenced(tmp_path) -> None:
+    """Its put-if-absent succeeds (the version it takes was collected); the newer versions beside it fence it."""
+    config = LogConfig(fsync=False, file_delete_delay_ms=0)
+    live = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    live.append([make_record(0, b"k", b"v", 0)])
+    live.roll()
+    zombie = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    for _ in range(KEEP_MANIFESTS + 2):
+        live.set_cleaner_checkpoint((live.cleaner_checkpoint or 0) + 1)
+    live.collect_garbage(grace_ms=0)
+    assert not (tmp_path / MANIFESTS / f"{zombie.version + 1:020d}.json").exists()
+    with pytest.raises(LogFencedError, match="fenced"):
+        zombie.set_cleaner_checkpoint(0)
+    assert (tmp_path / MANIFESTS / f"{zombie.version + 1:020d}.json").exists(), "it did create its version"
+    assert _log(tmp_path).version == live.version
+
+
 def test_many_small_appends_keep_few_objects(tmp_path) -> None:
     log = _log(tmp_path)
     for o in range(1000):
