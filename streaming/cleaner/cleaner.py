@@ -81,7 +81,7 @@ class DirtyRange:
     now_ms: int
     new_keys_only: bool = True
     outranked: bool = False
-    prints: tuple[np.ndarray, np.ndarray] | None = None
+    prints: np.ndarray | None = None
     _clean_stays: dict[int, bool] = field(default_factory=dict)
 
     def unchanged(self, segments: Sequence[SegmentMeta], checked: set[int]) -> bool:
@@ -97,7 +97,7 @@ class DirtyRange:
             stays = self._clean_stays[seg.base_offset] = (
                 seg.key_filter is not None and self.prints is not None
                 and (seg.min_delete_horizon_ms is None or seg.min_delete_horizon_ms > self.now_ms)
-                and not key_filter.holds_any(seg.key_filter, *self.prints))
+                and not key_filter.holds_any(seg.key_filter, self.prints))
         return stays
 
 
@@ -177,8 +177,7 @@ class Cleaner:
         whole gets its own filter (streaming.log.key_filter), committed with the pass."""
         lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
         segments = plog.segments[:-1]
-        prints: list[tuple[np.ndarray, np.ndarray]] | None = \
-            [] if any(s.key_filter is not None for s in segments if s.next_offset <= lo) else None
+        prints: list[np.ndarray] | None = [] if any(s.key_filter is not None for s in segments if s.next_offset <= lo) else None
         filters: dict[int, str] = {}
         try:
             return self._map_segments(plog, segments, lo, hi, target, versions, result, throttler, checked, dirty,
@@ -186,12 +185,11 @@ class Cleaner:
         finally:
             plog.describe_keys(filters)
             if prints is not None:
-                dirty.prints = (np.concatenate([p[0] for p in prints] or [np.empty(0, np.uint64)]),
-                                np.concatenate([p[1] for p in prints] or [np.empty(0, np.uint64)]))
+                dirty.prints = np.concatenate(prints or [np.empty(0, "<u4")])
 
     def _map_segments(self, plog: PartitionLog, segments: list[SegmentMeta], lo: int, hi: int, target: LogToClean,
                       versions: VersionReader, result: CleanResult, throttler: Throttler, checked: set[int],
-                      dirty: DirtyRange, prints: list[tuple[np.ndarray, np.ndarray]] | None,
+                      dirty: DirtyRange, prints: list[np.ndarray] | None,
                       filters: dict[int, str]) -> int:
         omap = self.map
         mapped_records = 0
@@ -225,11 +223,11 @@ class Cleaner:
                 ver = versions.versions(keyed) if omap.versioned else None
                 mapped = omap.put(h1, h2, off, ver)
                 if prints is not None or (keys is not None and keys.wants):
-                    p1, p2 = key_filter.fingerprints(keyed.column("key"))
+                    found = key_filter.fingerprints(keyed.column("key"))
                     if keys is not None:
-                        keys.add(p1, p2)
+                        keys.add(found)
                     if prints is not None:
-                        prints.append((p1[:mapped], p2[:mapped]))
+                        prints.append(found[:mapped])
                 mapped_records += mapped
                 dirty.new_keys_only &= omap.size == mapped_records
                 self.memo.keep(off[:mapped], h1[:mapped], h2[:mapped])

@@ -127,4 +127,4 @@ def _fingerprint(keys: FilterBuilder, batch: pa.RecordBatch) -> None:
         keys.give_up()
         return
     key = batch.column("key")
-    keys.add(*fingerprints(key.drop_null() if key.null_count else key))
+    keys.add(fingerprints(key.drop_null() if key.null_count else key))
