@@ -6,9 +6,11 @@
 2. Recopy: every sealed segment below the pass's end offset, in groups of at most segment.bytes. A record
    survives iff it is its key's winner. Clean-section records are ranked against the dirty winners as the
    recopy meets them (they come first in offset order), so a late lower version never displaces a higher
-   one already cleaned. A group in which nothing changes is not rewritten. A group of the dirty range whose
-   records the map phase showed to be every one its key's winner (each key once, none a tombstone or keyless)
-   is not even read again, unless a clean record outranked one of them: only the clean section can change.
+   one already cleaned. A group in which nothing changes is not rewritten, and what the map phase shows cannot
+   change is not even read (DirtyRange): a dirty range whose every record is its key's winner (each key once,
+   none a tombstone or keyless, none outranked by a clean record), and a clean segment whose key filter
+   (streaming.log.key_filter) holds none of the mapped keys and whose tombstones are not due. Where a whole
+   cluster trickles, a pass reads only its new records, once; Kafka's reads them twice and the rest of the log once.
 3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
    one whose horizon has passed is removed, once the sink has committed it (a tombstone removed before
    would never delete its key there). So a tombstone needs two passes and is never kept forever.
@@ -217,7 +219,7 @@ class Cleaner:
                 if keyed is not batch or tombstones:
                     dirty.new_keys_only = False
                 if keys is not None and tombstones:
-                    keys.give_up()  # each needs a horizon: the pass rewrites its segment, and the rewrite's filter
+                    keys.give_up()  # each needs a horizon: the pass rewrites the segment, and the rewrite has a filter
                 h1, h2 = hash_keys(keyed.column("key"))
                 off = offsets_of(keyed)
                 ver = versions.versions(keyed) if omap.versioned else None
