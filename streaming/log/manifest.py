@@ -31,6 +31,7 @@ OBJECTS = "segments"
 MANIFEST_SUFFIX = ".json"
 FORMAT = 1
 KEEP_MANIFESTS = 8
+DUE_BYTES = 64 << 20  # of objects no manifest needs: an open collects them, however few
 
 
 class LogFencedError(UserError, RuntimeError):
@@ -143,16 +144,19 @@ def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int)
 
 
 def garbage_due(loaded: Loaded, objects: list[ObjectInfo], now_ms: int, grace_ms: int) -> bool:
-    """Whether collect_garbage has something to look at, from the listings alone: an object the newest
-    manifest does not name, or a manifest beyond the newest KEEP_MANIFESTS, older than the grace period."""
+    """Whether collect_garbage has a collection's worth to do, from the listings alone: KEEP_MANIFESTS manifests
+    beyond the newest KEEP_MANIFESTS, as many objects the newest manifest does not name, or DUE_BYTES of them, older
+    than the grace period. A collection reads every manifest it keeps; a job opens each log twice a stage, and less
+    than that waits for the next collection (or the every-32-commits one)."""
     if loaded.manifest is None:
         return False
     old = now_ms - grace_ms
     named = {c.name for s in loaded.manifest.segments for c in s.chunks}
+    unnamed = [i.size for i in objects if i.name not in named and i.mtime_ms <= old]
     by_version = _by_version(loaded.listed)
     versions = sorted(by_version, reverse=True)
-    return (any(i.name not in named and i.mtime_ms <= old for i in objects)
-            or any(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]))
+    return (len(unnamed) >= KEEP_MANIFESTS or sum(unnamed) >= DUE_BYTES
+            or sum(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]) >= KEEP_MANIFESTS)
 
 
 def _named(storage: Storage, directory: str, versions: Iterable[int]) -> tuple[set[str], int]:

@@ -194,6 +194,19 @@ def test_many_small_appends_keep_few_objects(tmp_path) -> None:
     assert [r["offset"] for r in _log(tmp_path).read()] == list(range(1000))
 
 
+def test_opening_a_log_leaves_less_than_a_collections_worth_of_garbage(tmp_path) -> None:
+    """A running job opens each log twice a stage, and a collection reads every manifest it keeps: an open collects
+    only once there is a collection's worth (KEEP_MANIFESTS old manifests, as many old objects, or their bytes)."""
+    config = LogConfig(fsync=False, segment_bytes=1, file_delete_delay_ms=0)  # a segment an append: no folds
+    log = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    for o in range(1, KEEP_MANIFESTS + 4):  # from version 1 on: version 0's commit collects
+        log.append([make_record(o, b"k", b"v", 0)])
+    manifests = sorted((tmp_path / MANIFESTS).iterdir())
+    assert len(manifests) > KEEP_MANIFESTS
+    PartitionLog(str(tmp_path), config, jitter_seed="t-0")
+    assert sorted((tmp_path / MANIFESTS).iterdir()) == manifests
+
+
 def _referenced(log: PartitionLog) -> set[str]:
     return {c.name for s in log.segments for c in s.chunks}
 
