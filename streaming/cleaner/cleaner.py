@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
+from streaming.cleaner.dirty_range import DirtyRange
 from streaming.cleaner.hash_memo import HashMemo
 from streaming.cleaner.offset_map import OffsetMap, rank_greater
 from streaming.partition_id import PartitionId
@@ -69,38 +70,6 @@ class KeylessRecordError(RuntimeError):
                          f"(compaction.keyless.policy=fail; set drop or dead-letter to go on)")
         self.partition = partition
         self.offset = offset
-
-
-@dataclass
-class DirtyRange:
-    """What the map phase learned of the pass's dirty range, to know which segments the recopy need not read:
-    - whether each of its records is its key's winner as it stands (each key once, none a tombstone, none
-      keyless), so a segment of it the map checked cannot change, until a clean record outranks one of its records;
-    - the fingerprints of its mapped keys, so a clean segment whose key filter holds none of them, with no
-      tombstone due to go, cannot change either."""
-
-    start: int
-    now_ms: int
-    new_keys_only: bool = True
-    outranked: bool = False
-    prints: np.ndarray | None = None
-    _clean_stays: dict[int, bool] = field(default_factory=dict)
-
-    def unchanged(self, segments: Sequence[SegmentMeta], checked: set[int]) -> bool:
-        """Whether these segments (the rest of a group) stay as they are."""
-        return all(self._stays(s, checked) for s in segments)
-
-    def _stays(self, seg: SegmentMeta, checked: set[int]) -> bool:
-        if seg.next_offset > self.start:
-            return (self.new_keys_only and not self.outranked and seg.base_offset >= self.start
-                    and seg.base_offset in checked)
-        stays = self._clean_stays.get(seg.base_offset)
-        if stays is None:
-            stays = self._clean_stays[seg.base_offset] = (
-                seg.key_filter is not None and self.prints is not None
-                and (seg.min_delete_horizon_ms is None or seg.min_delete_horizon_ms > self.now_ms)
-                and not key_filter.holds_any(seg.key_filter, self.prints))
-        return stays
 
 
 @dataclass
@@ -179,15 +148,17 @@ class Cleaner:
         whole gets its own filter (streaming.log.key_filter), committed with the pass."""
         lo, hi = target.first_dirty_offset, target.first_uncleanable_offset
         segments = plog.segments[:-1]
-        prints: list[np.ndarray] | None = [] if any(s.key_filter is not None for s in segments if s.next_offset <= lo) else None
+        filtered = any(s.key_filter is not None for s in segments if s.next_offset <= lo)
+        prints: list[np.ndarray] | None = [] if filtered else None
         filters: dict[int, str] = {}
         try:
             return self._map_segments(plog, segments, lo, hi, target, versions, result, throttler, checked, dirty,
                                       prints, filters)
         finally:
-            plog.describe_keys(filters)
+            if filters:
+                plog.describe_keys(filters)
             if prints is not None:
-                dirty.prints = np.concatenate(prints or [np.empty(0, "<u4")])
+                dirty.prints = key_filter.asked(np.concatenate(prints or [np.empty(0, "<u4")]))
 
     def _map_segments(self, plog: PartitionLog, segments: list[SegmentMeta], lo: int, hi: int, target: LogToClean,
                       versions: VersionReader, result: CleanResult, throttler: Throttler, checked: set[int],
@@ -278,7 +249,8 @@ class Cleaner:
                     unchanged += 1
                     continue
                 rewritten = itertools.chain(
-                    itertools.islice(self._read_group(plog, group, checked), unchanged),
+                    itertools.islice((b for b in self._read_until_unchanged(plog, group, checked, dirty)
+                                      if b is not None), unchanged),
                     [self._apply(batch, keep, horizon, result)],
                     (self._apply(*d, result) for d in decisions if d is not None))
                 last = i == len(groups) - 1
@@ -293,17 +265,11 @@ class Cleaner:
         return False
 
     @staticmethod
-    def _read_group(plog: PartitionLog, group: Sequence[SegmentMeta], checked: set[int]) -> Iterator[pa.RecordBatch]:
-        """The group's records; re-reading gives the same batches, which is how unchanged ones are copied.
-        Segments the map phase checked in this pass are not checked again."""
-        return itertools.chain.from_iterable(plog.segment_batches(s, check=s.base_offset not in checked)
-                                             for s in group)
-
-    @staticmethod
     def _read_until_unchanged(plog: PartitionLog, group: Sequence[SegmentMeta], checked: set[int],
                               dirty: DirtyRange) -> Iterator[pa.RecordBatch | None]:
-        """_read_group's batches, with a None before the segment from which the rest of the group stays as it is;
-        a segment is read only once the batches before it (and the None) are taken."""
+        """The group's records, with a None before the segment from which the rest of the group stays as it is; a
+        segment is read only once the batches before it (and the None) are taken. Re-reading gives the same
+        batches, which is how unchanged ones are copied. Segments the map phase checked are not checked again."""
         told = False
         for i, seg in enumerate(group):
             if not told and dirty.unchanged(group[i:], checked):

@@ -34,16 +34,22 @@ def build(prints: np.ndarray) -> str | None:
     """The filter of these fingerprints, as the manifest keeps it (base64 of the sorted distinct ones); None past
     MAX_KEYS."""
     distinct = np.unique(prints)
-    return None if len(distinct) > MAX_KEYS else base64.b64encode(distinct.astype("<u4").tobytes()).decode("ascii")
+    return None if len(distinct) > MAX_KEYS else base64.b64encode(distinct.tobytes()).decode("ascii")
 
 
-def holds_any(encoded: str, prints: np.ndarray) -> bool:
-    """Whether the filter may hold any of these fingerprints (False: it holds none of them)."""
+def asked(prints: np.ndarray) -> np.ndarray:
+    """Fingerprints to ask filters with: sorted and distinct, so each filter's at most MAX_KEYS are looked up in
+    them (a pass of a million keys asks a thousand filters in milliseconds, not in minutes)."""
+    return np.unique(prints)
+
+
+def holds_any(encoded: str, asking: np.ndarray) -> bool:
+    """Whether the filter may hold any of these fingerprints (``asked``'s); False: it holds none of them."""
     held = np.frombuffer(base64.b64decode(encoded), dtype="<u4")
-    if not len(held) or not len(prints):
+    if not len(held) or not len(asking):
         return False
-    at = np.minimum(np.searchsorted(held, prints), len(held) - 1)
-    return bool((held[at] == prints).any())
+    at = np.minimum(np.searchsorted(asking, held), len(asking) - 1)
+    return bool((asking[at] == held).any())
 
 
 class FilterBuilder:

@@ -46,7 +46,7 @@ def _siphash128(data, offsets, key):
     """SipHash-2-4 with its 128-bit output (Aumasson and Bernstein's reference, siphash.c) of each
     data[offsets[i]:offsets[i + 1]], as two uint64 words. Kafka's map hashes keys with MD5; this costs a
     fraction of it, and unlike MD5, whose collisions anyone can make, two keys that collide cannot be
-    made without the secret key: a collision would drop a record."""
+    made without the secret key: in the offset map a collision would drop a record."""
     n = offsets.shape[0] - 1
     h1 = np.empty(n, dtype=np.uint64)
     h2 = np.empty(n, dtype=np.uint64)

@@ -31,7 +31,11 @@ OBJECTS = "segments"
 MANIFEST_SUFFIX = ".json"
 FORMAT = 1
 KEEP_MANIFESTS = 8
-DUE_BYTES = 64 << 20  # of objects no manifest needs: an open collects them, however few
+# What makes an open's collection worth its reads (garbage_due): so many items (old manifests past the kept ones,
+# old objects the newest manifest does not name), so many bytes of such objects, or one item so many grace periods old
+DUE_ITEMS = 8
+DUE_BYTES = 64 << 20
+DUE_AGE_GRACES = 10
 
 
 class LogFencedError(UserError, RuntimeError):
@@ -144,19 +148,21 @@ def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int)
 
 
 def garbage_due(loaded: Loaded, objects: list[ObjectInfo], now_ms: int, grace_ms: int) -> bool:
-    """Whether collect_garbage has a collection's worth to do, from the listings alone: KEEP_MANIFESTS manifests
-    beyond the newest KEEP_MANIFESTS, as many objects the newest manifest does not name, or DUE_BYTES of them, older
-    than the grace period. A collection reads every manifest it keeps; a job opens each log twice a stage, and less
-    than that waits for the next collection (or the every-32-commits one)."""
+    """Whether collect_garbage has a collection's worth to do, from the listings alone: of the manifests beyond the
+    newest KEEP_MANIFESTS and the objects the newest manifest does not name, those older than the grace period, at
+    least DUE_ITEMS of them, DUE_BYTES of objects, or one DUE_AGE_GRACES grace periods old. A collection reads every
+    manifest it keeps, and a job opens each log twice a stage: less waits for a later open (or the every-32-commits
+    collection), and a log that has gone quiet still gets its garbage collected by the next run's open."""
     if loaded.manifest is None:
         return False
-    old = now_ms - grace_ms
     named = {c.name for s in loaded.manifest.segments for c in s.chunks}
-    unnamed = [i.size for i in objects if i.name not in named and i.mtime_ms <= old]
     by_version = _by_version(loaded.listed)
     versions = sorted(by_version, reverse=True)
-    return (len(unnamed) >= KEEP_MANIFESTS or sum(unnamed) >= DUE_BYTES
-            or sum(by_version[v].mtime_ms <= old for v in versions[KEEP_MANIFESTS:]) >= KEEP_MANIFESTS)
+    old = now_ms - grace_ms
+    unnamed = [i for i in objects if i.name not in named and i.mtime_ms <= old]
+    due = unnamed + [by_version[v] for v in versions[KEEP_MANIFESTS:] if by_version[v].mtime_ms <= old]
+    return (len(due) >= DUE_ITEMS or sum(i.size for i in unnamed) >= DUE_BYTES
+            or any(i.mtime_ms <= now_ms - DUE_AGE_GRACES * grace_ms for i in due))
 
 
 def _named(storage: Storage, directory: str, versions: Iterable[int]) -> tuple[set[str], int]:

@@ -12,11 +12,11 @@ the last commit described it (a power cut: the last durable one, see storage.Bar
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import logging
 import posixpath
 import random
 import time
+from dataclasses import replace as replaced
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -200,10 +200,8 @@ class PartitionLog:
         return True
 
     def describe_keys(self, filters: Mapping[int, str]) -> None:
-        """Sealed segments' key filters (by base offset), built by a pass that read all their keys: the log's next
-        commit carries them (the pass's own, with its checkpoint)."""
-        self._segments = [dataclasses.replace(s, key_filter=filters[s.base_offset]) if s.base_offset in filters else s
-                          for s in self._segments]
+        """Key filters (by base offset) of sealed segments a pass read whole: the log's next commit carries them."""
+        self._segments = [replaced(s, key_filter=filters.get(s.base_offset, s.key_filter)) for s in self._segments]
 
     def set_cleaner_checkpoint(self, offset: int, journal: Sequence[JournalEvent] | None = None) -> None:
         if offset != self._checkpoint or journal:
@@ -389,7 +387,7 @@ class PartitionLog:
             objects = self.storage.list(objects_dir(self.dir))
             self.recovery.damaged = object_damage(self._segments, {i.name: i.size for i in objects})
             if garbage_due(loaded, objects, int(time.time() * 1000), self.config.file_delete_delay_ms):
-                self._collect_quietly()  # what earlier runs replaced or left: it is not kept until 32 more commits
+                self._collect_quietly()  # what earlier runs replaced or left: a quiet log may not commit 32 times more
         if not self._segments:
             self._segments = [SegmentMeta.new(0)]
         elif segment_name(self.active.base_offset) in self.recovery.damaged:

@@ -171,10 +171,14 @@ def object_crc32(storage: Storage, path: str, length: int) -> int:
         while done < length:
             data = f.read(min(VERIFY_CHUNK, length - done))
             if not data:
-                raise CorruptSegmentError(f"{path}: truncated: {done} bytes, the manifest records {length}")
+                raise _truncated(path, done, length)
             crc = zlib.crc32(data, crc)
             done += len(data)
     return crc
+
+
+def _truncated(path: str, held: int, length: int) -> CorruptSegmentError:
+    return CorruptSegmentError(f"{path}: truncated: {held} bytes, the manifest records {length}")
 
 
 def _mismatch(path: str, crc: int, length: int, chunk: Chunk) -> CorruptSegmentError:
@@ -182,9 +186,11 @@ def _mismatch(path: str, crc: int, length: int, chunk: Chunk) -> CorruptSegmentE
                                f"the manifest records {chunk.crc32:08x} over {chunk.bytes}")
 
 
-def verify_object(storage: Storage, path: str, chunk: Chunk) -> None:
-    """The object still holds the bytes the manifest describes (length and CRC-32)."""
-    crc = object_crc32(storage, path, chunk.bytes)
+def verify_object(storage: Storage, path: str, chunk: Chunk, data: bytes | None = None) -> None:
+    """The object still holds the bytes the manifest describes (length and CRC-32); ``data``: its bytes, read."""
+    if data is not None and len(data) < chunk.bytes:
+        raise _truncated(path, len(data), chunk.bytes)
+    crc = object_crc32(storage, path, chunk.bytes) if data is None else zlib.crc32(memoryview(data)[:chunk.bytes])
     if crc != chunk.crc32:
         raise _mismatch(path, crc, chunk.bytes, chunk)
 
@@ -255,11 +261,7 @@ def read_verified(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.Reco
         yield from _decoding_as_damage(path, read_batches(storage, path))
         return
     data = storage.get(path)
-    if len(data) < chunk.bytes:
-        raise CorruptSegmentError(f"{path}: truncated: {len(data)} bytes, the manifest records {chunk.bytes}")
-    crc = zlib.crc32(memoryview(data)[:chunk.bytes])
-    if crc != chunk.crc32:
-        raise _mismatch(path, crc, chunk.bytes, chunk)
+    verify_object(storage, path, chunk, data)
     yield from _decoding_as_damage(path, _batches(io.BytesIO(data), path, decode_batch, None))
 
 

@@ -31,5 +31,5 @@ def collect_at_end(state: StateDir, configs: Mapping[str, LogConfig]) -> None:
         try:
             with partition_lock(state, log_dir.directory):
                 open_partition_log(state, log_dir, config).collect_at_end()
-        except OSError as exc:  # housekeeping: the next run's open collects what this one could not
+        except OSError as exc:  # housekeeping: a later open collects it (manifest.garbage_due)
             log.warning("%s: garbage collection at the end failed: %s", log_dir.directory, exc)

@@ -10,8 +10,10 @@ import pytest
 
 from streaming.log import (BadRecordError, LogConfig, LogFencedError, PartitionLog, make_record, record_size,
                            records_from_batch)
-from streaming.log.manifest import KEEP_MANIFESTS, MANIFESTS, OBJECTS, Manifest
-from streaming.log.segment import CorruptSegmentError, segment_name
+from streaming.log.manifest import (DUE_AGE_GRACES, DUE_BYTES, DUE_ITEMS, KEEP_MANIFESTS, MANIFESTS, OBJECTS, Loaded,
+                                    Manifest, garbage_due)
+from streaming.log.segment import Chunk, CorruptSegmentError, SegmentMeta, segment_name
+from streaming.log.storage import ObjectInfo
 from tests.log.objects import segment_object
 
 
@@ -197,12 +199,13 @@ def test_many_small_appends_keep_few_objects(tmp_path) -> None:
 def test_opening_a_log_leaves_less_than_a_collections_worth_of_garbage(tmp_path) -> None:
     """A running job opens each log twice a stage, and a collection reads every manifest it keeps: an open collects
     only once there is a collection's worth (KEEP_MANIFESTS old manifests, as many old objects, or their bytes)."""
-    config = LogConfig(fsync=False, segment_bytes=1, file_delete_delay_ms=0)  # a segment an append: no folds
+    config = LogConfig(fsync=False, segment_bytes=1, file_delete_delay_ms=1000)  # a segment an append: no folds
     log = PartitionLog(str(tmp_path), config, jitter_seed="t-0")
-    for o in range(1, KEEP_MANIFESTS + 4):  # from version 1 on: version 0's commit collects
+    for o in range(1, KEEP_MANIFESTS + 4):
         log.append([make_record(o, b"k", b"v", 0)])
     manifests = sorted((tmp_path / MANIFESTS).iterdir())
     assert len(manifests) > KEEP_MANIFESTS
+    time.sleep(1.1)  # past the grace period, not yet DUE_AGE_GRACES of it
     PartitionLog(str(tmp_path), config, jitter_seed="t-0")
     assert sorted((tmp_path / MANIFESTS).iterdir()) == manifests
 
@@ -229,3 +232,22 @@ def test_opening_a_log_collects_what_earlier_writers_left_past_file_delete_delay
     assert len(kept) == KEEP_MANIFESTS and {p.name for p in (tmp_path / OBJECTS).iterdir()} == needed
     assert len(needed) < len(objects) and _referenced(reopened) <= needed
     assert [r["offset"] for r in reopened.read()] == list(range(60))
+
+
+@pytest.mark.parametrize("objects, manifests, due", [
+    ([(1, 5)] * (DUE_ITEMS - 1), 0, False),  # a few small objects, a little past the grace period
+    ([(1, 5)] * DUE_ITEMS, 0, True),
+    ([(1, 5)] * 3, DUE_ITEMS - 3, True),  # old manifests past the kept ones count as items too
+    ([(DUE_BYTES, 5)], 0, True),
+    ([(1, DUE_AGE_GRACES + 1)], 0, True),  # one item, long past the grace period: a quiet log's
+    ([(DUE_BYTES, 0)] * DUE_ITEMS, 0, False),  # all within the grace period
+], ids=["few", "items", "manifests-and-objects", "bytes", "old", "young"])
+def test_an_open_collects_a_collections_worth(objects, manifests: int, due: bool) -> None:
+    grace, now = 1000, 100_000
+    segment = SegmentMeta(0, 1, chunks=(Chunk("named.avro", 1, 0),))
+    versions = KEEP_MANIFESTS + manifests
+    listed = [ObjectInfo(f"{v:020d}.json", 1, now - (5 if v < manifests else 0) * grace) for v in range(versions)]
+    loaded = Loaded(Manifest(versions - 1, [segment]), versions - 1, listed=listed)
+    infos = [ObjectInfo("named.avro", 1, 0)] + [ObjectInfo(f"{i}.avro", size, now - graces * grace)
+                                                for i, (size, graces) in enumerate(objects)]
+    assert garbage_due(loaded, infos, now, grace) == due
