@@ -270,10 +270,10 @@ class Cleaner:
         """The group's records, with a None before the segment from which the rest of the group stays as it is; a
         segment is read only once the batches before it (and the None) are taken. Re-reading gives the same
         batches, which is how unchanged ones are copied. Segments the map phase checked are not checked again."""
-        told = False
+        rest = dirty.unchanged_from(group, checked)
         for i, seg in enumerate(group):
-            if not told and dirty.unchanged(group[i:], checked):
-                told = True
+            # read again when reached: a clean record of the segments before may have outranked a dirty one
+            if i == rest and dirty.unchanged(group[i:], checked):
                 yield None
             yield from plog.segment_batches(seg, check=seg.base_offset not in checked)
 

@@ -30,6 +30,14 @@ class DirtyRange:
         """Whether these segments (the rest of a group) stay as they are."""
         return all(self._stays(s, checked) for s in segments)
 
+    def unchanged_from(self, group: Sequence[SegmentMeta], checked: set[int]) -> int:
+        """The first index from which the group's segments stay as they are, as known now (len(group): none): one
+        scan from the end, so a group of many small segments is not scanned again at each of them."""
+        start = len(group)
+        while start and self._stays(group[start - 1], checked):
+            start -= 1
+        return start
+
     def _stays(self, seg: SegmentMeta, checked: set[int]) -> bool:
         if seg.next_offset > self.start:
             return (self.new_keys_only and not self.outranked and seg.base_offset >= self.start

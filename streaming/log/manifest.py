@@ -115,14 +115,15 @@ def _by_version(infos: list[ObjectInfo]) -> dict[int, ObjectInfo]:
     return {v: i for i in infos if (v := _version_of(i.name)) is not None}
 
 
-def _versions(infos: list[ObjectInfo]) -> list[int]:
-    return sorted(_by_version(infos), reverse=True)
+def _versions(names: Iterable[str]) -> list[int]:
+    """The manifest versions among the listed names, newest first."""
+    return sorted((v for n in names if (v := _version_of(n)) is not None), reverse=True)
 
 
 def load_newest(storage: Storage, directory: str) -> Loaded:
     """The newest manifest that parses wins; newer ones that do not are reported, never deleted."""
     listed = storage.list(manifest_dir(directory))
-    versions = _versions(listed)
+    versions = _versions(i.name for i in listed)
     loaded = Loaded(None, versions[0] if versions else -1, listed=listed)
     for v in versions:
         path = _path(directory, v)
@@ -140,8 +141,7 @@ def commit(storage: Storage, directory: str, manifest: Manifest, opened_at: int)
     already collected as garbage creates it again, but finds newer ones beside it: it is fenced too, and
     the version it left behind is older than the newest, so no reader takes it."""
     created = storage.put_if_absent(_path(directory, manifest.version), manifest.to_json())
-    if not created or max(v for n in storage.names(manifest_dir(directory))
-                          if (v := _version_of(n)) is not None) > manifest.version:
+    if not created or _versions(storage.names(manifest_dir(directory)))[0] > manifest.version:
         raise LogFencedError(f"partition log {directory}: manifest version {manifest.version} or a later one was "
                              f"created by another writer since this one opened the log at version {opened_at}; "
                              f"this writer is fenced (a task of an earlier run?) and must reopen the log")
