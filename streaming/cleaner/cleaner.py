@@ -83,6 +83,7 @@ class CleanResult:
     bytes_written: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
+    tombstones_superseded: int = 0  # dropped for a later record of their key (the erase audit reads them back)
     keyless: int = 0
     invalid_version_headers: int = 0
     dead_letters: list[LogRecord] = field(default_factory=list)
@@ -358,14 +359,16 @@ class Cleaner:
             expired = tomb & has_horizon & (now >= horizon_ms)
             if emitted_up_to is not None:
                 expired &= off <= emitted_up_to  # held for the sink: its horizon passed while emission stalled
-            if auditing and deletes.any():
+            if deletes.any():
                 dropped = deletes & in_pass & ~keep
-                removals.extend(audit.superseded(off[dropped], winner[dropped], now))
-                removals.extend(audit.removed(off[expired], now))
-                won = tomb & ~expired & in_pass & (off >= first_dirty)
-                result.erased.extend(audit.erased(
-                    off[won], batch.column("timestamp").to_numpy()[won],
-                    np.where(horizon, now + self.config.delete_retention_ms, horizon_ms)[won], now))
+                result.tombstones_superseded += int(dropped.sum())
+                if auditing:
+                    removals.extend(audit.superseded(off[dropped], winner[dropped], now))
+                    removals.extend(audit.removed(off[expired], now))
+                    won = tomb & ~expired & in_pass & (off >= first_dirty)
+                    result.erased.extend(audit.erased(
+                        off[won], batch.column("timestamp").to_numpy()[won],
+                        np.where(horizon, now + self.config.delete_retention_ms, horizon_ms)[won], now))
             keep &= ~expired
             result.tombstones_removed += int(expired.sum())
             result.records_removed += int(n - keep.sum())

@@ -105,6 +105,15 @@ class PartitionWork:
     config: CompactionConfig  # the stage's (drained by --drain)
     report: StageReport
     noted: EmissionNote | None  # the log's own note of how far the sink committed (None: no note)
+    tombstones_superseded: int = 0  # by this stage's passes
+
+    @property
+    def commits_before_emission(self) -> bool:
+        """A lost emission's erase-audit notes are made from the log's tombstones (erase_audit.recover_lost_notes),
+        so a pass that dropped a tombstone for a later record of its key is committed before its emission: the log
+        read back is the one emitted. Any other pass is committed with the emission's notes after it, one manifest
+        a log a stage: a crash in between repeats the pass, and emission resumes from what the sink holds."""
+        return self.config.erase_audit_keys is not AuditKeys.OFF and self.tombstones_superseded > 0
 
     @property
     def pid(self) -> PartitionId:
@@ -116,11 +125,11 @@ class PartitionWork:
 
     def clean(self, spec: JobSpec, now_ms: int, dead_letters: DeadLetters | None, emitted_up_to: int) -> None:
         """Every pass the partition is due: a record that a later pass of this stage removes (the dedupe buffer
-        could not hold all keys at once) never reaches the sink. What the passes cleaned is committed with the
-        log before the emission (streaming.job.emission), and emission resumes from the sink's progress, so a
-        crash between the passes and the emission loses nothing: the next stage emits it. A tombstone past
-        ``emitted_up_to`` (the source offset through
-        which the sink committed) stays in the log until the sink has it, however long emission fails."""
+        could not hold all keys at once) never reaches the sink. What the passes cleaned is held, its objects
+        written, and committed with the stage's notes (commits_before_emission), and emission resumes from the
+        sink's progress, so a crash anywhere in the stage loses nothing. A tombstone past ``emitted_up_to`` (the
+        source offset through which the sink committed) stays in the log until the sink has it, however long
+        emission fails."""
         manager = LogCleanerManager(self.config, _cleaner(self.config))
         report = self.report
         for _ in range(spec.max_passes_per_trigger):
@@ -133,6 +142,7 @@ class PartitionWork:
                 break
             report.figures = report.figures.with_pass(result)
             report.tombstones_removed += result.tombstones_removed
+            self.tombstones_superseded += result.tombstones_superseded
             report.erase_log_ms.extend(e.at - e.timestamp for e in result.erased)
             if not result.map_full:
                 break

@@ -54,9 +54,9 @@ def _fail(works: list[PartitionWork], exc: BaseException, kind: ErrorKind = Erro
 
 def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: JobSpec, now_ms: int,
               commit: TaskCommit) -> None:
-    """Fills each work's report: what its sink committed, or why it could not emit. Each log's roll and passes
-    are committed before the emission (every log's by one ``commit``), its notes are held for the task's commit
-    after it."""
+    """Fills each work's report: what its sink committed, or why it could not emit. Each log's roll, passes and
+    notes of the emission are held for the task's commit after it (every log's by one ``commit``), but for a log
+    whose passes the erase audit needs committed first (PartitionWork.commits_before_emission)."""
     tid = transactional_id(spec.job_id, task.slot)
     if (stale := _stale(tid, task, spec)) is not None:  # before init_transactions: it would abort a successor's
         _fail(works, stale, ErrorKind.FENCED)
@@ -91,14 +91,12 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
             except Exception as exc:  # noqa: BLE001 (a pass failed mid-way: its partition emits next stage)
                 w.report.error = TaskError.of(exc)
                 del ready[w]
-        # the roll and the passes in one commit, before any of it is emitted: the erase audit's notes of a lost
-        # emission are read from the log as it was emitted, and a writer fenced meanwhile finds out before it
-        # writes to the sink
-        failed = commit([w.plog for w in ready], hold_on=True)
-        for w in [w for w in ready if w.plog in failed]:
-            w.report.error = TaskError.of(failed[w.plog])
-            del ready[w]
-        commit.barrier.cross()  # and durable before the sink has any of it: a power cut cannot take the log back
+        if first := [w for w in ready if w.commits_before_emission]:
+            failed = commit([w.plog for w in first], hold_on=True)
+            for w in [w for w in first if w.plog in failed]:
+                w.report.error = TaskError.of(failed[w.plog])
+                del ready[w]
+            commit.barrier.cross()  # durable before the sink has any of it: a power cut cannot take the log back
         owed = [(part, w.plog.read_batches(part.emitted_up_to + 1, w.plog.cleaner_checkpoint))
                 for w, part in ready.items() if _owes(w, part)]
         if owed:

@@ -1,8 +1,9 @@
 """One compaction task: its partition logs opened and locked for the task's length, those that need nothing of
 the sink left alone, and the others cleaned and emitted together through one producer (streaming.job.emission).
-Each log's changes are held, not committed a step at a time: its roll and passes in one commit before its
-emission, its notes of the emission in one after it (two manifests a log a stage), each made for all the task's
-logs behind one barrier (streaming.job.task_commit). Spark calls compact_partitions, once per task of a stage."""
+Each log's changes are held, not committed a step at a time: its roll, its passes and its notes of the emission
+in one manifest after the emission (a second before it only where the erase audit needs the passes committed
+first: PartitionWork.commits_before_emission), made for all the task's logs behind one barrier
+(streaming.job.task_commit). Spark calls compact_partitions, once per task of a stage."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt:
     plan = spec.topics[log_dir.pid.topic]
     config = stage_config(plan.compaction, drain)
     plog = open_partition_log(state, log_dir, config.log_config, barrier)
-    plog.hold_commits()  # the roll and the passes, committed together before the emission
+    plog.hold_commits()  # the roll, the passes and the notes: one manifest, after the emission
     report = StageReport(log_dir.pid, attempt=attempt)
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
     report.log_end_offset = plog.log_end_offset
@@ -58,9 +59,9 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
                 emit_task(busy, task, attempt, spec, now_ms, commit)
                 reached(Moment.LOG_COMMIT, f"{len(works)} logs")
         finally:
-            # what the task still holds (its notes of the emission, or the roll of a log that needed no pass); a
-            # log whose commit fails reports it, and the next stage finds the notes it lost (the sink is the
-            # record of the emission)
+            # what the task holds (its passes and notes of the emission, or the roll of a log that needed no pass);
+            # a log whose commit fails reports it, and the next stage repeats its passes and finds the notes it
+            # lost (the sink is the record of the emission)
             failed = commit([w.plog for w in works])
             for w in works:
                 if w.plog in failed:

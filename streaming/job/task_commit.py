@@ -3,8 +3,9 @@ barrier crossed for all of them, then every log's manifest. A log that fsyncs ea
 object and manifest it writes; a task asks it once a commit, whatever its partition count.
 
 The manifests made after the barrier are durable at the task's next barrier (or the file system's next sync):
-a compaction task's last ones, lost to a power cut, are notes the next stage makes again (the sink is the record
-of what was emitted); an append task crosses one more barrier before Spark commits the batch's offsets."""
+a compaction task's, lost to a power cut, hold passes the next stage makes again and notes it finds again (the
+sink is the record of what was emitted); an append task crosses one more barrier before Spark commits the
+batch's offsets."""
 
 from __future__ import annotations
 

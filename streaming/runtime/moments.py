@@ -36,7 +36,7 @@ class Moment(Enum):
     INIT_TRANSACTIONS = "init-transactions"  # an emitter, before its producer's init_transactions
     FLUSH = "flush"                          # an emitter, its records produced and not yet acknowledged
     COMMIT = "commit"                        # an emitter, its records acknowledged and the transaction not committed
-    LOG_COMMIT = "log-commit"                # a compaction task, its emission done and its logs' notes of it not
+    LOG_COMMIT = "log-commit"                # a compaction task, its emission done and its logs' passes and notes not
     GROUP_SYNC_COMMIT = "group-sync-commit"  # the group sync, before it commits a group's offsets on the sink
     SNAPSHOT_COMMIT = "snapshot-commit"      # an Iceberg snapshot, its data files written and its commit not made
     OPEN_TRANSACTIONS = "open-transactions"  # a promote, its source fenced, transactions open there, before its cut
