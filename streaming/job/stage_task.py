@@ -18,6 +18,7 @@ from streaming.job.spec import JobSpec
 from streaming.job.task import prepare_task
 from streaming.job.task_commit import TaskCommit
 from streaming.job.task_error import TaskError
+from streaming.log.read_keep import ReadKeep
 from streaming.log.storage import Barrier
 from streaming.runtime.moments import Moment, reached
 from streaming.state.layout import LogDir, open_partition_log
@@ -26,10 +27,10 @@ from streaming.state.stores import StateDir, task_state_dir
 
 
 def _open(state: StateDir, log_dir: LogDir, spec: JobSpec, now_ms: int, attempt: int, drain: bool,
-          barrier: Barrier) -> PartitionWork:
+          barrier: Barrier, keep: ReadKeep) -> PartitionWork:
     plan = spec.topics[log_dir.pid.topic]
     config = stage_config(plan.compaction, drain)
-    plog = open_partition_log(state, log_dir, config.log_config, barrier)
+    plog = open_partition_log(state, log_dir, config.log_config, barrier, keep)
     plog.hold_commits()  # the roll, the passes and the notes: one manifest, after the emission
     report = StageReport(log_dir.pid, attempt=attempt)
     report.rolled = plog.roll() if drain else plog.maybe_roll(now_ms)
@@ -50,7 +51,8 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
         commit = TaskCommit(locks.enter_context(Barrier()), io_threads)
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other
             locks.enter_context(partition_lock(state, log_dir.directory))
-        works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain, commit.barrier), task.logs,
+        keep = ReadKeep()  # the new segments the passes map, read again by the emission
+        works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain, commit.barrier, keep), task.logs,
                              io_threads)
         busy = [w for w in works if not (w.pid in task.trusted and w.pid not in task.held and
                                           is_idle(w.plog, task.trusted[w.pid], w.config, now_ms, w.report))]

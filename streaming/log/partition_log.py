@@ -32,6 +32,7 @@ from streaming.log.read_hold import held
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
 from streaming.log.reports import AppendResult, RecoveryReport
 from streaming.log.segment import Chunk, SegmentMeta, object_damage, object_name, segment_name
+from streaming.log.read_keep import ReadKeep
 from streaming.log.segment_read import read_segment, read_segment_keys
 from streaming.log.segment_writer import room, with_object, write_cleaned
 from streaming.log.storage import Barrier, LocalStorage, Storage
@@ -47,13 +48,15 @@ AppendJournal = Callable[[pa.RecordBatch], Sequence[JournalEvent]]
 
 class PartitionLog:
     def __init__(self, directory: str, config: LogConfig | None = None, storage: Storage | None = None,
-                 jitter_seed: int | str | None = None, barrier: Barrier | None = None) -> None:
-        """``barrier``: a local log's writes for its held commits are durable when it is crossed, not each as it
-        is made (a commit made at once crosses it before and after its manifest, as durable as without one)."""
+                 jitter_seed: int | str | None = None, barrier: Barrier | None = None,
+                 keep: ReadKeep | None = None) -> None:
+        """``barrier``: a local log's writes for its held commits are durable when it is crossed, not each as it is
+        made (a commit made at once crosses it before and after its manifest); ``keep``: the task's (read_keep)."""
         self.dir = directory
         self.config = config or LogConfig()
         self._barrier = barrier if storage is None and self.config.fsync else None
         self.storage: Storage = storage or LocalStorage(fsync=self.config.fsync, barrier=self._barrier)
+        self._keep = keep
         if self._barrier is not None:
             self._barrier.owe_directory(directory)
         self.recovery = RecoveryReport()
@@ -117,8 +120,8 @@ class PartitionLog:
 
     @property
     def damaged(self) -> dict[str, str]:
-        """Segments whose objects no longer match the manifest: the log still takes appends, but cannot be
-        cleaned until an operator restores or removes them."""
+        """Segments whose objects no longer match the manifest: the log takes appends, not cleaning, until
+        they are restored or removed."""
         return dict(self.recovery.damaged)
 
     def object_path(self, name: str) -> str:
@@ -177,10 +180,9 @@ class PartitionLog:
         return result
 
     def _time_to_roll(self, seg: SegmentMeta, newest_ms: int) -> bool:
-        """Kafka's time rule, checked once per append as Kafka checks it once per produce request: the
-        append's latest lag timestamp is more than segment.ms (less the jitter; max.compaction.lag.ms when
-        lower) after the active segment's first. An append is never split on time, so a run of appends
-        that each bring a new millisecond cannot make a segment per millisecond."""
+        """Kafka's time rule, checked once per append as Kafka checks it once per produce request: the append's
+        latest lag timestamp is more than segment.ms (less the jitter; max.compaction.lag.ms when lower) after the
+        active segment's first. An append is never split on time (appends a millisecond apart: not a segment each)."""
         return bool(seg.record_count) and newest_ms - seg.first_timestamp > self.config.roll_ms - self.jitter_ms
 
     def forced_roll_due(self, now_ms: int) -> bool:
@@ -316,15 +318,13 @@ class PartitionLog:
                     yield batch
 
     def segment_batches(self, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
-        """All records of a segment (see read_segment). A reader that has just checked its bytes
-        (segment_keys read to the end) passes check=False."""
-        return read_segment(self.storage, self.dir, seg, check)
+        """All records of a segment (read_segment); check=False: its bytes were just checked (segment_keys)."""
+        return read_segment(self.storage, self.dir, seg, check, self._keep)
 
     def segment_keys(self, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
         """A segment's key columns (KEY_BATCH_SCHEMA), its bytes checked as they are read: damage raises
-        CorruptSegmentError after the last batch of an object, so a caller must act on nothing before
-        the end."""
-        return read_segment_keys(self.storage, self.dir, seg)
+        CorruptSegmentError after the last batch of an object, so a caller must act on nothing before the end."""
+        return read_segment_keys(self.storage, self.dir, seg, self._keep)
 
     # ----- replace (the cleaner's swap) -------------------------------------------------------------------
 

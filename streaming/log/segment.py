@@ -256,13 +256,28 @@ def read_verified(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.Reco
     """The object's records, after checking its bytes; a decoding failure is reported as damage too. An object
     that fits the read buffer is read once, checked in memory and decoded from there; a larger one is read twice,
     checked first, so no batch of damaged bytes reaches a caller that acts as it reads (the emission)."""
-    if chunk.bytes > READ_CHUNK:
+    if not fits_buffer(chunk):
         verify_object(storage, path, chunk)
         yield from _decoding_as_damage(path, read_batches(storage, path))
         return
+    yield from decode_object(path, fetch_verified(storage, path, chunk))
+
+
+def fits_buffer(chunk: Chunk) -> bool:
+    """The object is read whole into memory, not in pieces."""
+    return chunk.bytes <= READ_CHUNK
+
+
+def fetch_verified(storage: Storage, path: str, chunk: Chunk) -> bytes:
+    """The bytes of an object that fits the read buffer, checked against what the manifest records."""
     data = storage.get(path)
     verify_object(storage, path, chunk, data)
-    yield from _decoding_as_damage(path, _batches(io.BytesIO(data), path, decode_batch, None))
+    return data
+
+
+def decode_object(path: str, data: bytes, decode: BlockDecoder = decode_batch) -> Iterator[pa.RecordBatch]:
+    """An object's records from its bytes, read and checked already; a decoding failure is reported as damage."""
+    return _decoding_as_damage(path, _batches(io.BytesIO(data), path, decode, None))
 
 
 def read_keys_checked(storage: Storage, path: str, chunk: Chunk) -> Iterator[pa.RecordBatch]:

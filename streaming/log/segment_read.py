@@ -8,20 +8,37 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from streaming.log.columns import decode_key_batch
 from streaming.log.manifest import objects_dir
-from streaming.log.segment import SegmentMeta, read_batches, read_keys_checked, read_verified
+from streaming.log.read_keep import ReadKeep
+from streaming.log.segment import (SegmentMeta, decode_object, fetch_verified, fits_buffer, read_batches,
+                                   read_keys_checked, read_verified)
 from streaming.log.storage import Storage
 
 
-def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True) -> Iterator[pa.RecordBatch]:
+def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True,
+                 keep: ReadKeep | None = None) -> Iterator[pa.RecordBatch]:
     """All records of a segment of the log in ``directory``, object by object; with ``check``, each
-    object's bytes are checked first and damage raises CorruptSegmentError."""
+    object's bytes are checked first and damage raises CorruptSegmentError. An object whose checked bytes
+    ``keep`` holds is decoded from them, not read."""
     for c in seg.chunks:
         path = posixpath.join(objects_dir(directory), c.name)
-        yield from read_verified(storage, path, c) if check else read_batches(storage, path)
+        data = None if keep is None else keep.take(path)
+        if data is not None:
+            yield from decode_object(path, data)
+        else:
+            yield from read_verified(storage, path, c) if check else read_batches(storage, path)
 
 
-def read_segment_keys(storage: Storage, directory: str, seg: SegmentMeta) -> Iterator[pa.RecordBatch]:
-    """The keys of a segment's records (PartitionLog.segment_keys), each object's bytes checked first."""
+def read_segment_keys(storage: Storage, directory: str, seg: SegmentMeta,
+                      keep: ReadKeep | None = None) -> Iterator[pa.RecordBatch]:
+    """The keys of a segment's records (PartitionLog.segment_keys), each object's bytes checked first. With
+    ``keep``, an object that fits the read buffer is read whole and its bytes kept for the next read."""
     for c in seg.chunks:
-        yield from read_keys_checked(storage, posixpath.join(objects_dir(directory), c.name), c)
+        path = posixpath.join(objects_dir(directory), c.name)
+        if keep is None or not fits_buffer(c):
+            yield from read_keys_checked(storage, path, c)
+            continue
+        data = fetch_verified(storage, path, c)
+        yield from decode_object(path, data, decode_key_batch)
+        keep.keep(path, data)

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from streaming.partition_id import PartitionId
 from streaming.log import LogConfig, PartitionLog
+from streaming.log.read_keep import ReadKeep
 from streaming.log.storage import Barrier
 from streaming.state.stores import StateDir
 
@@ -126,11 +127,11 @@ def list_log_dirs(state: StateDir) -> list[LogDir]:
     return out
 
 
-def open_partition_log(state: StateDir, log_dir: LogDir, config: LogConfig,
-                       barrier: Barrier | None = None) -> PartitionLog:
+def open_partition_log(state: StateDir, log_dir: LogDir, config: LogConfig, barrier: Barrier | None = None,
+                       keep: ReadKeep | None = None) -> PartitionLog:
     """Every task opens a partition log this way, so its segment.jitter.ms draw is the same wherever the
     task runs: the seed is the topic-partition, not the path or the process. A local log fsyncs each object
     before an append returns (LogConfig.fsync), or makes it durable with the task's ``barrier``; a remote one
-    is durable when the store acknowledges."""
+    is durable when the store acknowledges. ``keep``: a compaction task's (PartitionLog)."""
     return PartitionLog(log_dir.directory, config, None if state.local else state.storage,
-                        jitter_seed=str(log_dir.pid), barrier=barrier)
+                        jitter_seed=str(log_dir.pid), barrier=barrier, keep=keep)
