@@ -3,8 +3,8 @@ sink. A task's logs are opened and emitted together (streaming.job.stage_task, s
 
 Many small logs share a task (streaming.job.stage_plan). Each log is cleaned pass after pass while the offset
 map fills up and the partition stays eligible, then everything cleaned that the sink has not received is
-emitted: the passes' survivors, and whatever earlier stages cleaned but did not emit (a crash between a pass
-and its emission). Emission progress comes from the sink itself, so the stage is safe to repeat at any point.
+emitted: the passes' survivors, and whatever earlier stages cleaned but did not emit (an emission that failed
+or was cut short). Emission progress comes from the sink itself, so the stage is safe to repeat at any point.
 """
 
 from __future__ import annotations
@@ -105,15 +105,20 @@ class PartitionWork:
     config: CompactionConfig  # the stage's (drained by --drain)
     report: StageReport
     noted: EmissionNote | None  # the log's own note of how far the sink committed (None: no note)
-    tombstones_superseded: int = 0  # by this stage's passes
+    # what this stage's passes did that a repeat of them after a crash would not do alike
+    tombstones_superseded: int = 0
+    dead_letters: int = 0  # sent, each in a transaction of its own
+    failed: bool = False  # a pass failed, perhaps after rewriting part of the log
 
     @property
     def commits_before_emission(self) -> bool:
-        """A lost emission's erase-audit notes are made from the log's tombstones (erase_audit.recover_lost_notes),
-        so a pass that dropped a tombstone for a later record of its key is committed before its emission: the log
-        read back is the one emitted. Any other pass is committed with the emission's notes after it, one manifest
-        a log a stage: a crash in between repeats the pass, and emission resumes from what the sink holds."""
-        return self.config.erase_audit_keys is not AuditKeys.OFF and self.tombstones_superseded > 0
+        """The passes are committed with the emission's notes after it, one manifest a log a stage: a crash in
+        between repeats them, and emission resumes from what the sink holds. Not where a repeat would differ: a
+        lost emission's erase-audit notes are made from the log's tombstones (erase_audit.recover_lost_notes), so
+        a pass that dropped a tombstone for a later record of its key must leave the log read back the one
+        emitted; dead letters a repeat would send again; and a failed pass, which may have done either."""
+        auditing = self.config.erase_audit_keys is not AuditKeys.OFF
+        return self.failed or self.dead_letters > 0 or (auditing and self.tombstones_superseded > 0)
 
     @property
     def pid(self) -> PartitionId:
@@ -132,11 +137,18 @@ class PartitionWork:
         emission fails."""
         manager = LogCleanerManager(self.config, _cleaner(self.config))
         report = self.report
+
+        def sent(letters: list[LogRecord]) -> int:
+            self.dead_letters += len(letters)
+            return dead_letters(letters)
+
         for _ in range(spec.max_passes_per_trigger):
             log.debug("phase: clean %s", self.pid)
-            outcome = manager.clean_partition(self.pid, self.plog, now_ms, dead_letters, emitted_up_to)
+            outcome = manager.clean_partition(self.pid, self.plog, now_ms, None if dead_letters is None else sent,
+                                              emitted_up_to)
             report.observe(self.plog, outcome.target, outcome.state, self.config)
             report.error = None if outcome.cause is None else TaskError.of(outcome.cause)
+            self.failed |= outcome.cause is not None
             result = outcome.result
             if result is None:
                 break

@@ -56,7 +56,7 @@ def emit_task(works: list[PartitionWork], task: StageTask, attempt: int, spec: J
               commit: TaskCommit) -> None:
     """Fills each work's report: what its sink committed, or why it could not emit. Each log's roll, passes and
     notes of the emission are held for the task's commit after it (every log's by one ``commit``), but for a log
-    whose passes the erase audit needs committed first (PartitionWork.commits_before_emission)."""
+    whose passes a repeat would not do alike (PartitionWork.commits_before_emission)."""
     tid = transactional_id(spec.job_id, task.slot)
     if (stale := _stale(tid, task, spec)) is not None:  # before init_transactions: it would abort a successor's
         _fail(works, stale, ErrorKind.FENCED)

@@ -1,8 +1,8 @@
 """One compaction task: its partition logs opened and locked for the task's length, those that need nothing of
 the sink left alone, and the others cleaned and emitted together through one producer (streaming.job.emission).
 Each log's changes are held, not committed a step at a time: its roll, its passes and its notes of the emission
-in one manifest after the emission (a second before it only where the erase audit needs the passes committed
-first: PartitionWork.commits_before_emission), made for all the task's logs behind one barrier
+in one manifest after the emission (a second before it only where a repeat of the passes would not do alike:
+PartitionWork.commits_before_emission), made for all the task's logs behind one barrier
 (streaming.job.task_commit). Spark calls compact_partitions, once per task of a stage."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def compact_partitions(task: StageTask, attempt: int, spec: JobSpec, now_ms: int
         commit = TaskCommit(locks.enter_context(Barrier()), io_threads)
         for log_dir in sorted(task.logs, key=lambda d: d.directory):  # one order: no two tasks wait on each other
             locks.enter_context(partition_lock(state, log_dir.directory))
-        keep = ReadKeep()  # the new segments the passes map, read again by the emission
+        keep = ReadKeep()  # the small objects the passes map, read again by a rewrite or the emission
         works = task_io.each(lambda d: _open(state, d, spec, now_ms, attempt, drain, commit.barrier, keep), task.logs,
                              io_threads)
         busy = [w for w in works if not (w.pid in task.trusted and w.pid not in task.held and

@@ -217,7 +217,7 @@ class PartitionLog:
 
     def hold_commits(self) -> None:
         """Until commit_held, every change stays in this writer's view, its objects written but no manifest: a
-        compaction task commits a log's roll, passes and notes of its emission once, after the emission."""
+        compaction task commits a log's roll, passes and notes once a stage (see PartitionWork.commits_before_emission)."""
         if self._held is not None:
             raise RuntimeError(f"{self.dir}: its commits are held already")
         self._held = []

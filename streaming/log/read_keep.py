@@ -1,6 +1,6 @@
 """Checked bytes of small objects a task has read, kept for its next read of them: a compaction task's map reads
-each new segment's keys, and its emission reads the same objects moments later. On an object store that second
-read is a request a log a stage."""
+each new segment's keys, and its rewrite or its emission reads the same objects moments later. On an object store
+that second read is a request a log a stage."""
 
 from __future__ import annotations
 

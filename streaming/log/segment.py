@@ -116,7 +116,7 @@ class SegmentMeta:
             self.min_delete_horizon_ms = horizons
 
     def to_dict(self) -> dict:
-        # field by field, not asdict, which deep-copies each value: a log writes a manifest twice a stage
+        # field by field, not asdict, which deep-copies each value: a log writes a manifest or two a stage
         doc = {f.name: getattr(self, f.name) for f in _SEGMENT_FIELDS}
         doc["chunks"] = [{f.name: getattr(c, f.name) for f in _CHUNK_FIELDS} for c in self.chunks]
         return doc

@@ -1,5 +1,5 @@
-"""A compaction task's changes to a log (its roll and its passes' swaps and checkpoints; later its notes of the
-emission) held in the writer's view and committed as one manifest: until then the log on disk is the log as it
+"""A compaction task's changes to a log (its roll, its passes' swaps and checkpoints, its notes of the emission)
+held in the writer's view and committed as one manifest: until then the log on disk is the log as it
 was opened, so a crash repeats the passes and loses nothing; a writer fenced meanwhile finds out at that commit."""
 
 from __future__ import annotations
