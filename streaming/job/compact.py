@@ -116,7 +116,8 @@ class PartitionWork:
         between repeats them, and emission resumes from what the sink holds. Not where a repeat would differ: a
         lost emission's erase-audit notes are made from the log's tombstones (erase_audit.recover_lost_notes), so
         a pass that dropped a tombstone for a later record of its key must leave the log read back the one
-        emitted; dead letters a repeat would send again; and a failed pass, which may have done either."""
+        emitted; dead letters a repeat would send again (committed before the emission, they are sent again only
+        after a crash during the task's cleaning, as before); and a failed pass, which may have done either."""
         auditing = self.config.erase_audit_keys is not AuditKeys.OFF
         return self.failed or self.dead_letters > 0 or (auditing and self.tombstones_superseded > 0)
 

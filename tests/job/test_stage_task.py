@@ -1,6 +1,6 @@
 """A compaction task commits each of its logs once a stage, after the emission: the roll, the passes' swaps and
 checkpoints, the cleaner's state, the emission note and the erase audit's notes in one manifest (a second, before
-the emission, only for a pass that dropped a superseded tombstone while the erase audit is kept). Its logs' writes
+the emission, only for passes a repeat would not do alike: tests/job/test_compact.py). Its logs' writes
 are made durable together, by one barrier of the task whatever its partition count, not by an fsync of each
 object. A crash between the emission and that commit repeats the passes, and sends nothing twice."""
 
