@@ -12,13 +12,15 @@ side hands each transaction's records to rd_kafka_producev in one C loop (stream
 log read included: what the producer costs without a Python call per record. The emitter
 side is TaskEmitter.emit fed from the log, as the compaction stage feeds it (reading and decoding the
 log's objects included); the log's read alone is timed too, so the emitter's own share shows. Each side
-writes into a topic made just before it; rounds alternate which side goes first.
+writes into a topic made just before it; rounds alternate which side goes first. Each side's CPU-seconds in
+this process (its Python and librdkafka's threads, not the broker's) are printed beside its time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -30,6 +32,7 @@ from streaming.brokers.choice import acquire_broker
 from streaming.kafka.admin import create_topic, unique_topic_name
 from streaming.kafka.headers import offset_header
 from streaming.kafka.sink.batch_produce import BatchProduce
+from streaming.kafka.sink.held_buffers import HeldBuffers
 from streaming.kafka.client_log import with_client_log
 from streaming.kafka.sink.task_emitter import TRANSACTION_RECORDS, SinkPartition, TaskEmitter
 from streaming.kafka.native.gate import DEFAULT_CLIENT_ID
@@ -40,6 +43,7 @@ from streaming.log import LogConfig, PartitionLog, batch_from_records, make_reco
 from streaming.partition_id import PartitionId
 
 ORIGINS = Origins("bench-source", "bench-sink")  # every record gets the origin header, none is left out
+PRODUCE_CPU_S: list[float] = []  # the librdkafka side's thread CPU in its produce calls, a transaction each
 
 
 def fill_log(directory: str, records: int, value_bytes: int, headers: int, distinct: bool) -> PartitionLog:
@@ -83,18 +87,23 @@ def bare(bootstrap: str, topic: str, rows: list[tuple], per_transaction: int) ->
 
 def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: int) -> float:
     """librdkafka's own rate in C: the same transactions, each one run of records handed to rd_kafka_producev
-    in a C loop (streaming.kafka.sink.batch_produce), with no Python between records."""
+    in a C loop (streaming.kafka.sink.batch_produce), with no Python between records. The producing thread's CPU
+    inside those calls goes to ``PRODUCE_CPU_S``: where librdkafka would copy each value (RD_KAFKA_MSG_F_COPY)."""
     producer = Producer(with_client_log({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
                                          "enable.idempotence": True, "linger.ms": 5}))
     producer.init_transactions(30)
-    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
+    held = HeldBuffers(producer)
+    produce = BatchProduce(held, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
     t = time.perf_counter()
     cols = [Columns.of(batch) for batch in log.read_batches(0, log.log_end_offset)]
     for part in cols:
         for start in range(0, len(part.offsets), per_transaction):
             producer.begin_transaction()
+            before = time.thread_time()
             produce.produce_all(part, start, min(len(part.offsets), start + per_transaction), serve=0.05)
+            PRODUCE_CPU_S.append(time.thread_time() - before)
             producer.flush(60)
+            held.release()
             producer.commit_transaction(60)
     seconds = time.perf_counter() - t
     producer.flush(10)
@@ -108,6 +117,12 @@ def emitter(bootstrap: str, topic: str, log: PartitionLog, per_transaction: int)
     seconds = time.perf_counter() - t
     sink.close()
     return seconds
+
+
+def _cpu_s() -> float:
+    """This process's CPU-seconds so far: the side's Python and librdkafka's threads, not the broker's."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -133,24 +148,33 @@ def main() -> None:
                 for r in log.read()]
         sides: dict[tuple[str, int], list[float]] = {(n, size): [] for n in ("bare", "librdkafka", "emitter")
                                                      for size in sizes}
+        cpu: dict[tuple[str, int], list[float]] = {side: [] for side in sides}
+        calls: dict[int, list[float]] = {size: [] for size in sizes}
         with acquire_broker() as broker:
             bs = broker.bootstrap_servers
             for i in range(args.rounds):
                 order = list(sides) if i % 2 == 0 else list(reversed(sides))
                 for name, size in order:
                     topic = create_topic(bs, unique_topic_name(f"bench-emit-{name}"), 1, {"retention.ms": "-1"})
+                    before = _cpu_s()
+                    PRODUCE_CPU_S.clear()
                     seconds = (bare(bs, topic, rows, size) if name == "bare" else
                                librdkafka(bs, topic, log, size) if name == "librdkafka" else emitter(bs, topic, log, size))
                     sides[(name, size)].append(seconds)
+                    cpu[(name, size)].append(_cpu_s() - before)
+                    if name == "librdkafka":
+                        calls[size].append(sum(PRODUCE_CPU_S))
                     print(f"round {i + 1}: {name:<7} {size:>7} a transaction {seconds:6.2f}s "
-                          f"({args.records / seconds:,.0f} records/s)", flush=True)
+                          f"({args.records / seconds:,.0f} records/s), {cpu[(name, size)][-1]:.2f} CPU-s", flush=True)
         for size in sizes:
             b, c, e = (statistics.median(sides[(n, size)]) for n in ("bare", "librdkafka", "emitter"))
             print(f"{args.records:,} records of {args.value_bytes} bytes, {args.headers} headers of their own"
                   f"{' (the first distinct)' if args.distinct_headers else ''}, {size:,} a transaction, median of "
                   f"{args.rounds}: bare transactional producer {b:.2f}s, librdkafka in C {c:.2f}s, emitter {e:.2f}s "
                   f"(its log read alone {read_s:.2f}s); emitter / bare = {e / b:.3f}, emitter / librdkafka = "
-                  f"{e / c:.3f}")
+                  f"{e / c:.3f}; CPU-s of this process (librdkafka's threads included), the same order: "
+                  f"{', '.join(f'{statistics.median(cpu[(n, size)]):.2f}' for n in ('bare', 'librdkafka', 'emitter'))}"
+                  f"; the C side's thread CPU inside its produce calls {statistics.median(calls[size]):.3f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -15,7 +15,10 @@
  * produce_batch() takes no headers, while every record the compactor emits carries kcompact.offset. Here a
  * run of records goes to rd_kafka_producev in one call from Python, on confluent-kafka's producer handle,
  * with no delivery callback (confluent-kafka's own skips a message that has no state of its own), so its
- * transactions, flushes and polls stay confluent-kafka's.
+ * transactions, flushes and polls stay confluent-kafka's. A record's value is not copied (no RD_KAFKA_MSG_F_COPY):
+ * librdkafka reads it from the caller's buffer until the record is done, so the caller holds the buffers until
+ * the producer has no record outstanding (streaming.kafka.sink.held_buffers). Keys and headers librdkafka copies
+ * whatever the flags.
  *
  * librdkafka's functions are looked up in the copy confluent-kafka loaded (bind()), not linked: the same
  * library instance owns the handle, and no librdkafka headers are needed to build this. The few types used
@@ -50,7 +53,6 @@ typedef struct rd_kafka_message_s {
 } rd_kafka_message_t;
 
 #define ERR_BAD_MSG (-199) /* RD_KAFKA_RESP_ERR__BAD_MSG */
-#define MSG_F_COPY 0x2     /* RD_KAFKA_MSG_F_COPY */
 enum { V_END, V_TOPIC, V_RKT, V_PARTITION, V_VALUE, V_KEY, V_OPAQUE, V_MSGFLAGS, V_TIMESTAMP, V_HEADER, V_HEADERS };
 
 static struct {
@@ -584,7 +586,8 @@ static int validity_of(PyObject *obj, Py_buffer *view, const char *name, Py_ssiz
  *   -> (records produced, error code)
  * Records [start, stop), each with its own headers, then the offset header, then the origin header with the
  * value origin unless its own headers hold one with a value, in order; stops at the first record librdkafka
- * refuses (error code non-zero, e.g. its queue is full) and says how many went.
+ * refuses (error code non-zero, e.g. its queue is full) and says how many went. The values of those that went
+ * stay in the caller's buffers, which it holds until the producer has none outstanding.
  */
 static PyObject *produce_rows(PyObject *self, PyObject *args) {
     PyObject *producer;
@@ -656,7 +659,7 @@ static PyObject *produce_rows(PyObject *self, PyObject *args) {
         const void *value = VALID(vvalid, i) ? values + vo[i] : NULL;
         err = rd.producev(rk, V_RKT, rkt, V_PARTITION, (int32_t)partition, V_VALUE, value,
                           (size_t)(value ? vo[i + 1] - vo[i] : 0), V_KEY, key, (size_t)(key ? ko[i + 1] - ko[i] : 0),
-                          V_TIMESTAMP, (int64_t)ts[i], V_HEADERS, hdrs, V_MSGFLAGS, MSG_F_COPY, V_END);
+                          V_TIMESTAMP, (int64_t)ts[i], V_HEADERS, hdrs, V_MSGFLAGS, 0, V_END);
         if (err) {
             rd.headers_destroy(hdrs); /* producev takes the headers only when it takes the record */
             break;

@@ -20,7 +20,7 @@ QUEUE_FULL = KafkaError._QUEUE_FULL  # noqa: SLF001 (librdkafka's local error, a
 
 @dataclass(frozen=True)
 class Columns:
-    """A LOG_BATCH_SCHEMA batch as the producers read it; held while its runs are produced."""
+    """A LOG_BATCH_SCHEMA batch as the producers read it; held until the producer is done with its records."""
 
     batch: pa.RecordBatch
     offsets: np.ndarray
@@ -43,6 +43,11 @@ class Columns:
                    batch.column("timestamp").to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
                    None if key_valid.all() else key_valid, key_offsets, keys,
                    None if value_valid.all() else value_valid, value_offsets, values, header_offsets, headers)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its keys, values and headers: what a producer reading records from it keeps in memory."""
+        return self.keys.nbytes + self.values.nbytes + self.headers.nbytes
 
     def tombstones(self) -> np.ndarray:
         """Indexes of the records with a key and no value."""
@@ -74,3 +79,12 @@ class RecordProduce(ABC):
             if err.code() != QUEUE_FULL:
                 raise KafkaException(err)
             self.producer.poll(serve)
+
+
+def runs_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ascending row indexes as runs of consecutive rows: their starts, and their stops (one past the last), so
+    a stretch of looped records is stepped over at once."""
+    if rows.size == 0:
+        return rows, rows
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    return rows[np.r_[0, breaks]], rows[np.r_[breaks - 1, rows.size - 1]] + 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -34,12 +35,13 @@ from streaming.kafka.headers import offset_header
 from streaming.kafka.native import gate
 from streaming.kafka.sink.batch_produce import BatchProduce
 from streaming.kafka.sink.dead_letters import source_headers
+from streaming.kafka.sink.held_buffers import HeldBuffers, sweep
 from streaming.kafka.client_settings import client_settings
 from streaming.kafka.failures import TRY_S, MetadataClient, is_fatal, retrying, timed_out
 from streaming.kafka.headers.offset_header import OFFSET_HEADER
 from streaming.kafka.headers.origin_header import Origins
 from streaming.kafka.sink.plain_produce import PlainProduce
-from streaming.kafka.sink.record_produce import Columns, RecordProduce
+from streaming.kafka.sink.record_produce import Columns, RecordProduce, runs_of
 from streaming.kafka.sink.record_size import (RecordLimits, added_headers_bound, batch_size, batch_size_bounds,
                                               librdkafka_size)
 from streaming.cleaner.cleaner import DeadLetterFenced
@@ -149,7 +151,10 @@ class TaskEmitter:
         self._settings = client_settings(self.producer_config)  # a client.id given by reference, resolved
         self._record_max = int(self._settings.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES))
         self._added = added_headers_bound(origins.source_value)
+        sweep()  # producers parked by this process's earlier emitters, whose records have failed since
         self.producer = Producer(self._settings)
+        self._held = HeldBuffers(self.producer)  # the batches the native path lends the producer
+        self._park = weakref.finalize(self, self._held.park)  # at close, or when dropped unclosed
         self._runs: dict[PartitionId, RecordProduce] = {}
         self._in_transaction = False
         reached(Moment.INIT_TRANSACTIONS, transactional_id)
@@ -160,7 +165,7 @@ class TaskEmitter:
         runs = self._runs.get(sink)
         if runs is None:
             runs = self._runs[sink] = (
-                BatchProduce(self.producer, str(self._settings.get("client.id", gate.DEFAULT_CLIENT_ID)), sink.topic,
+                BatchProduce(self._held, str(self._settings.get("client.id", gate.DEFAULT_CLIENT_ID)), sink.topic,
                              sink.partition, self.origins)
                 if gate.enabled(self.kafka_native) else PlainProduce(self.producer, sink.topic, sink.partition,
                                                                        self.origins))
@@ -196,7 +201,7 @@ class TaskEmitter:
                     cols = Columns.of(batch)
                     tombstones = cols.tombstones()
                     too_big = self._too_big(part.sink.topic, cols)
-                    starts, stops = _runs(self.origins.looped_rows(batch.column("headers")))
+                    starts, stops = runs_of(self.origins.looped_rows(batch.column("headers")))
                     i, n = int(np.searchsorted(cols.offsets, part.emitted_up_to, side="right")), len(cols.offsets)
                     while i < n:
                         k = int(np.searchsorted(stops, i, side="right"))  # the first run of looped records not behind
@@ -223,6 +228,8 @@ class TaskEmitter:
                                        *t.tolist(), *starts[k:k + 1].tolist(), *big.tolist())
                             self._guarded(functools.partial(runs.produce_all, cols, i, stop, QUEUE_FULL_WAIT_S))
                             went = stop - i
+                            if self._held.full():  # the acknowledgements of what was lent so far, then let it go
+                                self._flush(f"{self.transactional_id} ({part})")
                         if (in_txn + went) // POLL_EVERY > in_txn // POLL_EVERY:
                             self.producer.poll(0)
                         in_txn += went
@@ -302,6 +309,7 @@ class TaskEmitter:
         self._in_transaction = False
         try:
             self.producer.abort_transaction(TIMEOUT_S)
+            self._held.let_go()  # the abort flushed: what was queued failed
         except KafkaException as exc:
             log.warning("%s: abort after %s failed: %s", self.transactional_id, type(cause).__name__, exc)
             if is_fatal(exc) and not isinstance(cause, EmitterFenced):
@@ -347,12 +355,13 @@ class TaskEmitter:
         pending.clear()
 
     def _flush(self, where: str) -> None:
-        """Wait for every record's acknowledgement. A sink below min.insync.replicas takes none: this waits
-        in short tries, saying why (retrying), not silently for the whole timeout."""
+        """Wait for every record's acknowledgement (a sink below min.insync.replicas takes none: in short tries, saying
+        why, not silently for the whole timeout), then let go of the batches lent."""
         def flushed() -> None:
             if left := self.producer.flush(TRY_S):
                 raise timed_out(f"{left} records not yet acknowledged")
         waiting(lambda: self._guarded(flushed), f"acknowledgements of {where}", self.producer, pause_s=0)
+        self._held.let_go()
 
     def transaction(self, records: Callable[[Producer], int]) -> int:
         """``records(producer)`` produces, in one transaction of its own, committed here; how many it produced
@@ -371,16 +380,11 @@ class TaskEmitter:
         return n
 
     def close(self) -> None:
-        self.producer.flush(TIMEOUT_S)
-
-
-def _runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ascending row indexes as runs of consecutive rows: their starts, and their stops (one past the last), so
-    a stretch of looped records is stepped over at once."""
-    if rows.size == 0:
-        return rows, rows
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    return rows[np.r_[0, breaks]], rows[np.r_[breaks - 1, rows.size - 1]] + 1
+        """Wait for what is outstanding, then let the producer go, parked with what it still reads if any."""
+        try:
+            self.producer.flush(TIMEOUT_S)
+        finally:
+            self._park()
 
 
 def _left_out(part: SinkPartition, pending: dict[SinkPartition, tuple[int, int, int]], last: int, records: int) -> None:

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from streaming.kafka.sink.batch_produce import BatchProduce
+from streaming.kafka.sink.held_buffers import HeldBuffers
 from streaming.kafka.native.gate import DEFAULT_CLIENT_ID
 from streaming.kafka.headers.offset_header import OFFSET_HEADER, encode
 from streaming.kafka.headers.origin_header import ORIGIN_HEADER
@@ -150,7 +151,7 @@ def test_produced_records_are_the_same_through_either_path(bootstrap_servers, ne
     producer.init_transactions(30)
     cols = Columns.of(batch)
     split = min(cut, len(log))
-    paths: list[RecordProduce] = [BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS),
+    paths: list[RecordProduce] = [BatchProduce(HeldBuffers(producer), DEFAULT_CLIENT_ID, topic, 0, ORIGINS),
                                   PlainProduce(producer, topic, 1, ORIGINS)]
     producer.begin_transaction()
     for path in paths:  # in two runs each, through a queue smaller than the batch

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from streaming.kafka.sink.batch_produce import BatchProduce
+from streaming.kafka.sink.held_buffers import HeldBuffers
 from streaming.kafka.native.gate import DEFAULT_CLIENT_ID
 from streaming.kafka.sink.record_produce import Columns
 from streaming.log import batch_from_records, make_record
@@ -47,7 +48,7 @@ def test_a_run_goes_in_order_with_every_header_through_a_full_queue(bootstrap_se
     producer = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": uuid.uuid4().hex,
                          "queue.buffering.max.messages": 16, "linger.ms": 1})
     producer.init_transactions(30)
-    batch = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
+    batch = BatchProduce(HeldBuffers(producer), DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
     cols = Columns.of(batch_from_records(records))
     producer.begin_transaction()
     batch.produce_all(cols, 0, 150, serve=0.05)
@@ -70,7 +71,7 @@ def test_headers_that_are_not_the_logs_encoding_are_refused_with_nothing_sent(bo
     producer = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": uuid.uuid4().hex})
     producer.init_transactions(30)
     producer.begin_transaction()
-    produce = BatchProduce(producer, DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
+    produce = BatchProduce(HeldBuffers(producer), DEFAULT_CLIENT_ID, topic, 0, ORIGINS)
     went, err = produce.produce(Columns.of(broken), 0, 3)
     assert went == 1 and err is not None and err.code() == KafkaError._BAD_MSG
     with pytest.raises(KafkaException):
