@@ -102,8 +102,9 @@ def librdkafka(bootstrap: str, topic: str, log: PartitionLog, per_transaction: i
             before = time.thread_time()
             produce.produce_all(part, start, min(len(part.offsets), start + per_transaction), serve=0.05)
             PRODUCE_CPU_S.append(time.thread_time() - before)
-            producer.flush(60)
-            held.release()
+            if left := producer.flush(60):
+                raise RuntimeError(f"{left} records not acknowledged in 60 s")
+            held.let_go()
             producer.commit_transaction(60)
     seconds = time.perf_counter() - t
     producer.flush(10)

@@ -55,11 +55,15 @@ class HeldBuffers:
     def park(self) -> None:
         """The emitter is done with the producer: what it may still read stays held, with the producer, until its
         records are done; then the parked producers whose records are done meanwhile are let go."""
-        if self._held and not self.done():
-            with _parked_lock:
-                _parked.add(self)
-        else:
-            self.let_go()
+        done = False
+        try:
+            done = not self._held or self.done()
+        finally:  # a report that raised leaves the batches held: parked, never let go unasked
+            if done:
+                self.let_go()
+            else:
+                with _parked_lock:
+                    _parked.add(self)
         sweep()
 
     def done(self) -> bool:
@@ -74,16 +78,15 @@ def sweep() -> None:
     global _parked
     with _parked_lock:
         parked, _parked = _parked, set()
-    waiting = set()
-    for held in parked:
-        try:
-            done = held.done()
-        except Exception as exc:  # noqa: BLE001 (a delivery callback's error: the producer stays parked)
-            log.warning("a parked producer's delivery report failed: %s", exc)
-            done = False
-        if done:
-            held.let_go()
-        else:
-            waiting.add(held)
-    with _parked_lock:
-        _parked.update(waiting)
+    released: set[HeldBuffers] = set()
+    try:
+        for held in parked:
+            try:
+                if held.done():
+                    held.let_go()
+                    released.add(held)
+            except Exception as exc:  # noqa: BLE001 (a delivery callback's error: the producer stays parked)
+                log.warning("a parked producer's delivery report failed: %s", exc)
+    finally:  # an interrupt mid-way puts back every one not let go
+        with _parked_lock:
+            _parked.update(parked - released)
