@@ -54,16 +54,10 @@ class HeldBuffers:
 
     def park(self) -> None:
         """The emitter is done with the producer: what it may still read stays held, with the producer, until its
-        records are done; then the parked producers whose records are done meanwhile are let go."""
-        done = False
-        try:
-            done = not self._held or self.done()
-        finally:  # a report that raised leaves the batches held: parked, never let go unasked
-            if done:
-                self.let_go()
-            else:
-                with _parked_lock:
-                    _parked.add(self)
+        records are done (sweep, which lets go of this one at once if it is done already)."""
+        if self._held:
+            with _parked_lock:
+                _parked.add(self)
         sweep()
 
     def done(self) -> bool:
