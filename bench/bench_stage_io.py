@@ -129,9 +129,10 @@ def _stage(spec: JobSpec, dirs: list[LogDir], sink: str, offset: int, records: i
 
 
 def one_round(bootstrap: str, store: str, partitions: int, records: int, keys: int, stages: int, threads: int
-              ) -> tuple[tuple[float, float, float, float], Counter]:
+              ) -> tuple[tuple[float, float, float, float, float], Counter]:
     """Seconds, fsyncs and storage calls a partition a stage, and syncfs calls a stage (the task's barriers), the
-    measured stages' medians; and the last stage's storage calls by kind."""
+    measured stages' medians, and the median seconds a partition of the last quarter of them (a log's cost as the job
+    ages: what each open reads and each commit writes of it); and the last stage's storage calls by kind."""
     sink = create_topic(bootstrap, unique_topic_name("stage-io"), partitions, {"cleanup.policy": "compact"})
     config = CompactionConfig(max_compaction_lag_ms=1000)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as local_dir:
@@ -145,7 +146,8 @@ def one_round(bootstrap: str, store: str, partitions: int, records: int, keys: i
     return ((statistics.median(w for w, _ in measured) / partitions,
              statistics.median(c["fsync"] for _, c in measured) / partitions,
              statistics.median(c["calls"] for _, c in measured) / partitions,
-             statistics.median(c["syncfs"] for _, c in measured)), measured[-1][1])
+             statistics.median(c["syncfs"] for _, c in measured),
+             statistics.median(w for w, _ in measured[-max(1, len(measured) // 4):]) / partitions), measured[-1][1])
 
 
 def main() -> None:
@@ -164,7 +166,7 @@ def main() -> None:
     server = S3Server(Path(work) / "minio") if args.store == "s3" else None
     try:
         sides = {"one at a time": 1, f"{task_io.STORE_THREADS} I/O threads": task_io.STORE_THREADS}
-        results: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in sides}
+        results: dict[str, list[tuple[float, float, float, float, float]]] = {s: [] for s in sides}
         kinds: Counter = Counter()
         for r in range(args.rounds):
             order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
@@ -175,11 +177,11 @@ def main() -> None:
                 results[name].append(figures)
         print(f"{args.partitions} partitions on {args.store}, {args.records} new records each a stage over "
               f"{args.keys} keys, one task; medians of {args.rounds} rounds")
-        print(f"{'side':<20} {'ms a partition':>15} {'fsyncs a partition':>19} {'syncfs a task':>14} "
+        print(f"{'side':<20} {'ms a partition':>15} {'last quarter':>13} {'fsyncs a partition':>19} {'syncfs a task':>14} "
               f"{'storage calls a partition':>26}")
         for name, rows in results.items():
-            ms, fsyncs, calls, barriers = (statistics.median(col) for col in zip(*rows, strict=True))
-            print(f"{name:<20} {ms * 1000:>15.2f} {fsyncs:>19.1f} {barriers:>14.1f} {calls:>26.1f}")
+            ms, fsyncs, calls, barriers, last = (statistics.median(col) for col in zip(*rows, strict=True))
+            print(f"{name:<20} {ms * 1000:>15.2f} {last * 1000:>13.2f} {fsyncs:>19.1f} {barriers:>14.1f} {calls:>26.1f}")
         print("storage calls a partition in a stage, by kind:")
         for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
             if kind not in ("calls", "fsync", "syncfs"):

@@ -6,11 +6,12 @@
 2. Recopy: every sealed segment below the pass's end offset, in groups of at most segment.bytes. A record
    survives iff it is its key's winner. Clean-section records are ranked against the dirty winners as the
    recopy meets them (they come first in offset order), so a late lower version never displaces a higher
-   one already cleaned. A group in which nothing changes is not rewritten, and what the map phase shows cannot
-   change is not even read (DirtyRange): a dirty range whose every record is its key's winner (each key once,
-   none a tombstone or keyless, none outranked by a clean record), and a clean segment whose key filter
-   (streaming.log.key_filter) holds none of the mapped keys and whose tombstones are not due. Where a whole
-   cluster trickles, a pass reads only its new records, once; Kafka's reads them twice and the rest of the log once.
+   one already cleaned. A group in which nothing changes is not rewritten (its small clean segments are merged:
+   streaming.cleaner.segment_merge), and what the map phase shows cannot change is not even read (DirtyRange):
+   a dirty range whose every record is its key's winner (each key once, none a tombstone or keyless, none
+   outranked by a clean record), and a clean segment whose key filter (streaming.log.key_filter) holds none of
+   the mapped keys and whose tombstones are not due. Where a whole cluster trickles, a pass reads only its new
+   records, once; Kafka's reads them twice and the rest of the log once.
 3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
    one whose horizon has passed is removed, once the sink has committed it (a tombstone removed before
    would never delete its key there). So a tombstone needs two passes and is never kept forever.
@@ -37,6 +38,7 @@ from streaming.cleaner.dirty_range import DirtyRange
 from streaming.cleaner.hash_memo import HashMemo
 from streaming.cleaner.offset_map import OffsetMap, rank_greater
 from streaming.partition_id import PartitionId
+from streaming.cleaner.segment_merge import merge, merge_tail
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
 from streaming.cleaner.throttle import Throttler
@@ -238,31 +240,42 @@ class Cleaner:
         erase audit's events with it, and then says so (True): the pass needs no commit of its own."""
         groups = self._groups(plog, result.end_offset)
         for i, group in enumerate(groups):
-            removals: list[audit.Removed | audit.Superseded] = []  # tombstones this group's rewrite removes: journaled with its swap
-            decisions = self._decide(plog, group, dirty, versions, result, throttler, dead_letter, checked, removals,
-                                     emitted_up_to)
-            unchanged = 0
-            for decision in decisions:
-                if decision is None:  # the rest of the group stays as it is
-                    break
-                batch, keep, horizon = decision
-                if keep.all() and not horizon.any():
-                    unchanged += 1
-                    continue
-                rewritten = itertools.chain(
-                    itertools.islice((b for b in self._read_until_unchanged(plog, group, checked, dirty)
-                                      if b is not None), unchanged),
-                    [self._apply(batch, keep, horizon, result)],
-                    (self._apply(*d, result) for d in decisions if d is not None))
-                last = i == len(groups) - 1
-                new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset,
-                                   journal=functools.partial(_joined, removals, result.erased if last else []),
-                                   checkpoint=result.end_offset if last else None)
-                result.bytes_written += new.size_bytes
-                throttler.maybe_throttle(new.size_bytes)
-                if last:
-                    return True
-                break
+            last = i == len(groups) - 1
+            if not self._rewrite(plog, group, last, versions, result, throttler, dead_letter, checked, emitted_up_to,
+                                 dirty):
+                merged = merge(plog, merge_tail(group, dirty.start), checked)
+                result.bytes_written += merged
+                throttler.maybe_throttle(merged)
+            elif last:
+                return True
+        return False
+
+    def _rewrite(self, plog: PartitionLog, group: Sequence[SegmentMeta], last: bool, versions: VersionReader,
+                 result: CleanResult, throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int],
+                 emitted_up_to: int | None, dirty: DirtyRange) -> bool:
+        """The group rewritten if a decision changes it (True), with the pass's checkpoint if it is the last."""
+        removals: list[audit.Removed | audit.Superseded] = []  # tombstones this group's rewrite removes: journaled with its swap
+        decisions = self._decide(plog, group, dirty, versions, result, throttler, dead_letter, checked, removals,
+                                 emitted_up_to)
+        unchanged = 0
+        for decision in decisions:
+            if decision is None:  # the rest of the group stays as it is
+                return False
+            batch, keep, horizon = decision
+            if keep.all() and not horizon.any():
+                unchanged += 1
+                continue
+            rewritten = itertools.chain(
+                itertools.islice((b for b in self._read_until_unchanged(plog, group, checked, dirty)
+                                  if b is not None), unchanged),
+                [self._apply(batch, keep, horizon, result)],
+                (self._apply(*d, result) for d in decisions if d is not None))
+            new = plog.replace(group, rewritten, clean=group[-1].next_offset <= result.end_offset,
+                               journal=functools.partial(_joined, removals, result.erased if last else []),
+                               checkpoint=result.end_offset if last else None)
+            result.bytes_written += new.size_bytes
+            throttler.maybe_throttle(new.size_bytes)
+            return True
         return False
 
     @staticmethod
