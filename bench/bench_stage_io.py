@@ -177,11 +177,12 @@ def main() -> None:
                 results[name].append(figures)
         print(f"{args.partitions} partitions on {args.store}, {args.records} new records each a stage over "
               f"{args.keys} keys, one task; medians of {args.rounds} rounds")
-        print(f"{'side':<20} {'ms a partition':>15} {'last quarter':>13} {'fsyncs a partition':>19} {'syncfs a task':>14} "
-              f"{'storage calls a partition':>26}")
+        print(f"{'side':<20} {'ms a partition':>15} {'last quarter':>13} {'fsyncs a partition':>19} "
+              f"{'syncfs a task':>14} {'storage calls a partition':>26}")
         for name, rows in results.items():
             ms, fsyncs, calls, barriers, last = (statistics.median(col) for col in zip(*rows, strict=True))
-            print(f"{name:<20} {ms * 1000:>15.2f} {last * 1000:>13.2f} {fsyncs:>19.1f} {barriers:>14.1f} {calls:>26.1f}")
+            print(f"{name:<20} {ms * 1000:>15.2f} {last * 1000:>13.2f} {fsyncs:>19.1f} {barriers:>14.1f} "
+                  f"{calls:>26.1f}")
         print("storage calls a partition in a stage, by kind:")
         for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
             if kind not in ("calls", "fsync", "syncfs"):

@@ -11,7 +11,8 @@
    a dirty range whose every record is its key's winner (each key once, none a tombstone or keyless, none
    outranked by a clean record), and a clean segment whose key filter (streaming.log.key_filter) holds none of
    the mapped keys and whose tombstones are not due. Where a whole cluster trickles, a pass reads only its new
-   records, once; Kafka's reads them twice and the rest of the log once.
+   records, once, and a few small clean segments when it merges them; Kafka's reads them twice and the rest of the
+   log once.
 3. Tombstones (KIP-534): a surviving tombstone without a delete horizon gets now + delete.retention.ms;
    one whose horizon has passed is removed, once the sink has committed it (a tombstone removed before
    would never delete its key there). So a tombstone needs two passes and is never kept forever.
@@ -37,11 +38,11 @@ from streaming.cleaner.config import CompactionConfig, KeylessPolicy, Strategy
 from streaming.cleaner.dirty_range import DirtyRange
 from streaming.cleaner.hash_memo import HashMemo
 from streaming.cleaner.offset_map import OffsetMap, rank_greater
-from streaming.partition_id import PartitionId
-from streaming.cleaner.segment_merge import merge, merge_tail
+from streaming.cleaner.segment_merge import merge, merge_tail, size_groups
 from streaming.cleaner.selection import LogToClean
 from streaming.cleaner.strategy import VersionReader
 from streaming.cleaner.throttle import Throttler
+from streaming.partition_id import PartitionId
 from streaming.erasure import events as audit
 from streaming.erasure.events import AuditKeys
 from streaming.log import PartitionLog, records_from_batch
@@ -218,35 +219,27 @@ class Cleaner:
 
     # ----- phase 2: recopy ---------------------------------------------------------------------------------
 
-    def _groups(self, plog: PartitionLog, end_offset: int) -> list[list[SegmentMeta]]:
-        """Consecutive sealed segments below the end offset, grouped while their size fits segment.bytes."""
-        groups: list[list[SegmentMeta]] = []
-        size = 0
-        for seg in plog.segments[:-1]:
-            if seg.base_offset >= end_offset:
-                break
-            if groups and size + seg.size_bytes <= self.config.segment_bytes:
-                groups[-1].append(seg)
-                size += seg.size_bytes
-            else:
-                groups.append([seg])
-                size = seg.size_bytes
-        return groups
-
     def _recopy(self, plog: PartitionLog, target: LogToClean, versions: VersionReader, result: CleanResult,
                 throttler: Throttler, dead_letter: DeadLetterSink | None, checked: set[int],
                 emitted_up_to: int | None, dirty: DirtyRange) -> bool:
-        """Rewrites each group a decision changes; the last group's rewrite commits the pass's checkpoint and the
-        erase audit's events with it, and then says so (True): the pass needs no commit of its own."""
-        groups = self._groups(plog, result.end_offset)
+        """Rewrites each group a decision changes, merges the small clean segments of one nothing changes
+        (segment_merge); the last group's rewrite or merge commits the pass's checkpoint and the erase audit's events,
+        and then says so (True): the pass needs no commit of its own."""
+        groups = size_groups(plog.segments[:-1], result.end_offset, self.config.segment_bytes)
         for i, group in enumerate(groups):
             last = i == len(groups) - 1
-            if not self._rewrite(plog, group, last, versions, result, throttler, dead_letter, checked, emitted_up_to,
-                                 dirty):
-                merged = merge(plog, merge_tail(group, dirty.start), checked)
-                result.bytes_written += merged
-                throttler.maybe_throttle(merged)
-            elif last:
+            rewrote = self._rewrite(plog, group, last, versions, result, throttler, dead_letter, checked, emitted_up_to,
+                                    dirty)
+            bound = dirty.start if emitted_up_to is None else min(dirty.start, emitted_up_to + 1)
+            tail = [] if rewrote else merge_tail(group, bound)
+            if tail:
+                new = merge(plog, tail, checked, journal=functools.partial(_joined, result.erased if last else []),
+                            checkpoint=result.end_offset if last else None)
+                result.records_read += new.record_count  # the tail's records, read and written as they were
+                result.bytes_read += new.size_bytes
+                result.bytes_written += new.size_bytes
+                throttler.maybe_throttle(2 * new.size_bytes)
+            if last and (rewrote or tail):
                 return True
         return False
 
