@@ -226,12 +226,12 @@ class Cleaner:
         (segment_merge); the last group's rewrite or merge commits the pass's checkpoint and the erase audit's events,
         and then says so (True): the pass needs no commit of its own."""
         groups = size_groups(plog.segments[:-1], result.end_offset, self.config.segment_bytes)
+        mergeable_below = dirty.start if emitted_up_to is None else min(dirty.start, emitted_up_to + 1)
         for i, group in enumerate(groups):
             last = i == len(groups) - 1
             rewrote = self._rewrite(plog, group, last, versions, result, throttler, dead_letter, checked, emitted_up_to,
                                     dirty)
-            bound = dirty.start if emitted_up_to is None else min(dirty.start, emitted_up_to + 1)
-            tail = [] if rewrote else merge_tail(group, bound)
+            tail = [] if rewrote else merge_tail(group, mergeable_below)
             if tail:
                 new = merge(plog, tail, checked, journal=functools.partial(_joined, result.erased if last else []),
                             checkpoint=result.end_offset if last else None)

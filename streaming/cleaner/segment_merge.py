@@ -13,9 +13,10 @@ copied O(log MAX_KEYS) times, and on average at most one pass in MERGE_FAN_IN - 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
 from streaming.log import PartitionLog, key_filter
+from streaming.log.journal import JournalEvent
 from streaming.log.segment import SegmentMeta
 
 MERGE_FAN_IN = 4
@@ -50,7 +51,7 @@ def merge_tail(group: Sequence[SegmentMeta], clean_below: int) -> list[SegmentMe
         start -= 1
         size += tail[start].size_bytes
         records += tail[start].record_count
-    return list(tail[start:]) if len(tail) - start >= MERGE_FAN_IN else []
+    return tail[start:] if len(tail) - start >= MERGE_FAN_IN else []
 
 
 def _joins(seg: SegmentMeta, size: int, records: int, newest: bool) -> bool:
@@ -60,8 +61,9 @@ def _joins(seg: SegmentMeta, size: int, records: int, newest: bool) -> bool:
             and (newest or seg.size_bytes <= size))
 
 
-def merge(plog: PartitionLog, tail: Sequence[SegmentMeta], checked: set[int], **commit: Any) -> SegmentMeta:
+def merge(plog: PartitionLog, tail: Sequence[SegmentMeta], checked: set[int],
+          journal: Callable[[], Sequence[JournalEvent]] | None = None, checkpoint: int | None = None) -> SegmentMeta:
     """The tail swapped for one segment of the same records. ``checked``: segments whose bytes the pass has checked
-    already; ``commit``: PartitionLog.replace's journal and checkpoint, for a merge that ends the pass."""
+    already; ``journal`` and ``checkpoint``: PartitionLog.replace's, for a merge that ends the pass."""
     batches = (b for s in tail for b in plog.segment_batches(s, check=s.base_offset not in checked))
-    return plog.replace(tail, batches, **commit)
+    return plog.replace(tail, batches, journal=journal, checkpoint=checkpoint)
