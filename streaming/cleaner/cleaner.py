@@ -135,10 +135,10 @@ class Cleaner:
             plog.set_cleaner_checkpoint(result.end_offset, journal=result.erased)
         result.invalid_version_headers = versions.invalid_headers
         result.elapsed_s = self.clock() - started
-        log.info("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "
-                 "%.2fs", target.partition, result.start_offset, result.end_offset, result.records_read,
-                 result.records_removed, result.tombstones_removed, result.keyless,
-                 100 * result.buffer_utilization, result.elapsed_s)
+        log.debug("cleaned %s [%d, %d): read %d records, removed %d (%d tombstones), %d keyless, map %.0f%% full, "
+                  "%.2fs", target.partition, result.start_offset, result.end_offset, result.records_read,
+                  result.records_removed, result.tombstones_removed, result.keyless,
+                  100 * result.buffer_utilization, result.elapsed_s)
         return result
 
     # ----- phase 1: the offset map -------------------------------------------------------------------------

@@ -521,3 +521,20 @@ def test_a_clean_record_that_outranks_a_new_dirty_key_still_drops_it(tmp_path, m
     plog.roll()
     Cleaner(c).clean(plog, LogCleanerManager(c).select(plog, PID, 0), 0)
     assert contents(plog) == [(0, b"a", b"v5"), (2, b"b", b"v1")]
+
+
+def test_a_pass_says_what_it_did_at_debug_not_at_the_default_level(tmp_path, caplog) -> None:
+    """A whole cluster's job passes over thousands of logs a stage: a line a pass at INFO would be thousands of
+    lines every few seconds, each written through Spark's worker (the stage's progress line counts them)."""
+    c = cfg(min_cleanable_dirty_ratio=0)
+    plog = new_log(tmp_path, c)
+    plog.append([rec(0, b"a", b"1"), rec(1, b"a", b"2")])
+    plog.roll()
+    with caplog.at_level("INFO", logger="streaming.cleaner"):
+        LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_000)
+    assert caplog.records == []
+    plog.append([rec(2, b"a", b"3")])
+    plog.roll()
+    with caplog.at_level("DEBUG", logger="streaming.cleaner"):
+        LogCleanerManager(c).clean_partition(PID, plog, now_ms=20_000)
+    assert any(r.getMessage().startswith(f"cleaned {PID} ") for r in caplog.records)

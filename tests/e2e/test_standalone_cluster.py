@@ -45,7 +45,9 @@ def test_a_job_on_a_standalone_cluster_with_state_on_s3_emits_the_model(bootstra
                    "--conf", "spark.cores.max=2",
                    "run", "--bootstrap-servers", bootstrap_servers, "--source-topic", src,
                    "--sink-topic", sink, "--state-dir", state, "--checkpoint-location", str(tmp_path / "checkpoint"),
-                   "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION]
+                   "--once", "--config", "max.compaction.lag.ms=60000", *NO_SINK_COMPACTION,
+                   # the workers' passes, a line each at DEBUG: where each partition's compaction ran
+                   "--spark-conf", "spark.executorEnv.KCOMPACT_LOG_LEVEL=DEBUG"]
         bare = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "VIRTUAL_ENV", "SPARK_LOCAL_IP")}
         bare["PATH"] = "/usr/bin:/bin"  # no activated virtualenv: kcompact finds Spark and its Python itself
         out = subprocess.run(command, capture_output=True, text=True, timeout=900, env=bare)
@@ -61,7 +63,7 @@ def test_a_job_on_a_standalone_cluster_with_state_on_s3_emits_the_model(bootstra
     assert err[-1].endswith(" done: 2000 records ingested, 4 passes, " + err[-1].split(" passes, ")[1]), err[-1]
     assert out.stdout.startswith(f"mirroring 1 topic(s) (4 partitions) from {bootstrap_servers}") and not TEXT_LINE.search(out.stdout)
     assert all(executors), f"every worker started an executor JVM: {executors}"
-    ran = [set(re.findall(rf" INFO streaming.cleaner.cleaner: cleaned {re.escape(src)}-(\d) ", text)) for text in logs]
+    ran = [set(re.findall(rf" DEBUG streaming.cleaner.cleaner: cleaned {re.escape(src)}-(\d) ", text)) for text in logs]
     assert all(ran), f"compaction tasks ran on every worker: {ran}"
     assert set().union(*ran) == {"0", "1", "2", "3"}, f"every partition's compaction ran on a worker: {ran}"
     got = read_topic(bootstrap_servers, sink, 4)
