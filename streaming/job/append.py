@@ -60,7 +60,7 @@ def _b64(b: bytes | None) -> str | None:
 def _headers(column: pa.Array) -> pa.Array:
     """Spark's headers (list<struct<key, value>>) -> each record's headers in their Avro encoding."""
     n = len(column)
-    if pc.sum(pc.list_value_length(column).fill_null(0)).as_py() in (0, None):
+    if len(column.flatten()) == 0:  # no record has a header (a null list is none)
         return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
                                                       pa.py_buffer(np.zeros(n, dtype=np.uint8))])
     return pa.array([encode_headers([(h["key"], h["value"]) for h in hs or []]) for hs in column.to_pylist()],
@@ -180,6 +180,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
                    now_ms: int, logs: dict, stats: dict, locks: contextlib.ExitStack,
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
+    held: dict[PartitionId, int] = {}  # the rows pending holds, by log: a task reads hundreds of partitions
     commit = TaskCommit(locks.enter_context(Barrier()), task_io.threads_for(state.local))
     opened_at: dict[PartitionId, int] = {}  # each log's end as the task opened it
 
@@ -190,11 +191,14 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             logs[pid] = open_partition_log(state, where, config_of(pid.topic), commit.barrier)
             logs[pid].hold_commits()  # one manifest a log for the task, made behind its barrier
             opened_at[pid] = logs[pid].log_end_offset
-        rows = pa.Table.from_batches(pending.pop(pid)).combine_chunks().to_batches()[0]
+        held.pop(pid)
+        parts = pending.pop(pid)
+        rows = parts[0] if len(parts) == 1 else pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
         reached(Moment.APPEND, str(pid))
         stats[pid] = stats.get(pid, AppendCounts()) + append_reporting_rejects(logs[pid], rows, str(pid), now_ms,
                                                                                audit_keys)
 
+    holding = 0
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -203,9 +207,12 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             rows = batch if len(pids) == 1 else batch.filter(
                 pc.and_(pc.equal(batch.column("topic"), pid.topic), pc.equal(batch.column("partition"), pid.partition)))
             pending.setdefault(pid, []).append(rows)
-            held = {p: sum(b.num_rows for b in bs) for p, bs in pending.items()}
-            if sum(held.values()) >= APPEND_ROWS:  # a task reads many partitions: what it holds stays bounded
-                flush(max(held, key=held.__getitem__))
+            held[pid] = held.get(pid, 0) + rows.num_rows
+            holding += rows.num_rows
+            if holding >= APPEND_ROWS:  # a task reads many partitions: what it holds stays bounded
+                largest = max(held, key=held.__getitem__)
+                holding -= held[largest]
+                flush(largest)
     for pid in list(pending):
         flush(pid)
     for pid, plog in logs.items():

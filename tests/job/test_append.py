@@ -234,6 +234,25 @@ def test_an_append_task_makes_all_its_logs_durable_with_two_barriers(tmp_path, m
     assert all([o for o, *_ in log_contents(str(tmp_path), "t", p)] == [0, 1, 2] for p in range(4))
 
 
+def test_an_append_task_holding_its_bound_of_rows_appends_the_largest_share_first(tmp_path, monkeypatch) -> None:
+    """A task reads hundreds of partitions' batches: what it holds stays under APPEND_ROWS, the largest share
+    appended first, a partition's held batches appended as one, the rest at the task's end."""
+    monkeypatch.setattr(append, "APPEND_ROWS", 5)
+    appends: list[tuple[int, list[int]]] = []
+    real = append.append_reporting_rejects
+
+    def counted(plog, batch, where, now_ms, audit_keys):
+        appends.append((int(where.rsplit("-", 1)[1]), batch.column("offset").to_pylist()))
+        return real(plog, batch, where, now_ms, audit_keys)
+
+    monkeypatch.setattr(append, "append_reporting_rejects", counted)
+    batches = [_spark_rows("t", 0, [0, 1, 2]), _spark_rows("t", 1, [0, 1, 2, 3]), _spark_rows("t", 0, [3, 4]),
+               _spark_rows("t", 2, [0])]
+    stats = next(append_partitions(iter(batches), AppendTask(str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)))
+    assert appends == [(1, [0, 1, 2, 3]), (0, [0, 1, 2, 3, 4]), (2, [0])]
+    assert sorted((r["partition"], r["appended"]) for r in stats.to_pylist()) == [(0, 5), (1, 4), (2, 1)]
+
+
 def test_an_append_task_fenced_at_its_commit_appends_its_records_again_to_the_log_as_it_now_is(
         tmp_path, monkeypatch) -> None:
     """Another writer of the log (an attempt of the task that Spark thought lost) committed while this one held
