@@ -181,24 +181,25 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
                    audit_keys: AuditKeys) -> Iterator[pa.RecordBatch]:
     pending: dict[PartitionId, list[pa.RecordBatch]] = {}
     held: dict[PartitionId, int] = {}  # the rows pending holds, by log: a task reads hundreds of partitions
+    holding = 0  # their sum, kept as rows come and go (a sum at every batch is quadratic in the partitions)
     commit = TaskCommit(locks.enter_context(Barrier()), task_io.threads_for(state.local))
     opened_at: dict[PartitionId, int] = {}  # each log's end as the task opened it
 
     def flush(pid: PartitionId) -> None:
+        nonlocal holding
         if pid not in logs:
             where = LogDir.of(state, pid)
             locks.enter_context(partition_lock(state, where.directory))
             logs[pid] = open_partition_log(state, where, config_of(pid.topic), commit.barrier)
             logs[pid].hold_commits()  # one manifest a log for the task, made behind its barrier
             opened_at[pid] = logs[pid].log_end_offset
-        held.pop(pid)
+        holding -= held.pop(pid)
         parts = pending.pop(pid)
         rows = parts[0] if len(parts) == 1 else pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
         reached(Moment.APPEND, str(pid))
         stats[pid] = stats.get(pid, AppendCounts()) + append_reporting_rejects(logs[pid], rows, str(pid), now_ms,
                                                                                audit_keys)
 
-    holding = 0
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -210,9 +211,7 @@ def _append_locked(batches: Iterator[pa.RecordBatch], state: StateDir, config_of
             held[pid] = held.get(pid, 0) + rows.num_rows
             holding += rows.num_rows
             if holding >= APPEND_ROWS:  # a task reads many partitions: what it holds stays bounded
-                largest = max(held, key=held.__getitem__)
-                holding -= held[largest]
-                flush(largest)
+                flush(max(held, key=held.__getitem__))
     for pid in list(pending):
         flush(pid)
     for pid, plog in logs.items():

@@ -323,8 +323,10 @@ def test_progress_on_a_terminal_is_refreshed_in_place_and_gone_when_the_run_ends
     produce_keyed(bootstrap_servers, src, [(b"k%d" % (i % 50), b"v%d" % i) for i in range(2000)], 2)
     main_fd, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 240, 0, 0))  # wide enough not to wrap
+    # the workers at DEBUG: a partition's pass line is theirs (at INFO they write none)
+    debug_workers = ("--spark-conf", "spark.executorEnv.KCOMPACT_LOG_LEVEL=DEBUG")
     proc = subprocess.Popen([*KCOMPACT, *run_args(bootstrap_servers, src, f"{src}.c", tmp_path / "state", "--once",
-                                                  "--drain")],
+                                                  "--drain", *debug_workers)],
                             stdout=subprocess.DEVNULL, stderr=terminal, env=TERMINAL_ENV)
     os.close(terminal)
     screen = b""
@@ -346,7 +348,7 @@ def test_progress_on_a_terminal_is_refreshed_in_place_and_gone_when_the_run_ends
     assert all(TEXT_LINE.match(line) for line in ours) and " done: 2000 records ingested" in ours[-1], ours
     glued = [line for line in shown if line.startswith("progress: ") and STAMP.search(line)]
     assert not glued, f"log lines printed after the display's line instead of above it: {glued}"
-    assert any(" INFO streaming.cleaner." in line for line in ours), "the tasks' own log lines came through the display"
+    assert any(" DEBUG streaming.cleaner.cleaner: cleaned " in line for line in ours), "the tasks' own log lines came through the display"
     assert not FOREIGN.search(ANSI.sub("", text)), shown
 
 

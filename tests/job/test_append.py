@@ -11,12 +11,14 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from streaming.job import append
+from streaming.erasure.events import AuditKeys
 from streaming.job.append import AppendTask, LogAppender, append_partitions
+from streaming.job.append_counts import AppendCounts
 from streaming.job.engine import QueryPlan, SourceRead
 from streaming.configuration.subscription import EARLIEST, LATEST, StartingOffsets, Subscribe
 from streaming.partition_id import PartitionId
 from streaming.spark.driver import SparkEngine, SparkQuery
-from streaming.log import LogConfig, storage
+from streaming.log import LogConfig, PartitionLog, storage
 from streaming.spark.source.columns import ARROW_SCHEMA
 from streaming.state.layout import REJECTED, LogDir, log_dir, open_partition_log
 from streaming.state.stores import open_state_dir
@@ -241,16 +243,19 @@ def test_an_append_task_holding_its_bound_of_rows_appends_the_largest_share_firs
     appends: list[tuple[int, list[int]]] = []
     real = append.append_reporting_rejects
 
-    def counted(plog, batch, where, now_ms, audit_keys):
+    def counted(plog: PartitionLog, batch: pa.RecordBatch, where: str, now_ms: int, audit_keys: AuditKeys
+                ) -> AppendCounts:
         appends.append((int(where.rsplit("-", 1)[1]), batch.column("offset").to_pylist()))
         return real(plog, batch, where, now_ms, audit_keys)
 
     monkeypatch.setattr(append, "append_reporting_rejects", counted)
-    batches = [_spark_rows("t", 0, [0, 1, 2]), _spark_rows("t", 1, [0, 1, 2, 3]), _spark_rows("t", 0, [3, 4]),
-               _spark_rows("t", 2, [0])]
+    # p0 is the largest when the bound is reached at p2's first batch; p2's later batches are held together, each
+    # reaching the bound again (a count of held rows not lowered by an append would cut p2's rows in two)
+    batches = [_spark_rows("t", 0, [0, 1, 2]), _spark_rows("t", 1, [0]), _spark_rows("t", 2, [0, 1]),
+               _spark_rows("t", 2, [2]), _spark_rows("t", 2, [3])]
     stats = next(append_partitions(iter(batches), AppendTask(str(tmp_path), {"t": LogConfig(fsync=False)}, now_ms=0)))
-    assert appends == [(1, [0, 1, 2, 3]), (0, [0, 1, 2, 3, 4]), (2, [0])]
-    assert sorted((r["partition"], r["appended"]) for r in stats.to_pylist()) == [(0, 5), (1, 4), (2, 1)]
+    assert appends == [(0, [0, 1, 2]), (2, [0, 1, 2, 3]), (1, [0])]
+    assert sorted((r["partition"], r["appended"]) for r in stats.to_pylist()) == [(0, 3), (1, 1), (2, 4)]
 
 
 def test_an_append_task_fenced_at_its_commit_appends_its_records_again_to_the_log_as_it_now_is(
