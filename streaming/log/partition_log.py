@@ -32,7 +32,7 @@ from streaming.log.read_hold import held
 from streaming.log.record import BadRecordError, LogRecord, parsed_schema, schema_error
 from streaming.log.reports import AppendResult, RecoveryReport
 from streaming.log.segment import Chunk, SegmentMeta, object_damage, object_name, segment_name
-from streaming.log.read_keep import ReadKeep, WrittenRecords
+from streaming.log.read_keep import ReadKeep
 from streaming.log.segment_read import read_segment, read_segment_keys
 from streaming.log.segment_writer import room, with_object, write_cleaned
 from streaming.log.storage import Barrier, LocalStorage, Storage
@@ -331,16 +331,18 @@ class PartitionLog:
     def replace(self, old: Sequence[SegmentMeta], batches: Iterable[pa.RecordBatch], clean: bool = True,
                 journal: Callable[[], Sequence[JournalEvent]] | None = None,
                 checkpoint: int | None = None) -> SegmentMeta:
-        """Swap consecutive sealed segments for one segment of the given records (batches of LOG_BATCH_SCHEMA, in
-        offset order): a new object (its records kept for the task's next read of them), then a manifest that holds
-        it instead of theirs. The new segment keeps the first old segment's base offset and the last one's next
-        offset, so offsets and the log end are unchanged whatever the cleaner removed. No record counts as written
-        later than the old segments' latest time, and one without a usable timestamp counts as written then, not at
-        the rewrite (as Kafka's cleaned segment keeps its source's last-modified time): a rewrite must not make a
-        record young again, or min.compaction.lag.ms would hold it back after every pass. ``journal`` is asked for
-        its events once the batches are written: their producer may make them on the way. ``checkpoint``: a
-        cleaner checkpoint committed with the swap (None: the log's stays), so a pass's rewrite and its checkpoint
-        are one commit."""
+        """Swap consecutive sealed segments for one segment of the given records (batches of
+        LOG_BATCH_SCHEMA, in offset order): a new object, then a manifest that holds it instead of theirs.
+
+        The new segment keeps the first old segment's base offset and the last one's next offset, so
+        offsets and the log end are unchanged whatever the cleaner removed. No record counts as written
+        later than the old segments' latest time, and one without a usable timestamp counts as written
+        then, not at the rewrite (as Kafka's cleaned segment keeps its source's last-modified time): a
+        rewrite must not make a record young again, or min.compaction.lag.ms would hold it back after
+        every pass. ``journal`` is asked for its events once the batches are written: their producer may make
+        them on the way. ``checkpoint``: a cleaner checkpoint committed with the swap (None: the log's stays), so
+        a pass's rewrite and its checkpoint are one commit.
+        """
         if not old:
             raise ValueError("replace needs at least one segment")
         idx = self._index_of(old[0])
@@ -351,12 +353,10 @@ class PartitionLog:
         new = SegmentMeta.new(old[0].base_offset, old[-1].next_offset, clean=clean)
         written_at = max((s.largest_timestamp for s in old if s.largest_timestamp is not None), default=0)
         name = object_name(new.base_offset)
-        records = WrittenRecords(self._keep, batches)
         with self.storage.open_put(self.object_path(name)) as f:
-            written, crc = write_cleaned(f, new, records, written_at, self.config.message_timestamp_after_max_ms)
+            written, crc = write_cleaned(f, new, batches, written_at, self.config.message_timestamp_after_max_ms)
         if new.record_count:
             new.chunks = (Chunk(name, written, crc),)
-            records.kept(self.object_path(name))
         else:  # the cleaner removed every record: the segment needs no object
             self.storage.delete(self.object_path(name))
         self._commit([*self._segments[:idx], new, *self._segments[idx + len(old):]],

@@ -19,15 +19,13 @@ from streaming.log.storage import Storage
 def read_segment(storage: Storage, directory: str, seg: SegmentMeta, check: bool = True,
                  keep: ReadKeep | None = None) -> Iterator[pa.RecordBatch]:
     """All records of a segment of the log in ``directory``, object by object; with ``check``, each
-    object's bytes are checked first and damage raises CorruptSegmentError. An object ``keep`` holds is not read:
-    its records are the ones the task's rewrite wrote, or are decoded from the checked bytes its map read."""
+    object's bytes are checked first and damage raises CorruptSegmentError. An object whose checked bytes
+    ``keep`` holds is decoded from them, not read."""
     for c in seg.chunks:
         path = posixpath.join(objects_dir(directory), c.name)
-        kept = None if keep is None else keep.take(path)
-        if isinstance(kept, tuple):  # as the task's rewrite wrote them
-            yield from kept
-        elif kept is not None:
-            yield from decode_object(path, kept)
+        data = None if keep is None else keep.take(path)
+        if data is not None:
+            yield from decode_object(path, data)
         else:
             yield from read_verified(storage, path, c) if check else read_batches(storage, path)
 

@@ -13,9 +13,8 @@ from streaming.cleaner.partition_state import PartitionCleanerState
 from streaming.partition_id import PartitionId
 from streaming.cleaner.throttle import Throttler
 from streaming.log import PartitionLog, make_record
-from streaming.log.read_keep import ReadKeep
 from streaming.log.segment import segment_name
-from tests.log.objects import object_reads_counted, segment_object
+from tests.log.objects import segment_object
 
 PID = PartitionId("t", 0)
 HOUR = 3_600_000
@@ -438,20 +437,6 @@ def _segments_read(plog: PartitionLog, monkeypatch) -> list[int]:
 
     monkeypatch.setattr(plog, "segment_batches", counting)
     return reads
-
-
-def test_a_pass_reads_its_dirty_object_once_and_leaves_its_cleaned_records_to_the_next_read(tmp_path) -> None:
-    """A compaction task's keep (ReadKeep): the map reads the new object whole, the recopy decodes the kept bytes,
-    and the emission's read of the cleaned segment gets the records the recopy wrote, not a read of its object."""
-    c = cfg(min_cleanable_dirty_ratio=0)
-    storage, asked = object_reads_counted()
-    plog = PartitionLog(str(tmp_path), c.log_config, storage, keep=ReadKeep())
-    plog.append([rec(i, b"k%d" % (i % 5), b"v%d" % i) for i in range(40)])
-    plog.roll()
-    asked.clear()
-    assert LogCleanerManager(c).clean_partition(PID, plog, now_ms=10_000).result.records_removed == 35
-    assert asked == ["get"]
-    assert contents(plog) == [(i, b"k%d" % (i % 5), b"v%d" % i) for i in range(35, 40)] and asked == ["get"]
 
 
 def test_a_dirty_range_of_new_keys_is_only_mapped(tmp_path, monkeypatch) -> None:

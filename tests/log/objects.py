@@ -25,17 +25,6 @@ class PatchedStorage:
         return getattr(self._inner, name)
 
 
-def object_reads_counted() -> tuple[PatchedStorage, list[str]]:
-    """A local storage (no fsync) and each read of a segment object made through it ("get", "open_read"), in order."""
-    inner = storage.LocalStorage(fsync=False)
-    asked: list[str] = []
-
-    def object_read(call: str):
-        return lambda p: (asked.append(call) if "/segments/" in p else None, getattr(inner, call)(p))[1]
-
-    return PatchedStorage(inner, get=object_read("get"), open_read=object_read("open_read")), asked
-
-
 def disk_syncs(monkeypatch) -> list[str]:
     """Each fsync and syncfs asked of the disk from now on ("fsync", "syncfs"), in order; each still made."""
     asked: list[str] = []
