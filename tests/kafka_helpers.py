@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from streaming.kafka.headers.origin_header import Origins
 from streaming.log import LogConfig, PartitionLog
@@ -33,6 +33,24 @@ class Sent:
     def as_log(self) -> tuple:
         return (self.offset, self.key, self.value, self.timestamp,
                 [{"key": k, "value": v} for k, v in self.headers])
+
+
+def wait_until_led(bootstrap: str, topics: list[str], timeout_s: float = 30) -> None:
+    """Until the broker's metadata shows each topic without error and each partition with a leader: a topic is
+    created before its partitions are led, and a pattern's source skips a topic in error, so a job started in
+    between finds the topic later, as one added while it runs (a batch for it, with nothing in it)."""
+    client = Consumer({"bootstrap.servers": bootstrap, "group.id": "kcompact-tests-metadata"})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            md = client.list_topics(timeout=5)
+            if all(t in md.topics and md.topics[t].error is None and md.topics[t].partitions and
+                   all(p.leader >= 0 for p in md.topics[t].partitions.values()) for t in topics):
+                return
+            assert time.monotonic() < deadline, f"topics {topics} not led within {timeout_s} s"
+            time.sleep(0.1)
+    finally:
+        client.close()
 
 
 def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 30) -> list[Sent]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_first_contact import KCOMPACT, kcompact, lines
+from tests.kafka_helpers import wait_until_led
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +27,7 @@ def test_a_mirror_that_would_hold_records_for_a_week_warns_once_per_topic_and_a_
     prefix = f"hold{time.time_ns()}"
     weekly = new_topic(prefix=prefix)
     bounded = new_topic(prefix=prefix, config={"max.compaction.lag.ms": "60000"})
+    wait_until_led(bootstrap_servers, [weekly, bounded])  # else a topic found late gets a batch of its own
     argv = ["run", "--bootstrap-servers", bootstrap_servers, "--source-topic-pattern", f"{prefix}-[0-9a-f]+",
             "--sink-topic-template", "{topic}.c", "--state-dir", str(tmp_path / "state")]
     job_out = tmp_path / "out"
