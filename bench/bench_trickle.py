@@ -279,19 +279,20 @@ def _table(results: list[Result], args: argparse.Namespace) -> str:
              "bench CPU-s | latency p50 s | p99 s | max s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        # a stage runs as soon as the one before ends (a stage takes longer than the trigger): with the cores full,
-        # the job's CPU-s over the window are what the cores leave it, and a stage's cost is what its work decides
+        # where a stage takes longer than the trigger the next runs as soon as it ends, and with the cores full the
+        # job's CPU-s over the window are what the cores leave it: its CPU-s a stage are what follows its work
+        stages = "-" if r.stages is None else str(r.stages)
         per_stage = f"{r.side_cpu_s / r.stages:.2f}" if r.stages else "-"
         lines.append(f"| {r.side} | {r.produced:,} | {r.produced / r.window_s:,.0f} | {len(r.latencies_ms):,} | "
-                     f"{r.side_cpu_s:.1f} | {r.side_cpu_s / r.window_s:.2f} | {r.stages if r.stages is not None else '-'} | "
-                     f"{per_stage} | {r.broker_cpu_s:.1f} | {r.bench_cpu_s:.1f} | {r.percentile(0.5)} | "
-                     f"{r.percentile(0.99)} | {r.percentile(1.0)} |")
+                     f"{r.side_cpu_s:.1f} | {r.side_cpu_s / r.window_s:.2f} | {stages} | {per_stage} | "
+                     f"{r.broker_cpu_s:.1f} | {r.bench_cpu_s:.1f} | {r.percentile(0.5)} | {r.percentile(0.99)} | "
+                     f"{r.percentile(1.0)} |")
     by = {r.side: r for r in results}
     if set(SIDES) <= set(by):
         job, mm2 = by["pipeline"], by["mm2-tuned"]
         per_record = _ratio(job.side_cpu_s / max(1, job.produced), mm2.side_cpu_s / max(1, mm2.produced))
-        lines.append(f"pipeline / mm2-tuned: CPU {_ratio(job.side_cpu_s, mm2.side_cpu_s)} ({per_record} a record), broker CPU "
-                     f"{_ratio(job.broker_cpu_s, mm2.broker_cpu_s)}; latency p50 {job.percentile(0.5)} s vs "
+        lines.append(f"pipeline / mm2-tuned: CPU {_ratio(job.side_cpu_s, mm2.side_cpu_s)} ({per_record} a record), "
+                     f"broker CPU {_ratio(job.broker_cpu_s, mm2.broker_cpu_s)}; latency p50 {job.percentile(0.5)} s vs "
                      f"{mm2.percentile(0.5)} s, p99 {job.percentile(0.99)} s vs {mm2.percentile(0.99)} s")
     return "\n".join(lines)
 

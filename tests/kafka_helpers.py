@@ -6,12 +6,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from streaming.kafka.headers.origin_header import Origins
 from streaming.log import LogConfig, PartitionLog
 from streaming.state.layout import log_dir
 from streaming.state.stores import open_state_dir
+from tests.e2e.helpers import wait_for
 
 
 # The clusters' ids a test's emitter names: records name their origin, none left out (the sink is another id)
@@ -39,18 +41,14 @@ def wait_until_led(bootstrap: str, topics: list[str], timeout_s: float = 30) -> 
     """Until the broker's metadata shows each topic without error and each partition with a leader: a topic is
     created before its partitions are led, and a pattern's source skips a topic in error, so a job started in
     between finds the topic later, as one added while it runs (a batch for it, with nothing in it)."""
-    client = Consumer({"bootstrap.servers": bootstrap, "group.id": "kcompact-tests-metadata"})
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            md = client.list_topics(timeout=5)
-            if all(t in md.topics and md.topics[t].error is None and md.topics[t].partitions and
-                   all(p.leader >= 0 for p in md.topics[t].partitions.values()) for t in topics):
-                return
-            assert time.monotonic() < deadline, f"topics {topics} not led within {timeout_s} s"
-            time.sleep(0.1)
-    finally:
-        client.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def led() -> bool:
+        md = admin.list_topics(timeout=5).topics
+        return all(t in md and md[t].error is None and md[t].partitions and
+                   all(p.leader >= 0 for p in md[t].partitions.values()) for t in topics)
+
+    wait_for(led, timeout_s, f"topics {topics} led", pause_s=0.1)
 
 
 def produce(bootstrap: str, topic: str, records: list[Sent], timeout_s: float = 30) -> list[Sent]:
