@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import warnings
 from typing import Iterator
 
@@ -26,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import (CommitFailedException, NoSuchNamespaceError, NoSuchTableError, NotInstalledError,
-                                  RESTError, ValidationError)
+                                  RESTError, ValidationError, ValidationException)
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In
 from pyiceberg.table import Table, Transaction
 from requests import RequestException
@@ -46,6 +47,13 @@ from streaming.table.values import TableShape, ValueSpec
 
 log = logging.getLogger(__name__)
 
+# pyiceberg 0.12's delete decides which manifests hold the files to drop on its thread pool, through one
+# evaluator that keeps the manifest it is reading in an attribute (_ManifestEvalVisitor.eval): under load a
+# thread reads another's partition bounds, skips the manifest holding a file it must drop, and the commit
+# fails with "Missing required files to delete". One worker, read when the pool is first made, keeps the
+# evaluation serial; this package is pyiceberg's only user, so setting it on import comes before any table.
+os.environ["PYICEBERG_MAX_WORKERS"] = "1"
+
 CATALOG_NAME = "kcompact"  # a SQL catalog keeps its tables under its name: every run must use the same one
 OFFSETS_PROPERTY = "kcompact.source-offsets"
 DEFAULTS_PROPERTY = "kcompact.connect-defaults"
@@ -53,7 +61,7 @@ NEWEST_PROPERTY = "kcompact.newest-schema"  # --from-schema latest: the newest C
 REWRITE_SHARE = 0.5  # a partition where more of the keys changed is rewritten whole
 # what a catalog or its store raises for a refusal or an outage (pyiceberg's own, its SQL and HTTP clients')
 CATALOG_ERRORS = (RESTError, CommitFailedException, NoSuchNamespaceError, NotInstalledError, ValidationError,
-                  SQLAlchemyError, RequestException, OSError)
+                  ValidationException, SQLAlchemyError, RequestException, OSError)
 
 
 class IcebergCatalogError(UserError, RuntimeError):

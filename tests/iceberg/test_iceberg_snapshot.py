@@ -103,6 +103,28 @@ def test_a_field_added_later_is_added_to_the_table_by_schema_evolution_and_a_cha
     assert _table(target).metadata_location == metadata
 
 
+def test_a_partition_rewritten_among_several_manifests_is_not_raced_by_pyicebergs_threads(tmp_path, monkeypatch) -> None:
+    """pyiceberg's delete evaluates the manifests through one evaluator that keeps the manifest it reads in an
+    attribute; the pause between setting it and reading it makes threads sharing it read each other's bounds
+    every time, where under load they did once in a while."""
+    from pyiceberg.expressions import visitors
+
+    def paused(self, manifest):
+        if partitions := manifest.partitions:
+            self.partition_fields = partitions
+            time.sleep(0.02)
+            return visitors.visit(self.partition_filter, self)
+        return visitors.ROWS_MIGHT_MATCH
+
+    monkeypatch.setattr(visitors._ManifestEvalVisitor, "eval", paused)
+    model = state_dir(str(tmp_path / "state"))
+    target = _target(tmp_path)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
+    model.append(PartitionId("by-time", 1), 40, keys=4)
+    snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
+    assert _rows(target) == expected(model)
+
+
 def test_a_snapshot_killed_before_its_commit_leaves_the_table_as_it_was_and_the_next_completes_it(tmp_path) -> None:
     model = state_dir(str(tmp_path / "state"))
     target = _target(tmp_path)
