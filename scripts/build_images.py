@@ -12,6 +12,7 @@ building it again.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import logging
 import os
@@ -144,8 +145,19 @@ def build_kafka(engine: Any, from_registry: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="kcompact-kafka-image-") as context:
         for f in recipe:
             shutil.copy(f, context)
-        shutil.copytree(jars.directory, Path(context) / "jars", copy_function=os.link)
+        shutil.copytree(jars.directory, Path(context) / "jars", copy_function=_linked_or_copied)
         return _build(engine, Path(context), "Dockerfile", kafka_image(), digest, {"BASE": base})
+
+
+def _linked_or_copied(source: str, target: str) -> None:
+    """A hard link where the scratch directory shares the cache's filesystem, else a copy: TMPDIR may be
+    elsewhere (the test run keeps it in memory, in /dev/shm)."""
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copy2(source, target)
 
 
 def build_kcompact(engine: Any, from_registry: bool = False) -> str:

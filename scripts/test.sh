@@ -64,7 +64,21 @@ run_whole_suite() {
     fi
     exit "$status"
 }
+# The tests' temporary files (pytest's tmp_path; the brokers', the cluster's, MinIO's and PostgreSQL's data)
+# live in memory when /dev/shm has room for them: a durable commit (write, fsync, rename, fsync of the
+# directory) costs milliseconds on a VM's disk and microseconds there, and the suite makes a great many. The
+# tests kill processes, never the machine, so a disk's durability is not what they check; bench/ keeps the disk.
+# One directory, reused, so pytest's own retention (its last three runs) bounds what it holds.
+_temporary_files_in_memory() {
+    local free_kib
+    free_kib="$(df --output=avail -k /dev/shm 2>/dev/null | tail -n 1 | tr -d ' ')"
+    if [[ "$free_kib" =~ ^[0-9]+$ ]] && (( free_kib >= 8 * 1024 * 1024 )); then
+        export TMPDIR="/dev/shm/kcompact-tests-$(id -u)"
+        mkdir -p -m 700 "$TMPDIR"
+    fi
+}
 cd "$KCOMPACT_ROOT"
+_temporary_files_in_memory
 python -m ruff check --quiet .  # the lint pyproject.toml configures; a finding fails the run
 if [[ "${1:-}" == "--fast" ]]; then
     shift

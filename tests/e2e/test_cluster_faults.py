@@ -96,12 +96,15 @@ def test_two_brokers_down_the_job_waits_says_why_and_resumes(cluster: LocalClust
         down = [n for n in (1, 2, 3) if n != leader(cluster.bootstrap_servers, sink, 0)]
         for node in down:
             cluster.kill(node)
-        time.sleep(30)  # the outage
+
+        def waiting() -> list[str]:  # the outage lasts until the job has said why it waits
+            job.running()
+            return [line for line in job.lines_since(before)
+                    if re.search(r"WARNING .*waiting for the (sink|source) cluster", line)]
+        wait_for(waiting, 120, "the job says why it waits")
         for node in down:
             cluster.restart(node)
         lines = job.lines_since(before)
-        waiting = [line for line in lines if re.search(r"WARNING .*waiting for the (sink|source) cluster", line)]
-        assert waiting, "the job said why it waits: " + "\n".join(lines[-40:])
         assert not [line for line in lines if "Traceback" in line], "no stack, one line per interval"
     _run(cluster, tmp_path, fault)
 
