@@ -150,12 +150,12 @@ def build_kafka(engine: Any, from_registry: bool = False) -> str:
 
 
 def _linked_or_copied(source: str, target: str) -> None:
-    """A hard link where the scratch directory shares the cache's filesystem, else a copy: TMPDIR may be
-    elsewhere (the test run keeps it in memory, in /dev/shm)."""
+    """A hard link where the scratch directory shares the cache's filesystem and links are allowed, else a
+    copy: TMPDIR may be elsewhere (the test command keeps it in memory, in /dev/shm)."""
     try:
         os.link(source, target)
     except OSError as exc:
-        if exc.errno != errno.EXDEV:
+        if exc.errno not in (errno.EXDEV, errno.EPERM):  # another filesystem; protected hard links
             raise
         shutil.copy2(source, target)
 

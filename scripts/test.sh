@@ -68,14 +68,19 @@ run_whole_suite() {
 # live in memory when /dev/shm has room for them: a durable commit (write, fsync, rename, fsync of the
 # directory) costs milliseconds on a VM's disk and microseconds there, and the suite makes a great many. The
 # tests kill processes, never the machine, so a disk's durability is not what they check; bench/ keeps the disk.
-# One directory, reused, so pytest's own retention (its last three runs) bounds what it holds.
+# One directory, reused, so pytest's own retention (its last three runs) bounds what it holds. Only where
+# /dev/shm has the room, the machine has the memory beside the brokers and JVMs (it holds no swap here), and
+# scripts may run from it (some tests run theirs from tmp_path).
 _temporary_files_in_memory() {
-    local free_kib
+    local free_kib available_kib dir
     free_kib="$(df --output=avail -k /dev/shm 2>/dev/null | tail -n 1 | tr -d ' ')"
-    if [[ "$free_kib" =~ ^[0-9]+$ ]] && (( free_kib >= 8 * 1024 * 1024 )); then
-        export TMPDIR="/dev/shm/kcompact-tests-$(id -u)"
-        mkdir -p -m 700 "$TMPDIR"
-    fi
+    available_kib="$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null)"
+    dir="/dev/shm/kcompact-tests-$(id -u)"
+    [[ "$free_kib" =~ ^[0-9]+$ && "$available_kib" =~ ^[0-9]+$ ]] || return 0
+    (( free_kib >= 8 * 1024 * 1024 && available_kib >= 16 * 1024 * 1024 )) || return 0
+    findmnt -no OPTIONS /dev/shm 2>/dev/null | grep -qw noexec && return 0
+    mkdir -p -m 700 "$dir" 2>/dev/null && [[ -O "$dir" ]] || return 0
+    export TMPDIR="$dir"
 }
 cd "$KCOMPACT_ROOT"
 _temporary_files_in_memory

@@ -123,6 +123,8 @@ def test_a_partition_rewritten_among_several_manifests_is_not_raced_by_pyiceberg
     model.append(PartitionId("by-time", 1), 40, keys=4)
     snapshot_to(model.uri, target, ValueSpec(ValueFormat.BINARY))
     assert _rows(target) == expected(model)
+    operations = [s.summary.operation.value for s in _table(target).snapshots() if s.summary is not None]
+    assert "overwrite" in operations, f"the keys' delete rewrote a data file, where the race is: {operations}"
 
 
 def test_a_snapshot_killed_before_its_commit_leaves_the_table_as_it_was_and_the_next_completes_it(tmp_path) -> None:

@@ -41,8 +41,9 @@ _PORTS_FILE = "kcompact-ports.json"
 KAFKA_OPTS = "KAFKA_OPTS"  # the environment variable
 _LISTEN_PORTS_FROM = 20000
 # Every port handed out, a file each naming the process it went to: two processes that each start brokers
-# (two pytest workers, two `kcompact broker`s) never get the same port between its check and its bind
-_HANDED_OUT = Path(tempfile.gettempdir()) / f"kcompact-ports-{os.getuid()}"
+# (two pytest workers, two `kcompact broker`s) never get the same port between its check and its bind. In
+# /tmp whatever TMPDIR says: every such process on the machine must share it (the test command moves TMPDIR).
+_HANDED_OUT = Path("/tmp") / f"kcompact-ports-{os.getuid()}"
 
 # Kafka's cleaner logs its own pass statistics to log-cleaner.log, as in Kafka's distribution.
 _LOG4J2 = """Configuration:
