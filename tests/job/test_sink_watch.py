@@ -9,6 +9,7 @@ import logging
 import re
 import time
 import uuid
+from typing import Callable, TypeVar
 
 import pyarrow as pa
 import pytest
@@ -33,6 +34,7 @@ from tests.kafka_helpers import ORIGINS
 
 pytestmark = pytest.mark.integration
 
+T = TypeVar("T")
 LOST_MARKER_TRIES = 10
 MARKERS_LATE_S = 5.0  # markers the restart delayed still land within this
 SOURCE = "orders"
@@ -52,18 +54,23 @@ def _emit(bootstrap: str, tid: str, sink: str, offsets, after: int = -1) -> None
     emitter.close()
 
 
-def _state(bootstrap: str, sink: str) -> SinkPartitionState:
-    """Read again while the topic just made has no leader yet (NOT_LEADER_FOR_PARTITION)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client collected mid-call fails the call
-
-    def read() -> SinkPartitionState | None:
+def _once_led(read: Callable[[], T], what: str) -> T:
+    """read() again while the topic just made has no leader yet (NOT_LEADER_FOR_PARTITION), or one whose
+    epoch the broker answering does not know yet (UNKNOWN_LEADER_EPOCH)."""
+    def attempt() -> tuple[T] | None:
         try:
-            return read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)]
+            return (read(),)
         except KafkaException as exc:
             if not is_transient(exc):
                 raise
             return None
-    return wait_for(read, 30, f"the state of {sink}-0", pause_s=0.2)
+    return wait_for(attempt, 30, what, pause_s=0.2)[0]
+
+
+def _state(bootstrap: str, sink: str) -> SinkPartitionState:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client collected mid-call fails the call
+    return _once_led(lambda: read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)],
+                     f"the state of {sink}-0")
 
 
 def _read_by_task(seen: SinkPartitionState, emitted: int = 0, emitted_up_to: int = 9) -> StageReport:
@@ -74,7 +81,8 @@ def _read_by_task(seen: SinkPartitionState, emitted: int = 0, emitted_up_to: int
 
 
 def _progress(bootstrap: str, sink: str) -> int:
-    return committed_progress({"bootstrap.servers": bootstrap}, [PartitionId(sink, 0)])[PartitionId(sink, 0)]
+    return _once_led(lambda: committed_progress({"bootstrap.servers": bootstrap}, [PartitionId(sink, 0)])[
+        PartitionId(sink, 0)], f"the committed progress of {sink}-0")
 
 
 def test_a_sink_is_trusted_only_as_the_jobs_last_stage_that_touched_it_left_it(bootstrap_servers, tmp_path) -> None:
