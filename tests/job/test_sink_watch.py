@@ -9,11 +9,10 @@ import logging
 import re
 import time
 import uuid
-from typing import Callable, TypeVar
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from streaming.job.compact import StageReport
@@ -21,7 +20,7 @@ from streaming.job.held_sinks import OpenTransaction, read_held
 from streaming.job.sink_watch import SinkWatch
 from streaming.kafka.admin import Cluster, create_topic, unique_topic_name
 from streaming.kafka.clients import read_committed
-from streaming.kafka.failures import is_transient
+from streaming.kafka.failures import retrying
 from streaming.kafka.headers.offset_header import source_offset
 from streaming.kafka.sink.sink_progress import committed_progress
 from streaming.kafka.sink.sink_state import SinkPartitionState, read_states
@@ -34,7 +33,6 @@ from tests.kafka_helpers import ORIGINS
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 LOST_MARKER_TRIES = 10
 MARKERS_LATE_S = 5.0  # markers the restart delayed still land within this
 SOURCE = "orders"
@@ -54,23 +52,12 @@ def _emit(bootstrap: str, tid: str, sink: str, offsets, after: int = -1) -> None
     emitter.close()
 
 
-def _once_led(read: Callable[[], T], what: str) -> T:
-    """read() again while the topic just made has no leader yet (NOT_LEADER_FOR_PARTITION), or one whose
-    epoch the broker answering does not know yet (UNKNOWN_LEADER_EPOCH)."""
-    def attempt() -> tuple[T] | None:
-        try:
-            return (read(),)
-        except KafkaException as exc:
-            if not is_transient(exc):
-                raise
-            return None
-    return wait_for(attempt, 30, what, pause_s=0.2)[0]
-
-
+# The reads below go again, as the job's do, while the topic just made has no leader yet (NOT_LEADER_FOR_PARTITION)
+# or one whose epoch the broker answering does not know yet (UNKNOWN_LEADER_EPOCH).
 def _state(bootstrap: str, sink: str) -> SinkPartitionState:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client collected mid-call fails the call
-    return _once_led(lambda: read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)],
-                     f"the state of {sink}-0")
+    return retrying(lambda: read_states(admin, [PartitionId(sink, 0)], 10)[PartitionId(sink, 0)],
+                    f"the state of {sink}-0", 30, side="sink", pause_s=0.2, level=logging.DEBUG)
 
 
 def _read_by_task(seen: SinkPartitionState, emitted: int = 0, emitted_up_to: int = 9) -> StageReport:
@@ -81,8 +68,8 @@ def _read_by_task(seen: SinkPartitionState, emitted: int = 0, emitted_up_to: int
 
 
 def _progress(bootstrap: str, sink: str) -> int:
-    return _once_led(lambda: committed_progress({"bootstrap.servers": bootstrap}, [PartitionId(sink, 0)])[
-        PartitionId(sink, 0)], f"the committed progress of {sink}-0")
+    return retrying(lambda: committed_progress({"bootstrap.servers": bootstrap}, [PartitionId(sink, 0)])[
+        PartitionId(sink, 0)], f"the committed progress of {sink}-0", 30, side="sink", pause_s=0.2, level=logging.DEBUG)
 
 
 def test_a_sink_is_trusted_only_as_the_jobs_last_stage_that_touched_it_left_it(bootstrap_servers, tmp_path) -> None:
